@@ -1,0 +1,110 @@
+"""GPU catalog: one JSON file per GPU under data/gpus/, SI units, each value with its source.
+
+Every sourced value is stored as {"value": x, "source": "...", "checked": "YYYY-MM-DD"} so a
+report can say where a number came from; prices are defaults a caller may override.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from importlib import resources
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from planner.errors import InvalidInput
+
+
+class Sourced(BaseModel):
+    """A number and where it came from."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    value: float | None
+    source: str = Field(min_length=1)
+    checked: str = Field(pattern=r"^\d{4}-\d{2}-\d{2}$")
+
+
+class GpuSpec(BaseModel):
+    """One accelerator. `fp8_dense_flops_per_s` is null where the GPU has no fp8 tensor cores
+    (fp8 weights then run as weight-only quantization at the bf16 matmul rate)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    name: str
+    display_name: str
+    vendor: str
+    memory_bytes: Sourced
+    memory_bandwidth_bytes_per_s: Sourced
+    bf16_dense_flops_per_s: Sourced
+    fp8_dense_flops_per_s: Sourced
+    interconnect_bandwidth_bytes_per_s: Sourced  # per GPU, one direction, within a node
+    interconnect_latency_s: Sourced  # per all-reduce call, small-message floor
+    max_gpus_per_node: int = Field(gt=0)
+    usd_per_gpu_hour: Sourced  # on-demand default; overridable everywhere
+
+    # Plain-float accessors: the cost model reads these, reports read the Sourced fields.
+    @property
+    def memory(self) -> float:
+        return _req(self.memory_bytes)
+
+    @property
+    def bandwidth(self) -> float:
+        return _req(self.memory_bandwidth_bytes_per_s)
+
+    @property
+    def interconnect_bandwidth(self) -> float:
+        return _req(self.interconnect_bandwidth_bytes_per_s)
+
+    @property
+    def interconnect_latency(self) -> float:
+        return _req(self.interconnect_latency_s)
+
+    @property
+    def price(self) -> float:
+        return _req(self.usd_per_gpu_hour)
+
+    def matmul_flops(self, weight_dtype: str) -> float:
+        """Dense matmul rate for a weight dtype; fp8 falls back to bf16 where fp8 is absent."""
+        if weight_dtype == "fp8" and self.fp8_dense_flops_per_s.value is not None:
+            return float(self.fp8_dense_flops_per_s.value)
+        return _req(self.bf16_dense_flops_per_s)
+
+    @property
+    def vllm_default_max_num_batched_tokens(self) -> int:
+        """vLLM V1 online defaults: GPUs with >= 70 GiB (not A100) get 8192, others 2048."""
+        return 8192 if self._big_non_a100 else 2048
+
+    @property
+    def vllm_default_max_num_seqs(self) -> int:
+        return 1024 if self._big_non_a100 else 256
+
+    @property
+    def _big_non_a100(self) -> bool:
+        return self.memory >= 70 * 2**30 and not self.name.startswith("a100")
+
+
+def _req(s: Sourced) -> float:
+    if s.value is None:
+        raise ValueError(f"value missing ({s.source})")
+    return float(s.value)
+
+
+@cache
+def _all() -> dict[str, GpuSpec]:
+    out: dict[str, GpuSpec] = {}
+    root = resources.files("planner.catalog") / "data" / "gpus"
+    for entry in sorted(root.iterdir(), key=lambda e: e.name):
+        if entry.name.endswith(".json"):
+            spec = GpuSpec.model_validate(json.loads(entry.read_text()))
+            out[spec.name] = spec
+    return out
+
+
+def gpu_names() -> list[str]:
+    return sorted(_all())
+
+
+def get_gpu(name: str, field: str = "gpu") -> GpuSpec:
+    try:
+        return _all()[name.lower()]
+    except KeyError:
+        raise InvalidInput(field, f"unknown GPU {name!r}; valid: {', '.join(gpu_names())}") from None

@@ -1,0 +1,49 @@
+"""`capplan` entry point: argparse front end over the planner's Python API.
+
+Bad input becomes one line on stderr naming the field and the reason, exit code 2, no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from planner.commands import COMMAND_MODULES
+from planner.errors import CapplanError, InvalidInput
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse exits 2 on its own errors already; keep its one-line message."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="capplan",
+        description="Capacity planning for self-hosted LLM serving (vLLM).",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    for name in COMMAND_MODULES:
+        importlib.import_module(f"planner.commands.{name}").register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        rc = args.handler(args)
+    except InvalidInput as exc:
+        print(f"capplan: error: {exc.field}: {exc.reason}", file=sys.stderr)
+        return 2
+    except CapplanError as exc:
+        print(f"capplan: error: {exc}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        return 0
+    return int(rc or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Roofline cost model: step times, memory and KV capacity, batching analyses, profiles."""
