@@ -9,13 +9,17 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from planner.commands import COMMAND_MODULES
 from planner.errors import CapplanError, InvalidInput
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse exits 2 on its own errors already; keep its one-line message."""
+    """One line on stderr and exit 2 for usage errors too (no usage dump)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
