@@ -1,0 +1,99 @@
+"""Parameter counts come from config.json shapes; pinned to the publishers' stated sizes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from planner.catalog.models import get_model, model_names, spec_from_config
+from planner.errors import InvalidInput
+
+# (total, active) parameters as published on each model card, in billions
+PUBLISHED = {
+    "Qwen/Qwen3-8B": (8.19, 8.19),  # card: 8.2B; the seed article uses 8.19e9
+    "Qwen/Qwen3-32B": (32.8, 32.8),
+    "Qwen/Qwen3-30B-A3B": (30.5, 3.3),
+    "meta-llama/Llama-3.1-8B-Instruct": (8.03, 8.03),
+    "meta-llama/Llama-3.1-70B-Instruct": (70.6, 70.6),
+    "mistralai/Mistral-7B-Instruct-v0.3": (7.25, 7.25),
+    "mistralai/Mixtral-8x7B-v0.1": (46.7, 12.9),
+}
+
+
+def test_catalog_lists_the_issue_models() -> None:
+    assert set(PUBLISHED) == set(model_names())
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED))
+def test_parameter_counts_match_the_model_cards(name: str) -> None:
+    total, active = PUBLISHED[name]
+    m = get_model(name)
+    assert m.total_params / 1e9 == pytest.approx(total, rel=0.01)
+    assert m.active_params / 1e9 == pytest.approx(active, rel=0.02)
+
+
+def test_qwen3_8b_shape() -> None:
+    m = get_model("qwen/qwen3-8b")  # case-insensitive
+    assert m.total_params == pytest.approx(8.19e9, rel=0.01)
+    # 2 (K and V) x 36 layers x 8 KV heads x 128 head_dim x 2 bytes
+    assert m.kv_bytes_per_token() == 2 * 36 * 8 * 128 * 2 == 147_456
+    assert m.kv_bytes_per_token("fp8") == 73_728
+    assert m.weight_bytes("fp8") * 2 == m.weight_bytes("bf16")
+    assert m.query_dim == 4096
+    assert not m.is_moe
+
+
+def test_kv_heads_split_then_replicate_under_tp() -> None:
+    m = get_model("Qwen/Qwen3-30B-A3B")  # 4 KV heads, 48 layers, head_dim 128
+    assert m.kv_bytes_per_token(tp=1) == 2 * 48 * 4 * 128 * 2
+    assert m.kv_bytes_per_token(tp=2) == 2 * 48 * 2 * 128 * 2
+    assert m.kv_bytes_per_token(tp=4) == 2 * 48 * 1 * 128 * 2
+    assert m.kv_bytes_per_token(tp=8) == 2 * 48 * 1 * 128 * 2  # fewer KV heads than GPUs: replicated
+
+
+def test_moe_experts_read_grow_with_batch() -> None:
+    m = get_model("Qwen/Qwen3-30B-A3B")
+    assert (m.num_experts, m.experts_per_token) == (128, 8)
+    # one token touches exactly its 8 experts: the step reads the active parameters
+    assert m.params_read(1) == pytest.approx(m.active_params)
+    # four tokens, uniform routing: 128 (1 - (120/128)^4) distinct experts per layer
+    touched = 128 * (1 - (120 / 128) ** 4)
+    assert m.expected_experts_touched(4) == pytest.approx(touched)
+    assert m.params_read(4) == pytest.approx(m.dense_params + 48 * touched * 3 * 2048 * 768)
+    # a large batch reads (nearly) every expert
+    assert m.params_read(4096) == pytest.approx(m.total_params, rel=1e-6)
+    assert m.params_read(1) < m.params_read(8) < m.params_read(64) < m.total_params
+
+
+def test_local_config_path(tmp_path: Path) -> None:
+    src = json.loads((Path("planner/catalog/data/models/Qwen--Qwen3-8B.config.json")).read_text())
+    f = tmp_path / "my-finetune.json"
+    f.write_text(json.dumps(src))
+    assert get_model(str(f)).total_params == get_model("Qwen/Qwen3-8B").total_params
+
+
+def test_bad_models_name_the_field(tmp_path: Path) -> None:
+    with pytest.raises(InvalidInput) as e:
+        get_model("no/such-model", "--model")
+    assert e.value.field == "--model" and "Qwen/Qwen3-8B" in e.value.reason
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(InvalidInput, match="cannot read"):
+        get_model(str(bad))
+    with pytest.raises(InvalidInput, match="lacks 'intermediate_size'"):
+        spec_from_config("x", {"num_attention_heads": 8, "hidden_size": 512})
+    with pytest.raises(InvalidInput, match="sliding-window"):
+        spec_from_config(
+            "gpt-oss",
+            {
+                "num_attention_heads": 8,
+                "hidden_size": 512,
+                "num_hidden_layers": 2,
+                "intermediate_size": 512,
+                "vocab_size": 10,
+                "max_position_embeddings": 64,
+                "layer_types": ["sliding_attention", "full_attention"],
+            },
+        )

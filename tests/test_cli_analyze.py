@@ -1,0 +1,150 @@
+"""`capplan analyze` error contract: one line naming the field and the reason, exit 2, no traceback."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from planner.cli import main
+
+S = ["--model", "Qwen/Qwen3-8B", "--gpu", "h100-sxm"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "field", "reason"),
+    [
+        (
+            ["kv-capacity", "--model", "Qwen/Qwen3-8B", "--gpu", "h999", "--context-tokens", "10"],
+            "--gpu",
+            "valid: a100-80gb-sxm",
+        ),
+        (
+            ["kv-capacity", "--model", "nope", "--gpu", "h100-sxm", "--context-tokens", "10"],
+            "--model",
+            "valid: Qwen/Qwen3-30B-A3B",
+        ),
+        (["kv-capacity", *S, "--context-tokens", "0"], "--context-tokens", "positive integer"),
+        (["kv-capacity", *S, "--context-tokens", "-5"], "--context-tokens", "positive integer"),
+        (["kv-capacity", *S, "--context-tokens", "abc"], "--context-tokens", "positive integer"),
+        (["kv-capacity", *S, "--context-tokens", "50000"], "--context-tokens", "maximum context of 40960"),
+        (
+            ["kv-capacity", *S, "--context-tokens", "10", "--gpu-memory-utilization", "1.5"],
+            "--gpu-memory-utilization",
+            "(0, 1]",
+        ),
+        (
+            ["concurrency", *S, "--context-tokens", "10", "--concurrency", "1,0"],
+            "--concurrency",
+            "positive integer",
+        ),
+        (
+            ["concurrency", *S, "--context-tokens", "10", "--concurrency", "1", "--usd-per-gpu-hour", "-1"],
+            "--usd-per-gpu-hour",
+            "positive",
+        ),
+        (
+            ["concurrency", *S, "--context-tokens", "10", "--concurrency", "1", "--tp", "16"],
+            "--tp",
+            "exceeds the 8 GPUs",
+        ),
+        (
+            ["concurrency", *S, "--context-tokens", "10", "--concurrency", "1", "--weight-dtype", "int4"],
+            "--weight-dtype",
+            "bf16 or fp8",
+        ),
+        (
+            [
+                "static-batching",
+                *S,
+                "--context-tokens",
+                "10",
+                "--batch",
+                "8",
+                "--output-lengths",
+                "100:0.5,300:0.3",
+            ],
+            "--output-lengths",
+            "sum to 1",
+        ),
+        (
+            ["static-batching", *S, "--context-tokens", "10", "--batch", "8", "--output-lengths", "100"],
+            "--output-lengths",
+            "TOKENS:PROBABILITY",
+        ),
+        (
+            [
+                "chunked-prefill",
+                *S,
+                "--prompt-tokens",
+                "100",
+                "--decodes",
+                "64",
+                "--context-tokens",
+                "10",
+                "--budget",
+                "64",
+            ],
+            "--budget",
+            "no room",
+        ),
+        (
+            ["prefill", *S, "--prompt-tokens", "10", "--profile", "/nonexistent.json"],
+            "--profile",
+            "no such profile file",
+        ),
+    ],
+)
+def test_bad_input_names_the_field(
+    argv: list[str], field: str, reason: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["analyze", *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0
+    assert err.startswith(f"capplan: error: {field}: ")
+    assert reason in err
+
+
+def test_usage_errors_are_one_line_too(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as e:
+        main(["analyze", "kv-capacity", *S])
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "--context-tokens" in err
+
+
+def test_real_process_has_no_traceback() -> None:
+    p = subprocess.run(
+        [sys.executable, "-m", "planner.cli", "analyze", "prefill", *S, "--prompt-tokens", "0"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert p.returncode == 2
+    assert "Traceback" not in p.stderr and p.stderr.startswith("capplan: error: --prompt-tokens:")
+
+
+def test_kv_not_fitting_is_marked_not_an_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["analyze", "concurrency", *S, "--context-tokens", "8000", "--concurrency", "32,64,512"]) == 0
+    out = capsys.readouterr().out
+    assert "NO = KV cache does not fit (limit 50 sequences)" in out
+    assert (
+        main(["analyze", "concurrency", *S, "--context-tokens", "8000", "--concurrency", "64", "--json"]) == 0
+    )
+    data = json.loads(capsys.readouterr().out)
+    assert data["rows"][0]["fits_in_memory"] is False and data["kv_max_concurrency"] == 50
+
+
+def test_default_price_comes_from_the_catalog(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["analyze", "prefill", *S, "--prompt-tokens", "1500", "--json"]) == 0
+    default = json.loads(capsys.readouterr().out)
+    assert (
+        main(["analyze", "prefill", *S, "--prompt-tokens", "1500", "--json", "--usd-per-gpu-hour", "8.58"])
+        == 0
+    )
+    doubled = json.loads(capsys.readouterr().out)
+    assert doubled["usd_per_million_input_tokens"] == pytest.approx(
+        2 * default["usd_per_million_input_tokens"]
+    )
