@@ -4,4 +4,5 @@ imports (scipy, numpy) inside its handler so `capplan --help` and `analyze` stay
 # Order is the order `capplan --help` lists them.
 COMMAND_MODULES = [
     "analyze",
+    "catalog",
 ]

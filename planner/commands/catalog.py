@@ -1,0 +1,135 @@
+"""`capplan catalog gpus|models`: what the cost model knows, with sources, so numbers can be checked."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from planner.commands import common as c
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("catalog", help="list GPUs (with sources and prices) and models (with computed sizes)")
+    kinds = p.add_subparsers(dest="catalog", required=True, parser_class=type(p))
+    g = kinds.add_parser("gpus", help="GPU specs and default prices, each with its source")
+    g.add_argument("--gpu", help="one GPU only")
+    c.add_json_flag(g)
+    g.set_defaults(handler=_gpus)
+    m = kinds.add_parser("models", help="model shapes and parameter counts computed from config.json")
+    m.add_argument("--model", help="one model (catalog name or config.json path)")
+    m.add_argument(
+        "--batch", default="1,8,32,128,512", help="token counts for the MoE expert-read table (with --model)"
+    )
+    c.add_json_flag(m)
+    m.set_defaults(handler=_models)
+
+
+_GPU_FIELDS = (
+    "memory_bytes",
+    "memory_bandwidth_bytes_per_s",
+    "bf16_dense_flops_per_s",
+    "fp8_dense_flops_per_s",
+    "interconnect_bandwidth_bytes_per_s",
+    "interconnect_latency_s",
+    "usd_per_gpu_hour",
+)
+
+
+def _gpus(args: argparse.Namespace) -> None:
+    from planner.catalog.gpus import get_gpu, gpu_names
+
+    names = [get_gpu(args.gpu, "--gpu").name] if args.gpu else gpu_names()
+    specs = [get_gpu(n) for n in names]
+    data = {"gpus": [s.model_dump() for s in specs]}
+
+    def render(_: dict[str, Any]) -> str:
+        rows = [
+            [
+                s.name,
+                f"{s.memory / 2**30:.0f} GiB",
+                f"{s.bandwidth / 1e12:.2f} TB/s",
+                f"{s.matmul_flops('bf16') / 1e12:.0f}",
+                "-"
+                if s.fp8_dense_flops_per_s.value is None
+                else f"{s.fp8_dense_flops_per_s.value / 1e12:.0f}",
+                f"{s.interconnect_bandwidth / 1e9:.0f} GB/s",
+                f"${s.price:.2f}",
+            ]
+            for s in specs
+        ]
+        out = [c.table(["gpu", "memory", "HBM", "bf16 TFLOP/s", "fp8 TFLOP/s", "link/dir", "$/GPU-h"], rows)]
+        if args.gpu:
+            s = specs[0]
+            out.append("")
+            for f in _GPU_FIELDS:
+                v = getattr(s, f)
+                out.append(f"{f}: {v.value} ({v.source}; checked {v.checked})")
+        return "\n".join(out)
+
+    c.emit(data, args.json, render)
+
+
+def _model_dict(m: Any) -> dict[str, Any]:
+    return {
+        **m.model_dump(),
+        "total_params": m.total_params,
+        "active_params": m.active_params,
+        "kv_bytes_per_token_bf16": m.kv_bytes_per_token("bf16"),
+        "weight_bytes_bf16": m.weight_bytes("bf16"),
+    }
+
+
+def _models(args: argparse.Namespace) -> None:
+    from planner.catalog.models import get_model, model_names
+
+    specs = [get_model(args.model, "--model")] if args.model else [get_model(n) for n in model_names()]
+    data: dict[str, Any] = {"models": [_model_dict(m) for m in specs]}
+    batches = [b for b in c.int_list("--batch", args.batch) if b is not None]
+    moe = args.model and specs[0].is_moe
+    if moe:
+        m = specs[0]
+        data["expert_reads"] = [
+            {
+                "tokens": b,
+                "experts_touched_per_layer": m.expected_experts_touched(b),
+                "params_read": m.params_read(b),
+            }
+            for b in batches
+        ]
+
+    def render(d: dict[str, Any]) -> str:
+        rows = [
+            [
+                m.name,
+                "MoE" if m.is_moe else "dense",
+                f"{m.total_params / 1e9:.2f}B",
+                f"{m.active_params / 1e9:.2f}B",
+                str(m.layers),
+                f"{m.attention_heads}/{m.kv_heads}x{m.head_dim}",
+                f"{m.kv_bytes_per_token():,}",
+                f"{m.max_position_embeddings:,}",
+            ]
+            for m in specs
+        ]
+        out = [
+            c.table(["model", "kind", "total", "active", "layers", "heads/kv", "KV B/token", "max ctx"], rows)
+        ]
+        if moe:
+            out += [
+                "",
+                f"{specs[0].num_experts} experts, {specs[0].experts_per_token} per token; a step of N tokens reads:",
+                c.table(
+                    ["tokens", "experts/layer", "params read"],
+                    [
+                        [
+                            str(x["tokens"]),
+                            f"{x['experts_touched_per_layer']:.1f}",
+                            f"{x['params_read'] / 1e9:.2f}B",
+                        ]
+                        for x in d["expert_reads"]
+                    ],
+                ),
+            ]
+        return "\n".join(out)
+
+    c.emit(data, args.json, render)
