@@ -5,4 +5,5 @@ imports (scipy, numpy) inside its handler so `capplan --help` and `analyze` stay
 COMMAND_MODULES = [
     "analyze",
     "catalog",
+    "calibrate",
 ]

@@ -193,7 +193,7 @@ def _static(args: argparse.Namespace) -> None:
     r = _replica(args)
     ctx = _context("--context-tokens", args.context_tokens, r)
     batches = [b for b in c.int_list("--batch", args.batch) if b is not None]
-    dist = LengthDistribution(pairs=c.pairs("--output-lengths", args.output_lengths))
+    dist = LengthDistribution.from_pairs(c.pairs("--output-lengths", args.output_lengths))
     data = static_batching(r, ctx, batches, dist, _price(args, r))
 
     def render(d: dict[str, Any]) -> str:

@@ -1,20 +1,506 @@
-"""Built-in calibrated profiles, one per GPU, shipped under data/profiles/<gpu>.json."""
+"""Calibrated profiles: fitting one to measured step times, and the built-in ones.
+
+The fit (`fit_profile`) predicts every measured row with the planner's own step-time code
+(`Replica.breakdown`, so a fitted profile means the same thing when the planner uses it) and
+solves for the profile's parameters by bounded least squares on relative residuals
+(`solvers.fit`). It refuses a fit the rows cannot determine, naming the parameter.
+
+Built-in profiles ship under data/profiles/<gpu>.json: `h200-sxm` is fitted to the H200
+measurements in data/measurements/; `h100-sxm` and `h100-pcie` carry the same numbers, labelled
+as transferred (same Hopper compute die and kernel stack, efficiencies are ratios to each GPU's
+own datasheet peaks); other GPUs have none and `--profile calibrated` is refused for them.
+Regenerate the files with `python -m planner.costmodel.calibrated`. See docs/calibration.md.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import math
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from importlib import resources
+from pathlib import Path
+from typing import Any
 
-from planner.costmodel.profile import Profile
+from planner.catalog.gpus import GpuSpec
+from planner.catalog.models import DTYPE_BYTES, ModelSpec
+from planner.costmodel.fit_data import CEILINGS, Measurements, StepRow
+from planner.costmodel.profile import THEORETICAL, Profile, profile_from_data, profile_to_json
+from planner.costmodel.roofline import Replica, chunks
 from planner.errors import InvalidInput
+
+# --- built-in profiles --------------------------------------------------------------------------
+
+FITTED_GPU = "h200-sxm"
+FITTED_MEASUREMENTS = "h200_qwen3_8b_shape.json"
+FITTED_MODEL = "Qwen/Qwen3-8B"
+# Same GH100 compute die and CUDA kernels as the H200; only memory (HBM3, 80 GB) and, for PCIe,
+# clocks and power differ, and those are already in each GPU's own datasheet peaks.
+TRANSFERRED_GPUS = ("h100-sxm", "h100-pcie")
+
+
+def _profiles_dir() -> Any:
+    return resources.files("planner.costmodel") / "data" / "profiles"
+
+
+def _measurements_dir() -> Any:
+    return resources.files("planner.costmodel") / "data" / "measurements"
+
+
+def builtin_gpus() -> list[str]:
+    return sorted(e.name.removesuffix(".json") for e in _profiles_dir().iterdir() if e.name.endswith(".json"))
 
 
 def builtin_calibrated(gpu_name: str, field: str = "profile") -> Profile:
-    entry = resources.files("planner.costmodel") / "data" / "profiles" / f"{gpu_name}.json"
+    entry = _profiles_dir() / f"{gpu_name}.json"
     if not entry.is_file():
         raise InvalidInput(
             field,
-            f"no calibrated profile ships for {gpu_name}; fit one with `capplan calibrate` "
-            "and pass its file, or use theoretical",
+            f"no calibrated profile ships for {gpu_name} (built in: {', '.join(builtin_gpus())}; "
+            "Hopper efficiencies do not carry over to other architectures); fit one with "
+            "`capplan calibrate` and pass its file, or use theoretical",
         )
-    return Profile.model_validate(json.loads(entry.read_text()))
+    prof = profile_from_data(json.loads(entry.read_text()), f"built-in {entry.name}", field)
+    if prof.gpu != gpu_name:
+        raise InvalidInput(field, f"built-in profile {entry.name} is for {prof.gpu}, not {gpu_name}")
+    return prof
+
+
+# --- predicting a measured row ------------------------------------------------------------------
+
+
+def head_params(model: ModelSpec) -> int:
+    """Embedding, lm_head (one matrix if tied) and the final norm: what a `linear` row leaves out."""
+    embed = model.vocab_size * model.hidden_size
+    return embed * (1 if model.tie_word_embeddings else 2) + model.hidden_size
+
+
+def linear_layers_time_s(replica: Replica, tokens: int) -> float:
+    """A `linear` row: every layer's projections and MLP for `tokens` tokens, nothing else.
+    The linear part of the roofline on the layers' weights only."""
+    m, gpu, prof = replica.model, replica.gpu, replica.profile
+    head = head_params(m)
+    read = (m.params_read(tokens) - head) * DTYPE_BYTES[replica.weight_dtype] / replica.tp
+    flops = 2.0 * (m.active_params - head) * tokens / replica.tp
+    bw = gpu.bandwidth * prof.eta_bandwidth
+    rate = gpu.matmul_flops(replica.weight_dtype) * prof.eta_matmul
+    return max(read / bw, flops / rate)
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One measured number and how the cost model predicts it."""
+
+    row: StepRow
+    quantity: str  # "ms", "prefill_ms" or "worst_step_ms"
+    measured_s: float
+    predict: Callable[[Replica], float]
+
+
+def observations(rows: Sequence[StepRow]) -> list[Observation]:
+    out: list[Observation] = []
+    for r in rows:
+        if r.kind == "chunked_prefill":
+            assert r.worst_step_s is not None
+            out.append(Observation(r, "prefill_ms", r.time_s, _predictor(r, "total")))
+            out.append(Observation(r, "worst_step_ms", r.worst_step_s, _predictor(r, "worst")))
+        else:
+            out.append(Observation(r, "ms", r.time_s, _predictor(r, "step")))
+    return out
+
+
+def _predictor(r: StepRow, what: str) -> Callable[[Replica], float]:
+    def linear(rep: Replica) -> float:
+        return linear_layers_time_s(rep, r.tokens)
+
+    def decode(rep: Replica) -> float:
+        return rep.decode_step(r.batch, r.ctx).time_s
+
+    def prefill(rep: Replica) -> float:
+        return rep.step_time_s([(r.prompt, 0)], 0, 0)
+
+    def total(rep: Replica) -> float:
+        return math.fsum(_chunk_steps(rep, r))
+
+    def worst(rep: Replica) -> float:
+        return max(_chunk_steps(rep, r))
+
+    if r.kind == "chunked_prefill":
+        return total if what == "total" else worst
+    return {"linear": linear, "decode": decode, "prefill": prefill}[r.kind]
+
+
+def _chunk_steps(rep: Replica, r: StepRow) -> list[float]:
+    """Step times of a prompt prefilled in chunks, the seed's reading: chunk = the prompt's share,
+    the decodes ride on top; the decodes' context is held at `ctx` (as measured)."""
+    s = r.decodes * r.ctx
+    return [rep.step_time_s([cp], r.decodes, s) for cp in chunks(r.prompt, r.chunk)]
+
+
+# --- the fit ------------------------------------------------------------------------------------
+
+PARAMETERS = ("eta_bandwidth", "eta_matmul", "eta_attention", "step_overhead_s", "prefix_kv_passes")
+BOUNDS: dict[str, tuple[float, float]] = {
+    "eta_bandwidth": (0.01, 1.0),
+    "eta_matmul": (0.01, 1.0),
+    "eta_attention": (0.01, 1.0),
+    "step_overhead_s": (0.0, 0.1),
+    "prefix_kv_passes": (0.0, 1000.0),
+}
+# Typical magnitudes (scipy x_scale) and a few spread-out starts: the objective has kinks (the
+# roofline's max), so the fit runs from each start and keeps the best.
+SCALES = {
+    "eta_bandwidth": 0.5,
+    "eta_matmul": 0.5,
+    "eta_attention": 0.5,
+    "step_overhead_s": 1e-3,
+    "prefix_kv_passes": 10.0,
+}
+STARTS = (
+    {
+        "eta_bandwidth": 0.7,
+        "eta_matmul": 0.7,
+        "eta_attention": 0.5,
+        "step_overhead_s": 1e-3,
+        "prefix_kv_passes": 1.0,
+    },
+    {
+        "eta_bandwidth": 0.5,
+        "eta_matmul": 0.5,
+        "eta_attention": 0.3,
+        "step_overhead_s": 1e-4,
+        "prefix_kv_passes": 10.0,
+    },
+    {
+        "eta_bandwidth": 0.9,
+        "eta_matmul": 0.9,
+        "eta_attention": 0.9,
+        "step_overhead_s": 2e-3,
+        "prefix_kv_passes": 0.1,
+    },
+    {
+        "eta_bandwidth": 0.3,
+        "eta_matmul": 0.3,
+        "eta_attention": 0.1,
+        "step_overhead_s": 5e-3,
+        "prefix_kv_passes": 50.0,
+    },
+)
+# A parameter is refused when its Jacobian column is (nearly) a combination of the others':
+# independence = sine of the angle to their span. Real, well-covered data give ~0.7; 0.05 means
+# the data barely tell it apart (a 1% timing error moves it ~20x more than if it stood alone).
+MIN_INDEPENDENCE = 0.05
+NOISE_FLOOR = 0.01  # timing rows are never better than ~1%: the floor for standard errors
+
+HINTS = {
+    "eta_bandwidth": "add memory-bound rows: linear rows with few tokens (1-64) or decode rows",
+    "eta_matmul": "add compute-bound rows: linear rows with >= 1024 tokens, or long prefills",
+    "eta_attention": "add attention-heavy rows: prefills of >= 8k tokens or chunked_prefill rows "
+    "with long prompts, beside linear rows of many tokens",
+    "step_overhead_s": "add whole steps (decode at small batch, short prefills) beside linear rows",
+    "prefix_kv_passes": "add chunked_prefill rows (several chunk sizes over a long prompt)",
+}
+
+
+class UnderdeterminedFit(InvalidInput):
+    """The rows cannot pin one or more parameters; `parameters` names them."""
+
+    def __init__(self, field: str, reason: str, parameters: Sequence[str]) -> None:
+        super().__init__(field, reason)
+        self.parameters = tuple(parameters)
+
+
+@dataclass(frozen=True)
+class ParameterReport:
+    name: str
+    value: float
+    fixed: bool
+    std_error: float | None
+    independence: float | None
+    at_bound: bool
+
+
+@dataclass(frozen=True)
+class Calibration:
+    profile: Profile
+    model: str
+    gpu: str
+    source: str
+    rows: list[dict[str, Any]]
+    parameters: list[ParameterReport]
+    ceilings: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    @property
+    def errors(self) -> list[float]:
+        return [r["error"] for r in self.rows]
+
+    @property
+    def mape(self) -> float:
+        return mape(self.errors)
+
+    @property
+    def max_abs_error(self) -> float:
+        return max(abs(e) for e in self.errors)
+
+    @property
+    def theoretical_mape(self) -> float:
+        return mape([r["theoretical_ms"] / r["measured_ms"] - 1 for r in self.rows])
+
+
+def mape(errors: Sequence[float]) -> float:
+    """Mean absolute relative error, as a fraction."""
+    return math.fsum(abs(e) for e in errors) / len(errors)
+
+
+def _profile(values: Mapping[str, float], gpu: str, name: str, source: str) -> Profile:
+    return Profile(name=name, gpu=gpu, source=source, **{k: float(values[k]) for k in PARAMETERS})
+
+
+def predict(rows: Sequence[StepRow], model: ModelSpec, gpu: GpuSpec, profile: Profile) -> list[float]:
+    """Predicted seconds for every observation of `rows` (chunked rows give two)."""
+    rep = Replica(model=model, gpu=gpu, profile=profile)
+    return [o.predict(rep) for o in observations(rows)]
+
+
+def check_model_matches(meas: Measurements, model: ModelSpec, field: str = "--model") -> None:
+    """The info row (if any) says which model shape was timed; refuse a different --model."""
+    info = meas.info
+    kv = info.get("kv_bytes_per_token")
+    params = info.get("params")
+    mine_kv = model.kv_bytes_per_token("bf16")
+    if kv is not None and int(kv) != mine_kv:
+        raise InvalidInput(
+            field,
+            f"{meas.source} was measured on a model with {int(kv):,} KV bytes per token; "
+            f"{model.name} has {mine_kv:,} (pass the model that was timed)",
+        )
+    if params is not None and abs(float(params) / model.total_params - 1) > 0.01:
+        raise InvalidInput(
+            field,
+            f"{meas.source} was measured on a model of {float(params) / 1e9:.3g}e9 parameters; "
+            f"{model.name} has {model.total_params / 1e9:.3g}e9 (pass the model that was timed)",
+        )
+
+
+def check_gpu_matches(meas: Measurements, gpu: GpuSpec, field: str = "--gpu") -> None:
+    named = meas.info.get("gpu")
+    if named is not None and str(named).lower() != gpu.name:
+        raise InvalidInput(field, f"{meas.source} was measured on {named}, not {gpu.name}")
+
+
+def fit_profile(
+    meas: Measurements,
+    model: ModelSpec,
+    gpu: GpuSpec,
+    *,
+    name: str | None = None,
+    fixed: Mapping[str, float] | None = None,
+    field: str = "MEASUREMENTS",
+    source_label: str | None = None,
+) -> Calibration:
+    """Least-squares fit of the profile's parameters to `meas` (relative residuals, bounded).
+    `fixed` holds parameters at given values instead of fitting them. Raises UnderdeterminedFit
+    naming every parameter the rows cannot pin."""
+    from solvers.fit import least_squares_fit
+
+    if model.is_moe:
+        raise InvalidInput(
+            "--model",
+            f"{model.name} is a mixture of experts; fit the GPU's profile on a dense model "
+            "(a profile describes the GPU and stack, and transfers to other models)",
+        )
+    check_model_matches(meas, model)
+    check_gpu_matches(meas, gpu)
+    fixed = dict(fixed or {})
+    for k, v in fixed.items():
+        if k not in PARAMETERS:
+            raise InvalidInput("--fix", f"unknown parameter {k!r}; valid: {', '.join(PARAMETERS)}")
+        lo, hi = BOUNDS[k]
+        if not lo <= v <= hi or (k.startswith("eta_") and v <= 0):
+            raise InvalidInput("--fix", f"{k} must be in [{lo:g}, {hi:g}], got {v:g}")
+    free = [k for k in PARAMETERS if k not in fixed]
+    obs = observations(meas.rows)
+    measured = [o.measured_s for o in obs]
+    if len(obs) < len(free):
+        raise UnderdeterminedFit(
+            field,
+            f"{len(obs)} timings cannot pin {len(free)} parameters ({', '.join(free)}); "
+            "add rows or hold some with --fix",
+            free,
+        )
+    import numpy as np
+
+    def values(x: Sequence[float] | np.ndarray) -> dict[str, float]:
+        return {**fixed, **{k: float(v) for k, v in zip(free, x, strict=True)}}
+
+    trial = THEORETICAL.model_copy(update={"name": "fit", "gpu": gpu.name})
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        # model_copy skips validation: the solver keeps x within BOUNDS
+        rep = Replica(model=model, gpu=gpu, profile=trial.model_copy(update=values(x)))
+        return np.array([o.predict(rep) / m - 1.0 for o, m in zip(obs, measured, strict=True)])
+
+    result = least_squares_fit(
+        residuals,
+        free,
+        [[s[k] for k in free] for s in STARTS],
+        [BOUNDS[k][0] for k in free],
+        [BOUNDS[k][1] for k in free],
+        x_scale=[SCALES[k] for k in free],
+        noise_floor=NOISE_FLOOR,
+    )
+    bad = result.unidentifiable(MIN_INDEPENDENCE)
+    if bad:
+        raise UnderdeterminedFit(field, _underdetermined_message(bad, meas), [d.name for d in bad])
+    fitted = values(result.x)
+    err_pct = 100 * float(np.mean(np.abs(result.residuals)))
+    label = source_label or meas.source
+    source = (
+        f"Fitted by capplan calibrate: least squares on relative errors of {len(obs)} step timings "
+        f"({', '.join(sorted(meas.kinds()))}) of {model.name} on {gpu.name} from {label}"
+        + (f" ({meas.info['device']})" if "device" in meas.info else "")
+        + f"; MAPE {err_pct:.1f}%"
+        + (f"; held fixed: {', '.join(f'{k}={v:g}' for k, v in fixed.items())}" if fixed else "")
+        + "."
+    )
+    profile = _profile(fitted, gpu.name, name or f"{gpu.name}-calibrated", source)
+    pred = predict(meas.rows, model, gpu, profile)
+    theo = predict(meas.rows, model, gpu, THEORETICAL)
+    rows = [
+        {
+            "kind": o.row.kind,
+            "line": o.row.line,
+            "shape": o.row.shape(),
+            "quantity": o.quantity,
+            "measured_ms": m * 1e3,
+            "fitted_ms": p * 1e3,
+            "theoretical_ms": t * 1e3,
+            "error": p / m - 1.0,
+        }
+        for o, m, p, t in zip(obs, measured, pred, theo, strict=True)
+    ]
+    diag = {d.name: d for d in result.diagnostics}
+    params = [
+        ParameterReport(
+            name=k,
+            value=fitted[k],
+            fixed=k in fixed,
+            std_error=None if k in fixed else diag[k].std_error,
+            independence=None if k in fixed else diag[k].independence,
+            at_bound=False if k in fixed else diag[k].binding_bound,
+        )
+        for k in PARAMETERS
+    ]
+    return Calibration(
+        profile=profile,
+        model=model.name,
+        gpu=gpu.name,
+        source=meas.source,
+        rows=rows,
+        parameters=params,
+        ceilings=_ceilings(meas, gpu, profile),
+    )
+
+
+def _underdetermined_message(bad: Sequence[Any], meas: Measurements) -> str:
+    parts = []
+    for d in bad:
+        if d.sensitivity == 0.0 or d.most_aligned is None:
+            why = "no row's fitted time depends on it"
+        else:
+            why = (
+                f"its effect cannot be separated from {d.most_aligned}'s (independence {d.independence:.2g})"
+            )
+        parts.append(f"{d.name}: {why}; {HINTS[d.name]}")
+    kinds = ", ".join(sorted(meas.kinds()))
+    names = ", ".join(d.name for d in bad)
+    return (
+        f"underdetermined fit: the rows ({kinds}) cannot pin {names}. "
+        + " | ".join(parts)
+        + " | or hold it with --fix NAME=VALUE"
+    )
+
+
+def _ceilings(meas: Measurements, gpu: GpuSpec, profile: Profile) -> dict[str, dict[str, float]]:
+    """Measured peaks as fractions of the datasheet, beside the fitted efficiencies they cap."""
+    out: dict[str, dict[str, float]] = {}
+    if "d2d_copy_TBps" in meas.ceilings:
+        v = meas.ceilings["d2d_copy_TBps"] * CEILINGS["d2d_copy_TBps"]
+        out["d2d_copy_TBps"] = {
+            "value": meas.ceilings["d2d_copy_TBps"],
+            "fraction_of_datasheet": v / gpu.bandwidth,
+            "fitted_eta": profile.eta_bandwidth,
+        }
+    if "bf16_gemm_TFLOPs" in meas.ceilings:
+        v = meas.ceilings["bf16_gemm_TFLOPs"] * CEILINGS["bf16_gemm_TFLOPs"]
+        out["bf16_gemm_TFLOPs"] = {
+            "value": meas.ceilings["bf16_gemm_TFLOPs"],
+            "fraction_of_datasheet": v / gpu.matmul_flops("bf16"),
+            "fitted_eta": profile.eta_matmul,
+        }
+    return out
+
+
+# --- regenerating the built-in files ------------------------------------------------------------
+
+
+def fit_builtin() -> Calibration:
+    """The shipped h200-sxm fit, from the shipped measurements."""
+    from planner.catalog.gpus import get_gpu
+    from planner.catalog.models import get_model
+    from planner.costmodel.fit_data import parse_json
+
+    entry = _measurements_dir() / FITTED_MEASUREMENTS
+    text = entry.read_text()
+    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+    meas = parse_json(text, FITTED_MEASUREMENTS)
+    return fit_profile(
+        meas,
+        get_model(FITTED_MODEL),
+        get_gpu(FITTED_GPU),
+        name=f"{FITTED_GPU}-calibrated",
+        source_label=f"planner/costmodel/data/measurements/{FITTED_MEASUREMENTS} (sha256 {digest}...)",
+    )
+
+
+def transferred(profile: Profile, gpu_name: str) -> Profile:
+    """The fitted profile's numbers, relabelled for another GPU of the same architecture."""
+    from planner.catalog.gpus import get_gpu
+
+    g = get_gpu(gpu_name)
+    source = (
+        f"Transferred, not measured: the {profile.gpu} profile ({profile.name}) applied to "
+        f"{g.display_name}. Same Hopper GH100 compute die and CUDA kernels; the efficiencies are "
+        f"ratios to each GPU's own datasheet peaks, so they carry over to first order (HBM3 vs HBM3e"
+        + (", and the PCIe card's 350 W power limit," if "pcie" in gpu_name else "")
+        + " may shift them). Replace with `capplan calibrate` on measurements from this GPU. "
+        f"Origin: {profile.source}"
+    )
+    return profile.model_copy(
+        update={"name": f"{gpu_name}-transferred-from-{profile.gpu}", "gpu": gpu_name, "source": source}
+    )
+
+
+def builtin_profiles() -> dict[str, Profile]:
+    fitted = fit_builtin().profile
+    out = {FITTED_GPU: fitted}
+    for g in TRANSFERRED_GPUS:
+        out[g] = transferred(fitted, g)
+    return out
+
+
+def write_builtin_profiles(directory: str | Path) -> list[Path]:
+    written = []
+    for gpu, prof in builtin_profiles().items():
+        path = Path(directory) / f"{gpu}.json"
+        path.write_text(profile_to_json(prof))
+        written.append(path)
+    return written
+
+
+if __name__ == "__main__":  # python -m planner.costmodel.calibrated [DIR]
+    target = sys.argv[1] if len(sys.argv) > 1 else str(Path(__file__).parent / "data" / "profiles")
+    for p in write_builtin_profiles(target):
+        print(p)

@@ -30,10 +30,13 @@ class StepBreakdown:
     memory_s: float
     compute_s: float
     overhead_s: float
+    # Calibrated profiles only (0 in theoretical mode): extra passes over prefill chunks' prefix
+    # KV, at the achieved bandwidth and not overlapped with compute (Profile.prefix_kv_passes).
+    prefix_reread_s: float = 0.0
 
     @property
     def time_s(self) -> float:
-        return max(self.memory_s, self.compute_s) + self.comm_s + self.overhead_s
+        return max(self.memory_s, self.compute_s) + self.comm_s + self.overhead_s + self.prefix_reread_s
 
     @property
     def bound(self) -> str:
@@ -111,14 +114,17 @@ class Replica:
     ) -> StepBreakdown:
         """A mixed step: chunks of C tokens at offset p, plus n decodes over a total context S.
         FLOPs = 2 P_active (sum C + n) + 4 L d_q (sum C (p + C/2) + S)
-        bytes = W_read + S KV + sum (p + C) KV."""
+        bytes = W_read + S KV + sum (p + C) KV.
+        A calibrated profile may add prefix re-reads: passes x sum p x KV / achieved bandwidth."""
         chunk_tokens = 0.0
         chunk_attn = 0.0
         chunk_kv = 0.0
+        prefix_tokens = 0.0
         for c, p in prefill_chunks:
             chunk_tokens += c
             chunk_attn += c * (p + c / 2.0)
             chunk_kv += p + c
+            prefix_tokens += p
         tokens = chunk_tokens + decode_count
         if tokens <= 0:
             return StepBreakdown(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
@@ -134,6 +140,7 @@ class Replica:
             memory_s=bytes_moved / self._bw,
             compute_s=linear / self._matmul_rate + attention / self._attention_rate,
             overhead_s=self.profile.step_overhead_s,
+            prefix_reread_s=self.profile.prefix_kv_passes * prefix_tokens * kv / self._bw,
         )
 
     def step_time_s(
@@ -151,7 +158,8 @@ class Replica:
     def decode_run_time_s(self, decode_count: int, decode_context_tokens_sum: float, steps: int) -> float:
         """Sum of `steps` decode-only steps, context sum growing by `decode_count` each step.
         Memory and compute time are both affine in the context sum S, so the max of the two
-        switches side at most once: split the arithmetic series there and sum each part."""
+        switches side at most once: split the arithmetic series there and sum each part.
+        (Decode-only steps carry no prefill chunk, so no prefix re-read term.)"""
         if steps <= 0 or decode_count <= 0:
             return 0.0
         n = decode_count

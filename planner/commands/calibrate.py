@@ -1,0 +1,161 @@
+"""`capplan calibrate MEASUREMENTS --model M --gpu G [-o PROFILE.json]`: fit a hardware profile.
+
+Reads measured step times (the JSON `tools/measure_steps.py` writes, or the CSV described in
+planner/costmodel/fit_data.py and docs/calibration.md), fits the profile's efficiencies, per-step
+overhead and prefix re-read passes by least squares, prints every row's measured vs fitted time
+and the MAPE, and writes the profile for `--profile PROFILE.json`. A fit the rows cannot pin is
+refused, naming the parameter. Flag names and JSON keys are a public contract.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Any
+
+from planner.commands import common as c
+from planner.errors import InvalidInput
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "calibrate",
+        help="fit a hardware profile (efficiencies, per-step overhead) to measured step times",
+        description="Fit a profile to step times measured on one GPU (tools/measure_steps.py JSON, "
+        "or CSV with columns kind,tokens,batch,ctx,prompt,chunk,decodes,ms,worst_step_ms). "
+        "See docs/calibration.md.",
+    )
+    p.add_argument("measurements", metavar="MEASUREMENTS", help="measured step times: .json or .csv")
+    p.add_argument(
+        "--model", required=True, help="the model shape that was timed (catalog name or config.json)"
+    )
+    p.add_argument("--gpu", required=True, help="catalog GPU the timings come from (e.g. h200-sxm)")
+    p.add_argument("-o", "--output", help="write the fitted profile to this JSON file")
+    p.add_argument("--name", help="profile name (default: GPU-calibrated)")
+    p.add_argument(
+        "--fix",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="hold a parameter at a value instead of fitting it (repeatable), "
+        "e.g. --fix prefix_kv_passes=0 when there are no chunked_prefill rows",
+    )
+    c.add_json_flag(p)
+    p.set_defaults(handler=_calibrate)
+
+
+def _fixed(items: list[str]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise InvalidInput("--fix", f"expected NAME=VALUE, got {item!r}")
+        try:
+            v = float(value)
+        except ValueError:
+            raise InvalidInput("--fix", f"{key.strip()} must be a number, got {value!r}") from None
+        if not math.isfinite(v):
+            raise InvalidInput("--fix", f"{key.strip()} must be finite, got {value!r}")
+        out[key.strip()] = v
+    return out
+
+
+def _calibrate(args: argparse.Namespace) -> None:
+    from planner.catalog.gpus import get_gpu
+    from planner.catalog.models import get_model
+    from planner.costmodel.calibrated import fit_profile
+    from planner.costmodel.fit_data import load_measurements
+    from planner.costmodel.profile import save_profile_file
+
+    gpu = get_gpu(args.gpu, "--gpu")
+    model = get_model(args.model, "--model")
+    fixed = _fixed(args.fix)
+    if args.name is not None and not args.name.strip():
+        raise InvalidInput("--name", "must not be empty")
+    meas = load_measurements(args.measurements, "MEASUREMENTS")
+    cal = fit_profile(meas, model, gpu, name=args.name, fixed=fixed, field="MEASUREMENTS")
+    if args.output:
+        save_profile_file(cal.profile, args.output, "--output")
+    data: dict[str, Any] = {
+        "model": cal.model,
+        "gpu": cal.gpu,
+        "measurements": cal.source,
+        "rows": [
+            {
+                "kind": r["kind"],
+                "line": r["line"],
+                **r["shape"],
+                "quantity": r["quantity"],
+                "measured_ms": r["measured_ms"],
+                "fitted_ms": r["fitted_ms"],
+                "theoretical_ms": r["theoretical_ms"],
+                "error_percent": 100 * r["error"],
+            }
+            for r in cal.rows
+        ],
+        "mape_percent": 100 * cal.mape,
+        "max_abs_error_percent": 100 * cal.max_abs_error,
+        "theoretical_mape_percent": 100 * cal.theoretical_mape,
+        "parameters": {
+            p.name: {
+                "value": p.value,
+                "std_error": p.std_error if p.std_error is not None and math.isfinite(p.std_error) else None,
+                "independence": p.independence,
+                "fixed": p.fixed,
+                "at_bound": p.at_bound,
+            }
+            for p in cal.parameters
+        },
+        "ceilings": cal.ceilings,
+        "profile": cal.profile.model_dump(),
+        "output": args.output,
+    }
+
+    def render(d: dict[str, Any]) -> str:
+        rows = [
+            [
+                r["kind"],
+                " ".join(
+                    f"{k}={r[k]}" for k in ("tokens", "batch", "prompt", "chunk", "decodes", "ctx") if k in r
+                ),
+                r["quantity"],
+                f"{r['measured_ms']:,.2f}",
+                f"{r['fitted_ms']:,.2f}",
+                f"{r['error_percent']:+.1f}%",
+                f"{r['theoretical_ms']:,.2f}",
+            ]
+            for r in d["rows"]
+        ]
+        out = [
+            f"{d['model']} on {d['gpu']}: {len(d['rows'])} timings from {d['measurements']}",
+            c.table(
+                ["kind", "shape", "quantity", "measured ms", "fitted ms", "error", "theoretical ms"], rows
+            ),
+            f"MAPE {d['mape_percent']:.1f}% (max {d['max_abs_error_percent']:.1f}%); "
+            f"theoretical profile: MAPE {d['theoretical_mape_percent']:.1f}%",
+            "parameters:",
+        ]
+        for name, p in d["parameters"].items():
+            if p["fixed"]:
+                note = "fixed"
+            else:
+                se = p["std_error"]
+                note = (f"+/- {se:.3g}" if se is not None and math.isfinite(se) else "") + (
+                    f", independence {p['independence']:.2f}" if p["independence"] is not None else ""
+                )
+                if p["at_bound"]:
+                    note += ", at its bound"
+            out.append(f"  {name:17s} {p['value']:.6g}  ({note.strip(', ')})")
+        for what, ceil in d["ceilings"].items():
+            out.append(
+                f"measured ceiling {what} {ceil['value']:.4g} = {ceil['fraction_of_datasheet']:.2f} of the "
+                f"datasheet (fitted efficiency {ceil['fitted_eta']:.2f})"
+            )
+        out.append(
+            f"profile {d['profile']['name']} written to {d['output']}"
+            if d["output"]
+            else "profile not written (pass -o PROFILE.json); use it with --profile PROFILE.json"
+        )
+        return "\n".join(out)
+
+    c.emit(data, args.json, render)
