@@ -6,4 +6,5 @@ COMMAND_MODULES = [
     "analyze",
     "catalog",
     "calibrate",
+    "evaluate",
 ]

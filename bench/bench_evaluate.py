@@ -1,0 +1,87 @@
+"""In-process cost of one latency evaluation plus a capacity root-find (planner.latency).
+
+    python3 bench/bench_evaluate.py [RUNS]      (default 200)
+
+Each run builds the model for a deployment and answers two questions, as a planner does for one
+candidate: `evaluate()` at the workload's rate (steady state by root-finding, p50/p99 TTFT and
+ITL, KV, cost, floors) and `capacity()` under TTFT and ITL p99 targets (stability boundary and
+bracketed root-finding). Reported: median and p90 wall time over RUNS runs, for
+
+* per candidate: `LatencyModel(resolved deployment, workload stats)` + evaluate + capacity, the
+  workload's statistics built once (a planner evaluates many candidates on one workload);
+* from scratch: also `Deployment.resolve()` and `WorkloadStats.of(workload)` every run.
+
+The target is a median under 5 ms.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from collections.abc import Callable
+
+from planner.deployment import Deployment
+from planner.latency import CapacityResult, LatencyModel, Prediction, Slo, WorkloadStats
+from planner.workload import Workload
+
+DEPLOYMENT = Deployment(model="Qwen/Qwen3-8B", gpu="h100-sxm", replicas=2, max_num_batched_tokens=4096)
+WORKLOAD = Workload.from_mapping(
+    {
+        "arrivals": {"requests_per_s": 12.0},
+        "input_tokens": {"percentiles": {"p10": 150, "p50": 800, "p90": 2000, "p99": 4000, "max": 8000}},
+        "output_tokens": {"pairs": [[100, 0.5], [300, 0.3], [800, 0.15], [2000, 0.05]]},
+        "prefix_cache_hit_fraction": 0.2,
+    }
+)
+SLO = Slo(ttft_p99_s=0.5, itl_p99_s=0.04)
+
+
+def timed(fn: Callable[[], object], runs: int) -> list[float]:
+    for _ in range(5):  # warm caches (imports, catalog look-ups, scipy)
+        fn()
+    out = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+def report(name: str, times: list[float]) -> float:
+    ms = sorted(t * 1e3 for t in times)
+    median = statistics.median(ms)
+    p90 = ms[min(len(ms) - 1, int(0.9 * len(ms)))]
+    print(f"{name:<44} median {median:6.2f} ms   p90 {p90:6.2f} ms   ({len(ms)} runs)")
+    return median
+
+
+def main() -> int:
+    runs = int(sys.argv[1]) if len(sys.argv) > 1 else 200
+    resolved = DEPLOYMENT.resolve()
+    stats = WorkloadStats.of(WORKLOAD)
+
+    def per_candidate() -> tuple[Prediction, CapacityResult]:
+        m = LatencyModel(resolved, stats)
+        return m.evaluate(), m.capacity(SLO)
+
+    def from_scratch() -> tuple[Prediction, CapacityResult]:
+        m = LatencyModel(DEPLOYMENT.resolve(), WorkloadStats.of(WORKLOAD))
+        return m.evaluate(), m.capacity(SLO)
+
+    pred, cap = per_candidate()
+    assert pred.ttft_p99_s is not None and pred.itl_p99_s is not None
+    print(
+        f"{resolved.model.name} on {resolved.gpu.name} x{resolved.total_replicas}: "
+        f"TTFT p99 {pred.ttft_p99_s * 1e3:.1f} ms, ITL p99 {pred.itl_p99_s * 1e3:.2f} ms at "
+        f"{pred.requests_per_s:g} req/s; capacity {cap.max_requests_per_s_within_slo:.3f} req/s per replica "
+        f"({cap.binding_limit})"
+    )
+    median = report("evaluate + capacity, per candidate", timed(per_candidate, runs))
+    report("evaluate + capacity, from scratch", timed(from_scratch, runs))
+    print("target: median < 5 ms:", "met" if median < 5.0 else "NOT met")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

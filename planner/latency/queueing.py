@@ -1,0 +1,174 @@
+"""Queueing pieces of the latency model: the prefill queue's wait and percentiles of wait +
+service.
+
+Wait (GI/G/1 with gamma-distributed arrival gaps of shape k, c_a^2 = 1/k): the probability of
+waiting is GI/M/1's sigma, the root in (0, 1) of
+
+    sigma = A*(mu (1 - sigma)) = (k rho / (k rho + 1 - sigma))^k
+
+(A* the Laplace transform of the gaps; sigma = rho for Poisson, sigma > rho for bursty gaps);
+given a wait it is exponential with mean f E[X] / (1 - sigma), where f carries the service
+variability: f = (c_a^2 + c_s^2) / (1 + c_a^2) (c_s^2 <= 1), (1 + c_s^2) / 2 (c_s^2 > 1). So
+
+    P(W > w) = sigma exp(-w (1 - sigma) / (f E[X]))
+
+This is exact for M/G/1 (Pollaczek-Khinchine mean, k = 1) and for GI/M/1 (c_s^2 = 1), and has
+Kingman's heavy-traffic mean (c_a^2 + c_s^2) / (2 (1 - rho)) E[X] when c_s^2 <= 1 (above it,
+more: conservative). Allen–Cunneen/Kingman alone (P(W > 0) = rho) badly underrates bursty
+arrivals at moderate load, where whole bursts queue. sigma and the conditional mean both grow
+with rho, E[X] and burstiness, so every percentile of W does.
+
+The response time adds the request's own service S (a discrete distribution): its percentiles
+are found in closed form, segment by segment of the sorted support of S.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+FloatArray = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class Wait:
+    """P(W > w) = prob * exp(-w / mean_if_waiting) for w >= 0."""
+
+    prob: float
+    mean_if_waiting_s: float
+
+    @property
+    def mean_s(self) -> float:
+        return self.prob * self.mean_if_waiting_s
+
+    def quantile(self, level: float) -> float:
+        eps = 1.0 - level
+        if self.prob <= eps or self.mean_if_waiting_s <= 0:
+            return 0.0
+        return self.mean_if_waiting_s * math.log(self.prob / eps)
+
+
+NO_WAIT = Wait(0.0, 0.0)
+
+
+def gamma_wait_probability(rho: float, k: float) -> float:
+    """GI/M/1 probability of waiting for gamma(k) gaps: the root in (0, 1) of
+    sigma = (k rho / (k rho + 1 - sigma))^k. Newton from 0 climbs monotonically (the right-hand
+    side is increasing and convex in sigma)."""
+    if rho <= 0:
+        return 0.0
+    if rho >= 1:
+        return 1.0
+    if k == 1.0:
+        return rho
+    kr = k * rho
+    s = 0.0
+    for _ in range(200):
+        base = kr / (kr + 1.0 - s)
+        h = base**k
+        g = h - s
+        dg = k * h / (kr + 1.0 - s) - 1.0
+        if dg >= 0:  # cannot happen left of the root; stay safe
+            break
+        step = g / dg
+        s -= step
+        if abs(step) <= 1e-14 * max(s, 1e-300) or s >= 1.0:
+            break
+    return min(max(s, 0.0), 1.0 - 1e-15)
+
+
+def gg1_wait(rho: float, mean_service_s: float, arrival_cv2: float, service_cv2: float) -> Wait:
+    """The prefill queue's wait (module docstring). rho >= 1: unbounded."""
+    if rho <= 0 or mean_service_s <= 0:
+        return NO_WAIT
+    if rho >= 1:
+        return Wait(1.0, math.inf)
+    sigma = gamma_wait_probability(rho, 1.0 / arrival_cv2)
+    # Service-variability factor: exact for M/G/1 and GI/M/1, Kingman's heavy-traffic mean for
+    # c_s^2 <= 1, conservative above (and then not falling as arrivals get burstier).
+    f = (arrival_cv2 + service_cv2) / (1.0 + arrival_cv2) if service_cv2 <= 1.0 else (1.0 + service_cv2) / 2.0
+    return Wait(sigma, f * mean_service_s / (1.0 - sigma))
+
+
+def weighted_quantiles(values: FloatArray, weights: FloatArray, levels: FloatArray) -> FloatArray:
+    """inf{x : F(x) >= level} of the discrete distribution (values, weights >= 0)."""
+    order = np.argsort(values, kind="stable")
+    v = values[order]
+    cum = np.cumsum(weights[order])
+    idx = np.searchsorted(cum, levels * cum[-1] * (1.0 - 1e-12), side="left")
+    return v[np.minimum(idx, v.size - 1)]
+
+
+SPREAD = 0.05  # each mixed-step value stands for step times within +-5% of it
+
+
+def tail_quantiles(
+    atom: float, values: FloatArray, rates: FloatArray, levels: FloatArray, spread: float = SPREAD
+) -> FloatArray:
+    """Quantiles of the steps a decoder sees: the share r_j of steps takes about v_j (>= atom),
+    the rest take `atom`. Each v_j stands for a slice of a continuous length distribution, so it
+    is spread uniformly over v_j (1 +- spread): P(X > x) = min(1, sum_j r_j G_j(x)), G_j falling
+    linearly from 1 to 0 across the spread. When the r_j sum past 1 (every step carries
+    something) the tail is capped at 1 rather than the shares normalized. P(X > x) rises with
+    every r_j and v_j, so no quantile falls when a share or a step time grows, and quantiles
+    move continuously with them."""
+    total = float(rates.sum())
+    eps = 1.0 - levels
+    if total <= 0:
+        return np.full(levels.shape, atom)
+    half = spread * values
+    slope = rates / (2.0 * half)
+    edges = np.concatenate((values - half, values + half))
+    steps = np.concatenate((-slope, slope))
+    order = np.argsort(edges, kind="stable")
+    e = edges[order]
+    running = np.cumsum(steps[order])  # slope of P right after each edge
+    p = np.empty_like(e)  # P(X > e_k), decreasing from `total` to 0
+    p[0] = total
+    p[1:] = total + np.cumsum(running[:-1] * np.diff(e))
+    k = np.argmax(p[None, :] <= eps[:, None], axis=1)  # first edge at or below eps
+    k = np.maximum(k, 1)
+    p0, p1 = p[k - 1], p[k]
+    frac = np.divide(p0 - eps, p0 - p1, out=np.zeros_like(eps), where=p0 > p1)
+    x = e[k - 1] + np.clip(frac, 0.0, 1.0) * (e[k] - e[k - 1])
+    out: FloatArray = np.where(min(1.0, total) <= eps, atom, np.maximum(x, atom))
+    return out
+
+
+def response_quantiles(
+    service_s: FloatArray, probs: FloatArray, wait: Wait, levels: FloatArray
+) -> FloatArray:
+    """Percentiles of W + S, W independent of S (a discrete distribution over `service_s`).
+
+    P(W + S > x) = sum_i p_i G(x - s_i), G(y) = 1 for y < 0 and prob e^{-y/m} for y >= 0. On a
+    segment s_j <= x < s_{j+1} of the sorted support this is A_j + prob C_j e^{-(x - s_j)/m},
+    A_j = sum_{i>j} p_i, C_j = sum_{i<=j} p_i e^{-(s_j - s_i)/m}: solved in closed form."""
+    m = wait.mean_if_waiting_s
+    if wait.prob <= 0 or m <= 0:
+        return weighted_quantiles(service_s, probs, levels)
+    if not math.isfinite(m):
+        return np.full(levels.shape, math.inf)
+    order = np.argsort(service_s, kind="stable")
+    s = service_s[order]
+    p = probs[order]
+    tail = 1.0 - np.cumsum(p)  # A_j
+    # C_j = e^{-s_j/m} sum_{i<=j} p_i e^{s_i/m}, accumulated in log space (no overflow).
+    x = s * (1.0 / m)
+    with np.errstate(divide="ignore"):
+        log_c = np.logaddexp.accumulate(np.log(p) + x) - x
+    rc = wait.prob * np.exp(log_c)
+    at_start = tail + rc  # P(W + S > s_j)
+    s_next = np.empty_like(s)
+    s_next[:-1] = s[1:]
+    s_next[-1] = math.inf
+    eps = (1.0 - levels)[:, None]
+    gap = eps - tail
+    with np.errstate(divide="ignore", invalid="ignore"):
+        inner = s + m * np.log(rc / gap)
+    inner = np.where((gap > 0) & (inner < s_next), np.maximum(inner, s), math.inf)
+    cand = np.where(at_start <= eps, s, inner)
+    out: FloatArray = cand.min(axis=1)
+    return out

@@ -1,0 +1,122 @@
+"""What the latency model needs from a workload, computed once: plain floats and small arrays.
+
+Build it once per workload (`WorkloadStats.of(workload)`) and reuse it across deployments; the
+hot path never touches pydantic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from planner.workload import Workload
+
+FloatArray = npt.NDArray[np.float64]
+
+# Points of the prompt-length support the model iterates over (tails keep their resolution:
+# see LengthDistribution.support). 32 keeps the hot path lean; 64 changes p99s by well under 1%.
+PROMPT_SUPPORT_POINTS = 32
+OUTPUT_SUPPORT_POINTS = 64
+
+
+@dataclass(frozen=True, eq=False)
+class WorkloadStats:
+    """Moments and supports of a workload, as the latency model consumes them.
+
+    Prompts: support points `prompt_tokens` (ascending) with `prompt_probs`; of each prompt,
+    `cached_tokens` = hit fraction x prompt are found in the prefix cache and `prefill_tokens`
+    (>= 1) are computed, from offset `cached_tokens`. Outputs: a request decodes for
+    `decode_steps` = E[output - 1] steps (the last prefill chunk samples the first token);
+    `decode_context` is the mean context of a decode step, weighted by steps (long answers
+    contribute more steps): E[sum_{j=1..d} (P + j)] / E[d]; `decode_context_sq` the same for
+    context squared (for the variance of KV use). Arrivals: `arrival_cv2` = 1/burstiness, rates
+    in requests/s for the whole deployment (`bucket_rates` per bucket, or None)."""
+
+    name: str | None
+    prompt_tokens: FloatArray
+    prompt_probs: FloatArray
+    prefill_tokens: FloatArray
+    cached_tokens: FloatArray
+    prefix_cache_hit_fraction: float
+    mean_prompt_tokens: float
+    mean_prefill_tokens: float
+    prefill_cv2: float
+    prefill_attention_context: float
+    prompt_p50_tokens: float
+    prompt_p99_tokens: float
+    prompt_max_tokens: float
+    mean_output_tokens: float
+    output_p99_tokens: float
+    output_max_tokens: float
+    decode_steps: float
+    decode_context: float
+    decode_context_sq: float
+    arrival_cv2: float
+    mean_requests_per_s: float
+    peak_requests_per_s: float
+    bucket_durations_s: FloatArray | None
+    bucket_rates: FloatArray | None
+
+    @classmethod
+    def of(cls, workload: Workload, prompt_points: int = PROMPT_SUPPORT_POINTS) -> WorkloadStats:
+        inp, out = workload.input_tokens, workload.output_tokens
+        h = float(workload.prefix_cache_hit_fraction)
+        pv, pw = inp.support(prompt_points)
+        pe = np.maximum(1.0, (1.0 - h) * pv)
+        p0 = np.maximum(0.0, pv - pe)
+        mean_pe = float(pw @ pe)
+        var_pe = float(pw @ (pe - mean_pe) ** 2)
+        # Mean context position of a prefilled token: a chunk of c tokens at offset p costs
+        # c (p + c/2) query x context token pairs; the whole prompt, Pe (p0 + Pe/2).
+        attn_ctx = float(pw @ (pe * (p0 + pe / 2.0))) / mean_pe
+
+        mean_p = inp.mean()
+        mean_p2 = inp.second_moment()
+        mean_o = out.mean()
+        mean_o2 = out.second_moment()
+        d1 = max(0.0, mean_o - 1.0)  # E[d], d = output - 1 decode steps
+        d2 = max(0.0, mean_o2 - 2.0 * mean_o + 1.0)  # E[d^2]
+        ov, ow = out.support(OUTPUT_SUPPORT_POINTS)
+        dv = np.maximum(0.0, ov - 1.0)
+        d3 = float(ow @ dv**3)
+        if d1 > 0:
+            sum_j = (d2 + d1) / 2.0  # E[sum_{j=1..d} j]
+            sum_j2 = (2.0 * d3 + 3.0 * d2 + d1) / 6.0  # E[sum j^2] = E[d(d+1)(2d+1)/6]
+            ctx = mean_p + sum_j / d1
+            ctx2 = (d1 * mean_p2 + 2.0 * mean_p * sum_j + sum_j2) / d1
+        else:
+            ctx, ctx2 = mean_p, mean_p2
+        arr = workload.arrivals
+        durations: FloatArray | None = None
+        rates: FloatArray | None = None
+        if arr.buckets is not None:
+            durations = np.array([b.duration_s for b in arr.buckets], dtype=np.float64)
+            rates = np.array([b.requests_per_s for b in arr.buckets], dtype=np.float64)
+        return cls(
+            name=workload.name,
+            prompt_tokens=pv,
+            prompt_probs=pw,
+            prefill_tokens=pe,
+            cached_tokens=p0,
+            prefix_cache_hit_fraction=h,
+            mean_prompt_tokens=mean_p,
+            mean_prefill_tokens=mean_pe,
+            prefill_cv2=var_pe / (mean_pe * mean_pe),
+            prefill_attention_context=attn_ctx,
+            prompt_p50_tokens=inp.quantile(0.5),
+            prompt_p99_tokens=inp.quantile(0.99),
+            prompt_max_tokens=inp.max_tokens,
+            mean_output_tokens=mean_o,
+            output_p99_tokens=out.quantile(0.99),
+            output_max_tokens=out.max_tokens,
+            decode_steps=d1,
+            decode_context=ctx,
+            decode_context_sq=max(ctx2, ctx * ctx),
+            arrival_cv2=arr.cv2,
+            mean_requests_per_s=arr.mean_requests_per_s,
+            peak_requests_per_s=arr.peak_requests_per_s,
+            bucket_durations_s=durations,
+            bucket_rates=rates,
+        )

@@ -1,0 +1,198 @@
+"""Bracketed root finding over SciPy's Brent method, with diagnostics.
+
+`find_root(f, lo, hi)` finds x in [lo, hi] with f(x) = 0 when f(lo) and f(hi) have opposite
+signs, and otherwise says why it did not: which end values were seen, whether an expansion of
+the bracket was tried and how far. It never raises for a bracket that fails to straddle a root;
+the caller decides what "no root" means. `first_sign_change(xs, ys)` turns a coarse grid of
+values into a bracket.
+
+Numeric only: plain floats and callables, no domain vocabulary. SciPy is imported inside the
+functions so that importing this module stays cheap.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+__all__ = ["Expansion", "RootResult", "find_root", "first_sign_change"]
+
+
+@dataclass(frozen=True)
+class Expansion:
+    """How to widen a bracket whose ends have the same sign: move `hi` away from `lo` by
+    `factor` times the current width (or `lo` away from `hi` when `side="lo"`, both when
+    "both"), at most `max_steps` times, never past `limit_lo` / `limit_hi`."""
+
+    factor: float = 2.0
+    max_steps: int = 20
+    side: str = "hi"  # "hi", "lo" or "both"
+    limit_lo: float = -math.inf
+    limit_hi: float = math.inf
+
+    def __post_init__(self) -> None:
+        if not self.factor > 0:
+            raise ValueError(f"expansion factor must be > 0, got {self.factor}")
+        if self.max_steps < 0:
+            raise ValueError(f"max_steps must be >= 0, got {self.max_steps}")
+        if self.side not in ("hi", "lo", "both"):
+            raise ValueError(f"side must be 'hi', 'lo' or 'both', got {self.side!r}")
+
+
+@dataclass(frozen=True)
+class RootResult:
+    """Outcome of a bracketed search.
+
+    root: the root found (None when none was). converged: Brent's convergence flag (True also
+    when an end of the bracket is itself a root). bracket / f_bracket: the bracket finally used
+    and f at its ends (after any expansion). iterations / function_calls: Brent's iterations and
+    the calls of f actually made (ends and expansion included). expansions: how many times the
+    bracket was widened. reason: empty when converged, else why there is no root.
+    final_bracket: the last points evaluated on the side of `lo` (f of lo's sign) and on the
+    side of `hi` — the root lies between them; pick a side when it matters (e.g. the last point
+    that still met a target)."""
+
+    root: float | None
+    converged: bool
+    bracket: tuple[float, float]
+    f_bracket: tuple[float, float]
+    iterations: int
+    function_calls: int
+    expansions: int
+    reason: str
+    final_bracket: tuple[float, float] | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "root": self.root,
+            "converged": self.converged,
+            "bracket": list(self.bracket),
+            "f_bracket": list(self.f_bracket),
+            "final_bracket": None if self.final_bracket is None else list(self.final_bracket),
+            "iterations": self.iterations,
+            "function_calls": self.function_calls,
+            "expansions": self.expansions,
+            "reason": self.reason,
+        }
+
+
+def _fail(
+    lo: float, hi: float, flo: float, fhi: float, calls: int, expansions: int, reason: str
+) -> RootResult:
+    return RootResult(None, False, (lo, hi), (flo, fhi), 0, calls, expansions, reason)
+
+
+def find_root(
+    f: Callable[[float], float],
+    lo: float,
+    hi: float,
+    *,
+    xtol: float = 1e-12,
+    rtol: float = 1e-10,
+    maxiter: int = 100,
+    expand: Expansion | None = None,
+    f_lo: float | None = None,
+    f_hi: float | None = None,
+) -> RootResult:
+    """Root of f in [lo, hi] by `scipy.optimize.brentq`.
+
+    `f_lo` / `f_hi`: f at the ends when the caller already has them (saves two calls).
+    `expand`: widen the bracket while its ends have the same sign (see `Expansion`).
+    Returns a `RootResult`; a bracket that does not straddle a root (or a NaN at an end) is
+    reported through `reason`, not raised. Exceptions raised by f propagate."""
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return _fail(lo, hi, math.nan, math.nan, 0, 0, f"bracket [{lo:g}, {hi:g}] is not finite")
+    if lo > hi:
+        lo, hi = hi, lo
+        f_lo, f_hi = f_hi, f_lo
+    calls = 0
+    if f_lo is None:
+        f_lo = float(f(lo))
+        calls += 1
+    if f_hi is None:
+        f_hi = float(f(hi))
+        calls += 1
+    expansions = 0
+    while True:
+        if math.isnan(f_lo) or math.isnan(f_hi):
+            end = lo if math.isnan(f_lo) else hi
+            return _fail(lo, hi, f_lo, f_hi, calls, expansions, f"f({end:g}) is NaN")
+        if f_lo == 0.0:
+            return RootResult(lo, True, (lo, hi), (f_lo, f_hi), 0, calls, expansions, "")
+        if f_hi == 0.0:
+            return RootResult(hi, True, (lo, hi), (f_lo, f_hi), 0, calls, expansions, "")
+        if (f_lo < 0) != (f_hi < 0):
+            break
+        reason = (
+            f"f({lo:g}) = {f_lo:g} and f({hi:g}) = {f_hi:g} have the same sign: "
+            f"the bracket [{lo:g}, {hi:g}] does not straddle a root"
+        )
+        if expand is None:
+            return _fail(lo, hi, f_lo, f_hi, calls, expansions, reason)
+        if expansions >= expand.max_steps:
+            return _fail(lo, hi, f_lo, f_hi, calls, expansions, f"{reason} (after {expansions} expansions)")
+        width = (hi - lo) or 1.0
+        moved = False
+        if expand.side in ("hi", "both") and hi < expand.limit_hi:
+            hi = min(expand.limit_hi, hi + expand.factor * width)
+            f_hi = float(f(hi))
+            calls += 1
+            moved = True
+        if expand.side in ("lo", "both") and lo > expand.limit_lo:
+            lo = max(expand.limit_lo, lo - expand.factor * width)
+            f_lo = float(f(lo))
+            calls += 1
+            moved = True
+        if not moved:
+            return _fail(lo, hi, f_lo, f_hi, calls, expansions, f"{reason} (expansion reached its limits)")
+        expansions += 1
+
+    from scipy.optimize import brentq
+
+    # brentq evaluates both ends again: answer those from what we know. Track the last point
+    # seen on each side of the root: Brent keeps its contrapoint as the latest point of the
+    # other sign, so these two are the final bracket.
+    a, b, fa, fb = lo, hi, f_lo, f_hi
+    lo_negative = f_lo < 0
+    side = [lo, hi]
+    used = [0]
+
+    def g(x: float) -> float:
+        if x == a:
+            return fa
+        if x == b:
+            return fb
+        used[0] += 1
+        v = float(f(x))
+        if not math.isnan(v):
+            side[0 if (v < 0) == lo_negative and v != 0 else 1] = x
+        return v
+
+    root, info = brentq(g, lo, hi, xtol=xtol, rtol=rtol, maxiter=maxiter, full_output=True, disp=False)
+    converged = bool(info.converged)
+    return RootResult(
+        float(root) if converged else None,
+        converged,
+        (lo, hi),
+        (f_lo, f_hi),
+        int(info.iterations),
+        calls + used[0],
+        expansions,
+        "" if converged else f"Brent's method did not converge in {maxiter} iterations ({info.flag})",
+        (side[0], side[1]),
+    )
+
+
+def first_sign_change(xs: Sequence[float], ys: Sequence[float]) -> int | None:
+    """Index i of the first pair (xs[i], xs[i+1]) whose values have opposite signs (or where
+    ys[i+1] is exactly 0); None when the values never change sign. NaNs count as no sign."""
+    if len(xs) != len(ys):
+        raise ValueError(f"xs and ys differ in length ({len(xs)} vs {len(ys)})")
+    for i in range(len(ys) - 1):
+        a, b = ys[i], ys[i + 1]
+        if math.isnan(a) or math.isnan(b):
+            continue
+        if b == 0.0 or (a < 0) != (b < 0):
+            return i
+    return None

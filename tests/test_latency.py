@@ -1,0 +1,464 @@
+"""The analytic latency model (planner.latency): limiting cases, a hand-derived case, overload,
+capacity by root-finding, floors, buckets, pools, and the vectorized step times it runs on."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pytest
+
+from planner.costmodel.roofline import Replica, chunks
+from planner.deployment import Deployment
+from planner.latency import LatencyModel, Slo, WorkloadStats, capacity, evaluate
+from planner.latency.steps import StepCost
+from planner.workload import Workload
+
+QWEN_H100: dict[str, Any] = {"model": "Qwen/Qwen3-8B", "gpu": "h100-sxm"}
+
+
+def make_workload(
+    rate: float = 1.0,
+    prompt: Any = 1000,
+    output: Any = 101,
+    burstiness: float = 1.0,
+    hit: float = 0.0,
+    buckets: list[tuple[float, float]] | None = None,
+) -> Workload:
+    arrivals: dict[str, Any] = {"burstiness": burstiness}
+    if buckets is None:
+        arrivals["requests_per_s"] = rate
+    else:
+        arrivals["buckets"] = [{"duration_s": d, "requests_per_s": r} for d, r in buckets]
+    return Workload.from_mapping(
+        {
+            "arrivals": arrivals,
+            "input_tokens": prompt,
+            "output_tokens": output,
+            "prefix_cache_hit_fraction": hit,
+        }
+    )
+
+
+def model_for(deployment: Deployment, workload: Workload) -> LatencyModel:
+    return LatencyModel(deployment.resolve(), WorkloadStats.of(workload))
+
+
+# ---- limiting cases ----------------------------------------------------------------------------
+
+
+def test_idle_limit_ttft_is_the_prefill_time_and_itl_a_decode_step() -> None:
+    """Rate -> 0: no queue, no other requests. TTFT = the prompt's chunked prefill alone; ITL =
+    a decode step of one sequence at the mean decode context."""
+    dep = Deployment(**QWEN_H100)
+    res = dep.resolve()
+    replica = res.replica
+    prompt, out = 20_000, 101
+    pred = evaluate(dep, make_workload(prompt=prompt, output=out), requests_per_s=1e-9)
+    prefill = replica.prefill_time_s(prompt, res.max_num_batched_tokens)  # 3 chunks of the 8192 budget
+    assert len(chunks(prompt, res.max_num_batched_tokens)) == 3
+    assert pred.ttft_p50_s == pytest.approx(prefill, rel=1e-6)
+    assert pred.ttft_p99_s == pytest.approx(prefill, rel=1e-6)
+    # A decoding request's context runs from prompt + 1 to prompt + 100: mean prompt + 50.5.
+    decode = replica.step_time_s([], 1, prompt + 50.5)
+    assert pred.itl_p50_s == pytest.approx(decode, rel=1e-6)
+    assert pred.itl_p99_s == pytest.approx(decode, rel=1e-6)
+    # ... and the floors say the same, exactly.
+    assert pred.floors.ttft_p99_s == pytest.approx(prefill, rel=1e-12)
+    assert pred.floors.itl_p99_s == pytest.approx(decode, rel=1e-12)
+    assert pred.decode_concurrency == pytest.approx(0.0, abs=1e-6)
+
+
+def test_idle_limit_follows_the_prompt_distribution() -> None:
+    dep = Deployment(**QWEN_H100)
+    replica = dep.resolve().replica
+    w = make_workload(prompt={"pairs": [[500, 0.5], [3000, 0.495], [9000, 0.005]]})
+    pred = evaluate(dep, w, requests_per_s=1e-9)
+    # P(prompt <= 500) = 0.5 and P(prompt <= 3000) = 0.995: p50 is 500, p99 is 3000.
+    assert pred.ttft_p50_s == pytest.approx(replica.prefill_time_s(500), rel=1e-6)
+    assert pred.ttft_p99_s == pytest.approx(replica.prefill_time_s(3000), rel=1e-6)
+
+
+def test_idle_limit_with_prefix_cache_hits_and_a_chunk_threshold() -> None:
+    dep = Deployment(**QWEN_H100, long_prefill_token_threshold=512)
+    replica = dep.resolve().replica
+    pred = evaluate(dep, make_workload(prompt=4000, hit=0.5), requests_per_s=1e-9)
+    # Half of the 4000-token prompt is cached: 2000 tokens from offset 2000, 512 per step.
+    want = sum(replica.step_time_s([(c, 2000 + p)], 0, 0) for c, p in chunks(2000, 512))
+    assert pred.ttft_p99_s == pytest.approx(want, rel=1e-6)
+    assert pred.prefill_chunk_tokens == pytest.approx(512)
+
+
+def test_idle_limit_disaggregated_adds_the_kv_transfer() -> None:
+    d = Deployment(
+        **QWEN_H100,
+        disaggregated={
+            "prefill_replicas": 1,
+            "decode_replicas": 1,
+            "kv_transfer_bandwidth_bytes_per_s": 1e10,
+        },
+    )
+    replica = d.resolve().replica
+    pred = evaluate(d, make_workload(prompt=3000), requests_per_s=1e-9)
+    transfer = 3000 * replica.kv_bytes_per_token / 1e10 + 1e-3  # default 1 ms latency
+    assert pred.ttft_p99_s == pytest.approx(replica.prefill_time_s(3000) + transfer, rel=1e-6)
+
+
+# ---- one case derived by hand ------------------------------------------------------------------
+
+
+def test_hand_derived_disaggregated_case() -> None:
+    """Qwen3-8B on H100 SXM (theoretical), 1 prefill + 1 decode replica, 10 req/s Poisson,
+    every prompt 1000 tokens, every answer 101 tokens.
+
+    Constants: P = 8,190,735,360 params, W = 2P = 16,381,470,720 bytes, KV = 147,456 bytes per
+    token, BW = 3.35e12 B/s, F = 989e12 FLOP/s, attention 4 L d_q = 4 x 36 x 4096 = 589,824 FLOPs
+    per (query x context) token.
+
+    Decode pool. d = 101 - 1 = 100 decode steps per request (the prefill samples token 1); mean
+    decode context c = 1000 + E[d(d+1)]/(2 E[d]) = 1000 + 101/2 = 1050.5. A decoder shares its
+    step with the n others in flight plus itself (Poisson size bias: n + 1 decodes). The step is
+    memory-bound (compute (n+1) x 1.72e-5 s is far below), so
+        t(n) = (W + (n+1) c KV) / BW = a + b (n+1),
+        a = W / BW = 4.889991259701493e-3 s, b = c KV / BW = 4.6239560597014924e-5 s.
+    Little: n = lambda d t(n)  =>  n = lambda d (a + b) / (1 - lambda d b)
+        lambda d = 1000/s:  n = 4.9362308206 / 0.9537604394 = 5.175545783161635
+        ITL = t(n) = n / (lambda d) = 5.1755457831616355e-3 s (p50 = p99: decode-only steps).
+    KV limit: 405,376 tokens / (c + 8 tokens of half a block) = 382.9721 sequences, so
+        max rate = 382.9721 / (d t(382.9721)) = 169.1222380464983 req/s, binding kv_capacity.
+
+    Prefill pool. One 1000-token chunk with no decodes, compute-bound:
+        S = (2P x 1000 + 589,824 x 1000 x 500) / F = 0.01686186321536906 s
+    (memory would be 4.93 ms). The queue serves prompt tokens in full 8192-token steps whose
+    per-token cost is the same (linear in tokens), so E[X] = S, rho = lambda S = 0.1686186321536906,
+    and the max rate is 1/S = 59.305... req/s. Allen-Cunneen with c_a^2 = 1 (Poisson), c_s^2 = 0
+    (constant prompts): E[W] = rho/(1-rho) x 1/2 x S; given a wait, exponential with mean
+        m = S / 2 / (1 - rho) = 0.010140871486601666 s.
+    Prompts behind ours top up our step with probability rho: E[Pe]/(1 - rho) =
+    1202.8174297320334 more tokens, a 2202.8174-token step of (2P c + 589,824 c^2/2) / F =
+    0.03793369219467073 s; the service is S + rho (0.0379337 - S) = 0.020414966194835408 s.
+    KV transfer: 1000 x 147,456 B / 50e9 B/s + 1 ms = 3.94912e-3 s.
+        TTFT p50: P(W > 0) = rho < 0.5, so p50 = service + transfer = 0.02436408619483541 s
+        TTFT p99: rho e^{-w/m} = 0.01 => w = m ln(rho / 0.01) = 0.02864851419577765 s,
+                  p99 = service + transfer + w = 0.05301260039061306 s.
+    Cost: 2 GPUs x $4.29/h = $8.58/h over 10 x 101 output tokens/s: $2.35973597... per 1M."""
+    dep = Deployment(
+        **QWEN_H100,
+        disaggregated={
+            "prefill_replicas": 1,
+            "decode_replicas": 1,
+            "kv_transfer_bandwidth_bytes_per_s": 50e9,
+            "kv_transfer_latency_s": 1e-3,
+        },
+    )
+    pred = evaluate(dep, make_workload(rate=10.0, prompt=1000, output=101))
+    assert pred.stable
+    assert pred.decode_concurrency == pytest.approx(5.175545783161635, rel=1e-7)
+    assert pred.itl_p50_s == pytest.approx(5.1755457831616355e-3, rel=1e-7)
+    assert pred.itl_p99_s == pytest.approx(5.1755457831616355e-3, rel=1e-7)
+    assert pred.ttft_p50_s == pytest.approx(0.02436408619483541, rel=1e-9)
+    assert pred.ttft_p99_s == pytest.approx(0.05301260039061306, rel=1e-9)
+    assert pred.prefill_utilization == pytest.approx(0.1686186321536906, rel=1e-9)
+    assert pred.kv_cache_usage == pytest.approx(5.175545783161635 * 1058.5 / 405_376, rel=1e-7)
+    assert pred.pools["decode"]["max_stable_requests_per_s_per_replica"] == pytest.approx(
+        169.1222380464983, rel=1e-6
+    )
+    assert pred.pools["decode"]["binding_limit"] == "kv_capacity"
+    assert pred.pools["prefill"]["max_stable_requests_per_s_per_replica"] == pytest.approx(
+        1 / 0.01686186321536906, rel=1e-6
+    )
+    assert pred.pools["prefill"]["binding_limit"] == "compute"
+    assert pred.deployment_max_stable_requests_per_s == pytest.approx(1 / 0.01686186321536906, rel=1e-6)
+    assert pred.usd_per_hour == pytest.approx(8.58)
+    assert pred.usd_per_million_output_tokens == pytest.approx(8.58 / (1010 * 3600) * 1e6)
+    assert pred.usd_per_million_input_tokens == pytest.approx(8.58 / (10_000 * 3600) * 1e6)
+
+
+def test_colocated_steady_state_obeys_littles_law() -> None:
+    m = model_for(Deployment(**QWEN_H100), make_workload(prompt={"percentiles": {"p50": 800, "p99": 4000}}))
+    e = m.engines["colocated"]
+    for rate in (0.5, 5.0, 15.0):
+        s, root = e.solve(rate) or (None, None)
+        assert s is not None and root is not None and root.converged
+        assert s.lam == pytest.approx(rate, rel=1e-8)
+        # n decoders, each decoding d steps of mean duration t_step: n = lambda d t_step.
+        assert s.n == pytest.approx(rate * m.stats.decode_steps * s.t_step, rel=1e-8)
+
+
+# ---- overload, stability limits ----------------------------------------------------------------
+
+
+def test_overload_is_unstable_with_the_rate_it_can_serve() -> None:
+    dep = Deployment(**QWEN_H100, replicas=2)
+    w = make_workload(
+        prompt={"percentiles": {"p50": 800, "p99": 4000}}, output={"pairs": [[100, 0.6], [800, 0.4]]}
+    )
+    m = model_for(dep, w)
+    top = m.max_stable_requests_per_s()
+    assert top > 0
+    over = m.evaluate(2.0 * top)
+    assert not over.stable
+    for v in (over.ttft_p50_s, over.ttft_p99_s, over.itl_p50_s, over.itl_p99_s, over.decode_concurrency):
+        assert v is None
+    assert over.deployment_max_stable_requests_per_s == pytest.approx(top)
+    assert over.max_stable_requests_per_s == pytest.approx(top / 2)
+    assert any("unstable" in n for n in over.notes)
+    # Cost is what the deployment can serve, not what was asked.
+    assert over.usd_per_million_output_tokens == pytest.approx(m._costs(top)[0])
+    just_under = m.evaluate(0.999 * top)
+    assert just_under.stable and just_under.ttft_p99_s is not None and math.isfinite(just_under.ttft_p99_s)
+
+
+def test_max_num_seqs_binds() -> None:
+    pred = evaluate(Deployment(**QWEN_H100, max_num_seqs=8), make_workload(output=2000), requests_per_s=0.1)
+    assert pred.binding_limit == "max_num_seqs"
+    # Fewer than 8 running requests at the limit: rate ~ 8 / (1999 steps x ~5 ms).
+    assert pred.max_stable_requests_per_s < 8 / (1999 * 4.8e-3)
+
+
+def test_kv_capacity_binds_with_long_contexts_and_risk_rises() -> None:
+    dep = Deployment(**QWEN_H100)
+    w = make_workload(prompt=30_000, output=2000)
+    m = model_for(dep, w)
+    assert m.evaluate(0.01).binding_limit == "kv_capacity"
+    top = m.max_stable_requests_per_s()
+    low, high = m.evaluate(0.3 * top), m.evaluate(0.995 * top)
+    assert high.kv_cache_usage is not None and low.kv_cache_usage is not None
+    assert high.kv_cache_usage > 0.9 > low.kv_cache_usage
+    assert (high.preemption_risk or 0) > (low.preemption_risk or 0)
+    assert any("preemption risk" in n for n in high.notes)
+
+
+def test_compute_binds_for_prefill_heavy_work() -> None:
+    pred = evaluate(Deployment(**QWEN_H100), make_workload(prompt=6000, output=2), requests_per_s=1.0)
+    assert pred.binding_limit == "compute"
+
+
+def test_replicas_split_the_rate() -> None:
+    w = make_workload(prompt={"pairs": [[300, 0.5], [2000, 0.5]]})
+    one = evaluate(Deployment(**QWEN_H100), w, requests_per_s=4.0)
+    three = evaluate(Deployment(**QWEN_H100, replicas=3), w, requests_per_s=12.0)
+    for key in ("ttft_p50_s", "ttft_p99_s", "itl_p50_s", "itl_p99_s", "decode_concurrency", "kv_cache_usage"):
+        assert getattr(three, key) == pytest.approx(getattr(one, key), rel=1e-9)
+    assert three.deployment_max_stable_requests_per_s == pytest.approx(
+        3 * one.deployment_max_stable_requests_per_s
+    )
+    assert three.usd_per_million_output_tokens == pytest.approx(one.usd_per_million_output_tokens)
+
+
+def test_single_token_answers_have_no_itl() -> None:
+    pred = evaluate(Deployment(**QWEN_H100), make_workload(prompt=2000, output=1), requests_per_s=5.0)
+    assert pred.stable and pred.ttft_p99_s is not None
+    assert pred.itl_p99_s is None and pred.decode_concurrency == 0.0
+    assert any("one token" in n for n in pred.notes)
+
+
+# ---- buckets -----------------------------------------------------------------------------------
+
+
+def test_bucketed_rates_evaluate_the_peak_and_every_bucket() -> None:
+    w = make_workload(
+        buckets=[(60.0, 2.0), (60.0, 8.0), (30.0, 4.0)], prompt={"pairs": [[400, 0.5], [2500, 0.5]]}
+    )
+    dep = Deployment(**QWEN_H100)
+    pred = evaluate(dep, w)
+    peak = evaluate(dep, w, requests_per_s=8.0)
+    assert pred.requests_per_s == 8.0
+    assert pred.ttft_p99_s == pytest.approx(peak.ttft_p99_s)
+    assert pred.buckets is not None and len(pred.buckets) == 3
+    assert [b.start_s for b in pred.buckets] == [0.0, 60.0, 120.0]
+    b2, b8, b4 = pred.buckets
+    assert b2.ttft_p99_s is not None and b4.ttft_p99_s is not None and b8.ttft_p99_s is not None
+    assert b2.ttft_p99_s <= b4.ttft_p99_s <= b8.ttft_p99_s
+    assert b8.ttft_p99_s == pytest.approx(peak.ttft_p99_s)
+    # GPUs are billed all the time; averaged over the buckets, each token costs more than at peak.
+    assert pred.mean_load_usd_per_million_output_tokens is not None
+    assert pred.mean_load_usd_per_million_output_tokens > (pred.usd_per_million_output_tokens or 0)
+    assert any("peak bucket" in n for n in pred.notes)
+
+
+def test_an_overloaded_bucket_is_reported_unstable() -> None:
+    dep = Deployment(**QWEN_H100, max_num_seqs=16)
+    top = model_for(dep, make_workload()).max_stable_requests_per_s()
+    pred = evaluate(dep, make_workload(buckets=[(60.0, 0.5 * top), (60.0, 3 * top)]))
+    assert not pred.stable
+    assert pred.buckets is not None
+    assert pred.buckets[0].stable and not pred.buckets[1].stable
+    assert pred.buckets[1].ttft_p99_s is None
+
+
+# ---- capacity ----------------------------------------------------------------------------------
+
+
+CHAT_PROMPTS = {"percentiles": {"p10": 150, "p50": 800, "p90": 2000, "p99": 4000, "max": 8000}}
+CHAT_OUTPUTS = {"pairs": [[100, 0.5], [300, 0.3], [800, 0.15], [2000, 0.05]]}
+
+
+@pytest.mark.parametrize(
+    ("slo", "binding"),
+    [(Slo(ttft_p99_s=0.5, itl_p99_s=0.040), "itl"), (Slo(ttft_p99_s=0.095), "ttft")],
+)
+def test_capacity_meets_the_slo_and_just_above_does_not(slo: Slo, binding: str) -> None:
+    dep = Deployment(**QWEN_H100, replicas=2)
+    w = make_workload(prompt=CHAT_PROMPTS, output=CHAT_OUTPUTS)
+    cap = capacity(dep, w, slo)
+    assert cap.feasible and cap.binding_limit == binding
+    per_replica = cap.max_requests_per_s_within_slo
+    assert cap.deployment_max_requests_per_s_within_slo == pytest.approx(2 * per_replica)
+    root = cap.root
+    assert root is not None and root.converged and root.reason == ""
+    lo, hi = root.bracket
+    assert lo == 0.0 and hi > 0.0
+    assert root.f_bracket[0] < 0 < root.f_bracket[1]  # the bracket straddles the SLO boundary
+    at = evaluate(dep, w, requests_per_s=cap.deployment_max_requests_per_s_within_slo)
+    above = evaluate(dep, w, requests_per_s=1.01 * cap.deployment_max_requests_per_s_within_slo)
+
+    def within(p: Any) -> bool:
+        ok = p.stable
+        if slo.ttft_p99_s is not None:
+            ok = ok and p.ttft_p99_s <= slo.ttft_p99_s * (1 + 1e-9)
+        if slo.itl_p99_s is not None:
+            ok = ok and p.itl_p99_s <= slo.itl_p99_s * (1 + 1e-9)
+        return bool(ok)
+
+    assert within(at)
+    assert not within(above)
+
+
+def test_capacity_below_the_floor_is_an_answer_with_the_floor() -> None:
+    dep = Deployment(**QWEN_H100)
+    w = make_workload(prompt=CHAT_PROMPTS, output=CHAT_OUTPUTS)
+    cap = capacity(dep, w, Slo(ttft_p99_s=1.0, itl_p99_s=0.002))
+    assert not cap.feasible
+    assert cap.max_requests_per_s_within_slo == 0.0
+    assert cap.binding_limit == "itl"
+    floor = cap.floors.itl_p99_s
+    assert floor is not None and floor > 0.002
+    assert f"{floor * 1e3:.4g} ms floor" in cap.reason
+    cap = capacity(dep, w, Slo(ttft_p99_s=0.001))
+    assert not cap.feasible and cap.binding_limit == "ttft" and "prefill of the p99 prompt" in cap.reason
+    assert cap.floors.ttft_p99_s == pytest.approx(evaluate(dep, w, requests_per_s=1e-9).ttft_p99_s, rel=1e-6)
+
+
+def test_loose_slo_gives_the_stability_limit() -> None:
+    dep = Deployment(**QWEN_H100)
+    w = make_workload(prompt=CHAT_PROMPTS, output=CHAT_OUTPUTS)
+    m = model_for(dep, w)
+    cap = m.capacity(Slo(ttft_p99_s=1e6, itl_p99_s=1e6))
+    assert cap.feasible
+    assert cap.max_requests_per_s_within_slo == pytest.approx(m.max_stable_requests_per_s())
+    assert cap.binding_limit == m.evaluate().binding_limit
+
+
+def test_disaggregated_capacity_sizes_both_pools() -> None:
+    dep = Deployment(**QWEN_H100, disaggregated={"prefill_replicas": 1, "decode_replicas": 3})
+    w = make_workload(prompt=CHAT_PROMPTS, output=CHAT_OUTPUTS)
+    cap = capacity(dep, w, Slo(ttft_p99_s=0.3, itl_p99_s=0.02))
+    assert set(cap.pools) == {"prefill", "decode"}
+    p, d = cap.pools["prefill"], cap.pools["decode"]
+    assert cap.deployment_max_requests_per_s_within_slo == pytest.approx(
+        min(p.requests_per_s_per_replica, 3 * d.requests_per_s_per_replica)
+    )
+    assert cap.max_requests_per_s_within_slo == pytest.approx(
+        cap.deployment_max_requests_per_s_within_slo / 4
+    )
+    assert p.binding_limit == "ttft"
+
+
+def test_bursty_arrivals_cost_capacity() -> None:
+    dep = Deployment(**QWEN_H100)
+    slo = Slo(ttft_p99_s=0.5, itl_p99_s=0.05)
+    caps = [
+        capacity(dep, make_workload(prompt=CHAT_PROMPTS, output=CHAT_OUTPUTS, burstiness=k), slo)
+        for k in (4.0, 1.0, 0.25, 0.01)
+    ]
+    rates = [c.max_requests_per_s_within_slo for c in caps]
+    assert rates == sorted(rates, reverse=True)
+    assert rates[-1] < 0.5 * rates[1]
+
+
+# ---- the vectorized step model -------------------------------------------------------------------
+
+
+def _batches() -> list[tuple[float, float, float, float]]:
+    rng = np.random.default_rng(7)
+    out: list[tuple[float, float, float, float]] = [(0, 0, 1, 100), (8192, 0, 0, 0), (1, 0, 0, 0)]
+    for _ in range(200):
+        chunk = float(rng.choice([0, 1, 17, 512, 4096, 8000]))
+        offset = float(rng.integers(0, 30_000)) if chunk else 0.0
+        n = float(rng.integers(0, 600))
+        out.append((chunk, offset, n, n * float(rng.integers(1, 20_000))))
+    return out
+
+
+@pytest.mark.parametrize(
+    ("model", "gpu", "tp", "profile"),
+    [
+        ("Qwen/Qwen3-8B", "h100-sxm", 1, "theoretical"),
+        ("Qwen/Qwen3-30B-A3B", "h200-sxm", 2, "theoretical"),
+        ("meta-llama/Llama-3.1-70B-Instruct", "h100-sxm", 4, "calibrated"),
+    ],
+)
+def test_step_cost_reproduces_the_replica(model: str, gpu: str, tp: int, profile: str) -> None:
+    from planner.costmodel.profile import resolve_profile
+
+    replica = Deployment(model=model, gpu=gpu, tp=tp).resolve(resolve_profile(profile, gpu)).replica
+    cost = StepCost(replica)
+    assert cost.fast
+    batches = _batches()
+    arr = np.array(batches)
+    got = cost.time_s(arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3])
+    for (c, p, n, s), g in zip(batches, got, strict=True):
+        want = replica.step_time_s([(int(c), int(p))] if c else [], int(n), s)
+        assert g == pytest.approx(want, rel=1e-9, abs=1e-15)
+        assert cost.scalar_s(c, p, n, s) == pytest.approx(want, rel=1e-9, abs=1e-15)
+    with_chunk = arr[arr[:, 0] > 0]
+    for c, p, n, s in with_chunk[:20]:
+        got1 = cost.chunk_time_s(np.array([c]), np.array([p]), n, s)[0]
+        assert got1 == pytest.approx(replica.step_time_s([(int(c), int(p))], int(n), s), rel=1e-9)
+
+
+@dataclasses.dataclass(frozen=True)
+class _GrownReplica(Replica):
+    """A cost model with a term the vectorized formula does not know (1 ms per prefill chunk)."""
+
+    def step_time_s(
+        self,
+        prefill_chunks: Sequence[tuple[int, int]],
+        decode_count: int,
+        decode_context_tokens_sum: float,
+    ) -> float:
+        base = super().step_time_s(prefill_chunks, decode_count, decode_context_tokens_sum)
+        return base + 1e-3 * len(prefill_chunks)
+
+
+def test_step_cost_falls_back_to_the_replica_when_the_formula_is_stale() -> None:
+    res = Deployment(**QWEN_H100).resolve()
+    grown = _GrownReplica(res.replica.model, res.replica.gpu)
+    cost = StepCost(grown)
+    assert not cost.fast
+    assert cost.scalar_s(512, 100, 4, 4000) == pytest.approx(grown.step_time_s([(512, 100)], 4, 4000))
+    assert cost.time_s(np.array([512.0, 0.0]), 0.0, 4.0, 4000.0)[0] == pytest.approx(
+        grown.step_time_s([(512, 0)], 4, 4000)
+    )
+    m = LatencyModel(dataclasses.replace(res, replica=grown), WorkloadStats.of(make_workload(prompt=1000)))
+    pred = m.evaluate(1e-9)
+    assert any("evaluated per step" in n for n in pred.notes)
+    assert pred.ttft_p99_s == pytest.approx(grown.step_time_s([(1000, 0)], 0, 0), rel=1e-6)
+
+
+def test_grid_scan_agrees_with_single_states() -> None:
+    m = model_for(
+        Deployment(**QWEN_H100, long_prefill_token_threshold=1024),
+        make_workload(prompt={"pairs": [[300, 0.3], [5000, 0.5], [30_000, 0.2]]}, burstiness=0.3, hit=0.25),
+    )
+    e = m.engines["colocated"]
+    ns = np.array([0.5, 3.0, 40.0, 150.0])
+    g = e.grid(ns)
+    for n, lam, slack in zip(ns, g.lam, g.slack, strict=True):
+        s = e.state_n(float(n))
+        assert s.lam == pytest.approx(lam, rel=1e-9)
+        assert e.slack_of(s) == pytest.approx(slack, rel=1e-9, abs=1e-12)

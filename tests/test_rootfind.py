@@ -1,0 +1,116 @@
+"""solvers.rootfind: bracketed Brent root finding with diagnostics."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from solvers.rootfind import Expansion, find_root, first_sign_change
+
+
+def test_finds_a_straddled_root_with_diagnostics() -> None:
+    r = find_root(lambda x: x * x - 2.0, 0.0, 2.0)
+    assert r.converged and r.reason == ""
+    assert r.root == pytest.approx(math.sqrt(2.0), abs=1e-10)
+    assert r.bracket == (0.0, 2.0)
+    assert r.f_bracket == (-2.0, 2.0)
+    assert r.expansions == 0
+    assert 0 < r.iterations < 20
+    assert r.function_calls >= 2  # both ends, plus Brent's interior points
+    lo, hi = r.final_bracket or (math.nan, math.nan)
+    assert lo * lo - 2.0 < 0 < hi * hi - 2.0  # the final bracket still straddles the root
+    assert abs(hi - lo) < 1e-8
+
+
+def test_known_end_values_are_not_recomputed() -> None:
+    calls: list[float] = []
+
+    def f(x: float) -> float:
+        calls.append(x)
+        return x - 0.3
+
+    r = find_root(f, 0.0, 1.0, f_lo=-0.3, f_hi=0.7)
+    assert r.converged and r.root == pytest.approx(0.3)
+    assert 0.0 not in calls and 1.0 not in calls
+    assert r.function_calls == len(calls)
+
+
+def test_no_straddle_is_explained_not_raised() -> None:
+    r = find_root(lambda x: x * x + 1.0, -1.0, 1.0)
+    assert not r.converged and r.root is None
+    assert "same sign" in r.reason and "does not straddle" in r.reason
+    assert r.f_bracket == (2.0, 2.0)
+    assert r.to_dict()["reason"] == r.reason
+
+
+def test_expansion_widens_until_it_straddles() -> None:
+    r = find_root(lambda x: x - 37.0, 0.0, 1.0, expand=Expansion(factor=2.0, max_steps=10))
+    assert r.converged and r.root == pytest.approx(37.0)
+    assert r.expansions > 0
+    assert r.bracket[0] == 0.0 and r.bracket[1] >= 37.0
+
+
+def test_expansion_gives_up_with_a_reason() -> None:
+    r = find_root(lambda x: 1.0 + x * x, 0.0, 1.0, expand=Expansion(max_steps=3))
+    assert not r.converged and r.expansions == 3
+    assert "after 3 expansions" in r.reason
+    r = find_root(lambda x: 1.0 + x, 0.0, 1.0, expand=Expansion(limit_hi=1.0))
+    assert not r.converged and "limits" in r.reason
+
+
+def test_expansion_downwards() -> None:
+    r = find_root(lambda x: x + 5.0, 0.0, 1.0, expand=Expansion(side="lo"))
+    assert r.converged and r.root == pytest.approx(-5.0)
+
+
+def test_nan_and_bad_brackets() -> None:
+    r = find_root(lambda x: math.nan if x > 0.5 else -1.0, 0.0, 1.0)
+    assert not r.converged and "NaN" in r.reason
+    r = find_root(lambda x: x, 0.0, math.inf)
+    assert not r.converged and "not finite" in r.reason
+    # Reversed ends are accepted.
+    r = find_root(lambda x: x - 0.25, 1.0, 0.0)
+    assert r.converged and r.root == pytest.approx(0.25)
+
+
+def test_root_at_an_end() -> None:
+    r = find_root(lambda x: x, 0.0, 1.0)
+    assert r.converged and r.root == 0.0 and r.iterations == 0
+
+
+def test_discontinuous_function_converges_to_the_jump() -> None:
+    r = find_root(lambda x: -1.0 if x < 0.7 else 1.0, 0.0, 1.0, xtol=1e-9, rtol=1e-12)
+    assert r.converged and r.root == pytest.approx(0.7, abs=1e-8)
+    lo, hi = r.final_bracket or (math.nan, math.nan)
+    assert lo < 0.7 <= hi
+
+
+def test_bad_expansion_settings() -> None:
+    with pytest.raises(ValueError):
+        Expansion(factor=0.0)
+    with pytest.raises(ValueError):
+        Expansion(side="up")
+
+
+def test_first_sign_change() -> None:
+    assert first_sign_change([0, 1, 2, 3], [-1, -0.5, 0.5, 1]) == 1
+    assert first_sign_change([0, 1, 2], [1, 2, 3]) is None
+    assert first_sign_change([0, 1, 2], [1, math.nan, -1]) is None  # NaNs never count
+    assert first_sign_change([0, 1], [-1, 0]) == 0
+    with pytest.raises(ValueError):
+        first_sign_change([0, 1], [0])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    root=st.floats(-1e3, 1e3),
+    slope=st.floats(0.01, 100.0),
+    width=st.floats(0.1, 1e3),
+)
+def test_linear_roots_are_found(root: float, slope: float, width: float) -> None:
+    r = find_root(lambda x: slope * (x - root), root - width, root + 0.5 * width, xtol=1e-12, rtol=1e-12)
+    assert r.converged and r.root is not None
+    assert r.root == pytest.approx(root, abs=1e-8 * max(1.0, abs(root), width))
