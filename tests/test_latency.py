@@ -462,3 +462,29 @@ def test_grid_scan_agrees_with_single_states() -> None:
         s = e.state_n(float(n))
         assert s.lam == pytest.approx(lam, rel=1e-9)
         assert e.slack_of(s) == pytest.approx(slack, rel=1e-9, abs=1e-12)
+
+
+def test_bursts_that_miss_the_slo_at_any_rate_are_infeasible_not_zero() -> None:
+    """Gamma gaps with k = 0.0057 (the Azure code trace's CV 13) bring ~175 requests at once: an
+    idle replica meets a 1 s TTFT p99, but no positive rate does. That is 'infeasible' with the
+    reason, not 'feasible at 0 req/s'."""
+    from planner.deployment import Deployment
+    from planner.latency import Slo, capacity
+    from planner.workload import Workload
+
+    w = Workload.model_validate(
+        {
+            "arrivals": {"requests_per_s": 2.57, "burstiness": 0.0057},
+            "input_tokens": {"constant": 2048},
+            "output_tokens": {"constant": 28},
+        }
+    )
+    d = Deployment(model="Qwen/Qwen3-8B", gpu="h100-sxm")
+    tight = capacity(d, w, Slo(ttft_p99_s=1.0))
+    assert not tight.feasible
+    assert tight.max_requests_per_s_within_slo == 0.0
+    assert "bursts" in tight.reason and "175 requests" in tight.reason
+    assert tight.floors.ttft_p99_s is not None and tight.floors.ttft_p99_s < 1.0  # the idle floor alone fits
+    # the same traffic, Poisson: the same SLO holds up to a real rate
+    poisson = w.model_copy(update={"arrivals": w.arrivals.model_copy(update={"burstiness": 1.0})})
+    assert capacity(d, poisson, Slo(ttft_p99_s=1.0)).max_requests_per_s_within_slo > 10

@@ -7,7 +7,7 @@ A workload is either the schema of planner/workload.py or a trace reference:
     workload:
       trace: azure-conv-2023        # a built-in trace name, or a CSV path (relative to the file)
       bucket_s: 60                  # per-bucket arrival rates (null: one constant mean rate)
-      burstiness: gaps              # gaps | rescaled | a number k (CV^2 of gaps = 1/k)
+      burstiness: rescaled          # rescaled (CV of gaps once bucket rates are taken out) | gaps | a number k (CV^2 = 1/k)
       bins: null                    # null: exact empirical lengths; N: N-bin histograms
       requests_per_s: null          # rescale the trace's time to this mean rate
       prefix_cache_hit_fraction: 0
@@ -39,7 +39,7 @@ class TraceWorkload(BaseModel):
     model_config = _CONFIG
     trace: str = Field(min_length=1)
     bucket_s: float | None = Field(default=60.0, gt=0)
-    burstiness: str | float = "gaps"
+    burstiness: str | float = "rescaled"
     bins: int | None = Field(default=None, ge=1)
     requests_per_s: float | None = Field(default=None, gt=0)
     prefix_cache_hit_fraction: float = Field(default=0.0, ge=0.0, lt=1.0)
@@ -95,7 +95,7 @@ def _trace_workload(spec: TraceWorkload, root: str, base_dir: Path | None) -> Wo
     try:
         if spec.requests_per_s is not None:
             trace = trace.time_scaled(spec.requests_per_s)
-        mode: Literal["gaps", "rescaled"] = "rescaled" if spec.burstiness == "rescaled" else "gaps"
+        mode: Literal["gaps", "rescaled"] = "gaps" if spec.burstiness == "gaps" else "rescaled"
         w = trace.to_workload(
             bucket_s=spec.bucket_s,
             bins=spec.bins,

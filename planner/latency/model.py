@@ -588,11 +588,39 @@ class LatencyModel:
         # The answer is the last point that met the SLO (the root lies within tolerance above it;
         # ITL p99 can jump where the share of mixed steps passes 1%).
         x = res.final_bracket[0] if res.final_bracket is not None else 0.0
+        if x <= 0.0:
+            return self._no_positive_rate(role, e, slo, res, where)
         st = memo.get(x) or e.state_at(x)
         at = e.point(st)
         rt = at.ttft_p99_s / ttft_t if ttft_t is not None and at.ttft_p99_s is not None else 0.0
         ri = at.itl_p99_s / itl_t if itl_t is not None and at.itl_p99_s is not None else 0.0
         return PoolCapacity(role, st.lam, True, "ttft" if rt >= ri else "itl", "", res, at)
+
+
+    def _no_positive_rate(self, role: str, e: Engine, slo: Slo, res: RootResult, where: str) -> PoolCapacity:
+        """The idle replica meets the SLO but no positive load does: with bursty (gamma, k < 1)
+        arrivals, bursts of about 1/k requests queue behind each other however rare they are, so
+        the floor at a vanishing rate sits above the idle one."""
+        x_min = res.final_bracket[1] if res.final_bracket is not None else 0.0
+        at = e.point(e.state_at(x_min))
+        parts = []
+        if slo.ttft_p99_s is not None and at.ttft_p99_s is not None and at.ttft_p99_s > slo.ttft_p99_s:
+            parts.append(f"TTFT p99 is {at.ttft_p99_s * 1e3:.4g} ms > {slo.ttft_p99_s * 1e3:.4g} ms")
+        if slo.itl_p99_s is not None and at.itl_p99_s is not None and at.itl_p99_s > slo.itl_p99_s:
+            parts.append(f"ITL p99 is {at.itl_p99_s * 1e3:.4g} ms > {slo.itl_p99_s * 1e3:.4g} ms")
+        k = 1.0 / self.stats.arrival_cv2 if self.stats.arrival_cv2 > 0 else math.inf
+        why = (
+            f"arrivals come in bursts (burstiness k={k:.3g}, about {1 / k:.0f} requests at once) that queue "
+            "behind each other at any rate"
+            if k < 1
+            else "the SLO sits at the idle floor"
+        )
+        reason = (
+            f"no positive arrival rate meets the SLO{where}: even at {at.lam:.3g} req/s per replica, "
+            f"{' and '.join(parts) or 'a target is missed'}; {why}"
+        )
+        binding = "ttft" if parts and parts[0].startswith("TTFT") else "itl"
+        return PoolCapacity(role, 0.0, False, binding, reason, res, at)
 
 
 # ---- functional entry points -----------------------------------------------------------------
