@@ -596,7 +596,6 @@ class LatencyModel:
         ri = at.itl_p99_s / itl_t if itl_t is not None and at.itl_p99_s is not None else 0.0
         return PoolCapacity(role, st.lam, True, "ttft" if rt >= ri else "itl", "", res, at)
 
-
     def _no_positive_rate(self, role: str, e: Engine, slo: Slo, res: RootResult, where: str) -> PoolCapacity:
         """The idle replica meets the SLO but no positive load does: with bursty (gamma, k < 1)
         arrivals, bursts of about 1/k requests queue behind each other however rare they are, so
