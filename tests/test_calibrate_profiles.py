@@ -107,3 +107,12 @@ def test_gpu_agnostic_file_applies_anywhere(tmp_path: Path) -> None:
     data = _good() | {"gpu": None}
     path = _write(tmp_path, data)
     assert resolve_profile(str(path), "l40s").eta_matmul == data["eta_matmul"]
+
+
+def test_auto_profile_is_calibrated_where_one_ships_else_theoretical() -> None:
+    from planner.costmodel.profile import THEORETICAL, resolve_profile
+
+    assert resolve_profile("auto", "h200-sxm") == resolve_profile("calibrated", "h200-sxm")
+    assert resolve_profile("auto", "h100-sxm").name == "h100-sxm-transferred-from-h200-sxm"
+    assert resolve_profile("auto", "l40s") is THEORETICAL
+    assert resolve_profile("auto", "a100-80gb-sxm") is THEORETICAL

@@ -149,11 +149,15 @@ def test_profile_flag(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> Non
     f = write(tmp_path, MINIMAL)
     rc, out, _ = run(["evaluate", str(f), "--json", "--profile", "calibrated"], capsys)
     cal = json.loads(out)
-    rc2, out2, _ = run(["evaluate", str(f), "--json"], capsys)
+    rc2, out2, _ = run(["evaluate", str(f), "--json", "--profile", "theoretical"], capsys)
     theo = json.loads(out2)
-    assert rc == rc2 == 0
+    rc3, out3, _ = run(["evaluate", str(f), "--json"], capsys)
+    auto = json.loads(out3)
+    assert rc == rc2 == rc3 == 0
     assert theo["deployment"]["profile"] == "theoretical" and cal["deployment"]["profile"] != "theoretical"
     assert cal["itl_p50_ms"] > theo["itl_p50_ms"]  # a real stack is slower than the roofline
+    # the default, auto, takes the calibrated profile where one ships for the GPU
+    assert auto == cal
 
 
 # ---- bad input: one line, the field, exit 2 -----------------------------------------------------

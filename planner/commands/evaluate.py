@@ -29,8 +29,9 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--profile",
-        default="theoretical",
-        help="theoretical (roofline bound, the default here), calibrated, or a profile JSON file",
+        default="auto",
+        help="auto (the default: the built-in calibrated profile where one ships for the GPU, "
+        "else theoretical), theoretical (roofline bound), calibrated, or a profile JSON file",
     )
     c.add_json_flag(p)
     p.set_defaults(handler=_evaluate)

@@ -37,7 +37,7 @@ THEORETICAL = Profile(
     source="Roofline bound: datasheet bandwidth and dense FLOP/s at 100%, no per-step overhead.",
 )
 
-BUILTIN_NAMES = ("theoretical", "calibrated")
+BUILTIN_NAMES = ("theoretical", "calibrated", "auto")
 
 # What a profile file must spell out: every number, so a truncated or hand-mangled file is refused
 # rather than silently filled with theoretical defaults. `source` is optional prose.
@@ -87,10 +87,16 @@ def save_profile_file(profile: Profile, path: str | Path, field: str = "-o") -> 
 
 
 def resolve_profile(spec: str, gpu_name: str, field: str = "profile") -> Profile:
-    """`theoretical`, `calibrated` (the built-in profile for this GPU) or a profile file path.
+    """`theoretical`, `calibrated` (the built-in profile for this GPU), `auto` (calibrated where
+    one ships for this GPU, else theoretical: the planning default, so predictions are as
+    realistic as the data allows and say which they used) or a profile file path.
     A file made for another GPU is refused: its efficiencies describe different hardware."""
     if spec == "theoretical":
         return THEORETICAL
+    if spec == "auto":
+        from planner.costmodel.calibrated import builtin_calibrated, builtin_gpus
+
+        return builtin_calibrated(gpu_name, field) if gpu_name in builtin_gpus() else THEORETICAL
     if spec == "calibrated":
         from planner.costmodel.calibrated import builtin_calibrated
 
