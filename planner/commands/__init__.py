@@ -7,4 +7,5 @@ COMMAND_MODULES = [
     "catalog",
     "calibrate",
     "evaluate",
+    "simulate",
 ]

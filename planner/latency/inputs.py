@@ -19,7 +19,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -28,6 +28,9 @@ from planner.errors import InvalidInput
 from planner.latency.model import Slo
 from planner.validation import validate
 from planner.workload import Arrivals, Workload
+
+if TYPE_CHECKING:
+    from planner.traces import Trace
 
 _CONFIG = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 TOP_LEVEL_KEYS = ("deployment", "workload", "slo")
@@ -76,22 +79,26 @@ def workload_from_mapping(data: Any, root: str = "workload", base_dir: Path | No
     return Workload.from_mapping(data, root)
 
 
-def _trace_workload(spec: TraceWorkload, root: str, base_dir: Path | None) -> Workload:
+def resolve_trace(name_or_path: str, field: str, base_dir: Path | None = None) -> Trace:
+    """A built-in trace by name, or a trace CSV (a relative path is taken from `base_dir` when
+    given); errors name `field`."""
     from planner.traces import BUILTIN_TRACES, builtin_trace, load_trace
 
-    field = f"{root}.trace"
-    if spec.trace in BUILTIN_TRACES:
-        trace = builtin_trace(spec.trace)
-    else:
-        path = Path(spec.trace)
-        if not path.is_absolute() and base_dir is not None:
-            path = base_dir / path
-        if not path.exists():
-            raise InvalidInput(
-                field,
-                f"{spec.trace!r} is neither a built-in trace ({', '.join(sorted(BUILTIN_TRACES))}) nor an existing file",
-            )
-        trace = load_trace(path, field=field)
+    if name_or_path in BUILTIN_TRACES:
+        return builtin_trace(name_or_path)
+    path = Path(name_or_path)
+    if not path.is_absolute() and base_dir is not None:
+        path = base_dir / path
+    if not path.exists():
+        raise InvalidInput(
+            field,
+            f"{name_or_path!r} is neither a built-in trace ({', '.join(sorted(BUILTIN_TRACES))}) nor an existing file",
+        )
+    return load_trace(path, field=field)
+
+
+def _trace_workload(spec: TraceWorkload, root: str, base_dir: Path | None) -> Workload:
+    trace = resolve_trace(spec.trace, f"{root}.trace", base_dir)
     try:
         if spec.requests_per_s is not None:
             trace = trace.time_scaled(spec.requests_per_s)

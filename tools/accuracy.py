@@ -1,0 +1,482 @@
+"""The analytic latency model (planner.latency) against the discrete-event simulator
+(planner.simulate) on the Azure LLM inference conversation trace: p99 TTFT and p99 ITL, error
+per cell. Writes the markdown of docs/accuracy.md:
+
+    python3 tools/accuracy.py > docs/accuracy.md          (~1 minute on one core)
+
+Configurations: Qwen3-8B on one H100 SXM (theoretical profile) and on one H200 SXM (the
+built-in calibrated profile), each with max_num_batched_tokens 2048 and 8192 (vLLM's other
+defaults: max_num_seqs 1024, gpu_memory_utilization 0.92, no long_prefill_token_threshold).
+Load: 30%, 60% and 85% of the analytic max stable rate (`LatencyModel.max_stable_requests_per_s`,
+the stability capacity, no SLO) of the workload as the model reads it. Two inputs:
+
+* synthetic: requests sampled (seed 0) from the stationary reading of the trace (one constant
+  rate, gamma gaps with the trace's inter-arrival CV, the trace's empirical prompt and output
+  lengths, independent) at the load's rate; the model evaluated at the same rate. The same
+  workload on both sides: this checks the model's approximations.
+* trace: the trace itself time-scaled (`Trace.time_scaled`) so that its busiest minute runs at
+  the load's rate, replayed; the model reads the scaled trace as `capplan evaluate` does
+  (per-minute rates, burstiness of the rate-rescaled gaps, empirical lengths) and answers for
+  its peak minute. The simulated p99 is over the whole replayed hour.
+
+Error = (analytic - simulated) / simulated.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from planner.costmodel.profile import resolve_profile
+from planner.deployment import Deployment, ResolvedDeployment
+from planner.latency import LatencyModel, WorkloadStats
+from planner.latency.queueing import gg1_wait
+from planner.simulate import StepTrace, simulate
+from planner.simulate.run import engine_config, run, scale_workload, trace_requests, workload_requests
+from planner.traces import Trace, builtin_trace
+from planner.workload import Workload
+
+TRACE = "azure-conv-2023"
+LOADS = (0.3, 0.6, 0.85)
+SYNTHETIC_REQUESTS = 30_000
+SATURATION_REQUESTS = 15_000
+DECOMPOSITION_REQUESTS = 15_000
+SEED = 0
+TARGET = 0.15
+
+Source = Literal["synthetic", "trace"]
+
+
+@dataclass(frozen=True)
+class Case:
+    model: str
+    gpu: str
+    profile: str
+    budget: int
+
+    @property
+    def label(self) -> str:
+        return f"{self.model.split('/')[-1]} {self.gpu} {self.profile}, budget {self.budget}"
+
+    def resolve(self) -> ResolvedDeployment:
+        dep = Deployment(model=self.model, gpu=self.gpu, max_num_batched_tokens=self.budget)
+        return dep.resolve(resolve_profile(self.profile, dep.gpu))
+
+
+CASES = (
+    Case("Qwen/Qwen3-8B", "h100-sxm", "theoretical", 2048),
+    Case("Qwen/Qwen3-8B", "h100-sxm", "theoretical", 8192),
+    Case("Qwen/Qwen3-8B", "h200-sxm", "calibrated", 2048),
+    Case("Qwen/Qwen3-8B", "h200-sxm", "calibrated", 8192),
+)
+
+
+@dataclass(frozen=True)
+class Cell:
+    case: Case
+    source: Source
+    load: float
+    capacity_rps: float  # the analytic max stable rate of the workload as read
+    rate_rps: float  # the rate the model is evaluated at (trace: its peak minute)
+    requests: int
+    analytic_ttft_p99_s: float
+    analytic_itl_p99_s: float
+    sim_ttft_p99_s: float
+    sim_itl_p99_s: float
+    preemptions: int
+    wall_s: float
+    sim_ttft_p99_busiest_s: float = math.nan  # trace: requests arriving in its busiest minutes
+
+    @property
+    def ttft_error(self) -> float:
+        return self.analytic_ttft_p99_s / self.sim_ttft_p99_s - 1.0
+
+    @property
+    def itl_error(self) -> float:
+        return self.analytic_itl_p99_s / self.sim_itl_p99_s - 1.0
+
+
+def stationary_workload(trace: Trace) -> Workload:
+    """The trace read as one constant rate with gamma gaps of the trace's gap CV."""
+    return trace.to_workload(bucket_s=None)
+
+
+def capacity(resolved: ResolvedDeployment, workload: Workload) -> float:
+    return LatencyModel(resolved, WorkloadStats.of(workload)).max_stable_requests_per_s()
+
+
+def synthetic_cell(
+    case: Case,
+    load: float,
+    trace: Trace,
+    count: int = SYNTHETIC_REQUESTS,
+    seed: int = SEED,
+    resolved: ResolvedDeployment | None = None,
+) -> Cell:
+    """Stationary requests sampled from the trace's distributions at `load` x capacity."""
+    r = resolved or case.resolve()
+    base = stationary_workload(trace)
+    cap = capacity(r, base)
+    wl = scale_workload(base, load * cap)
+    pred = LatencyModel(r, WorkloadStats.of(wl)).evaluate()
+    reqs = workload_requests(wl, seed, count=count)
+    t0 = time.perf_counter()
+    res = run(r, reqs)
+    wall = time.perf_counter() - t0
+    assert pred.ttft_p99_s is not None and pred.itl_p99_s is not None, "load beyond the analytic capacity"
+    return Cell(
+        case, "synthetic", load, cap, pred.requests_per_s, len(reqs), pred.ttft_p99_s, pred.itl_p99_s,
+        res.ttft.p99_s, res.itl.p99_s, res.preemptions, wall,
+    )  # fmt: skip
+
+
+def trace_cell(
+    case: Case,
+    load: float,
+    trace: Trace,
+    count: int | None = None,
+    resolved: ResolvedDeployment | None = None,
+) -> Cell:
+    """The trace time-scaled so its busiest minute runs at `load` x capacity, replayed (the first
+    `count` requests if given); the model at the scaled trace's peak minute."""
+    r = resolved or case.resolve()
+    cap = capacity(r, trace.to_workload())
+    _, rates = trace.bucket_rates(60.0)
+    peak_to_mean = float(rates.max()) / trace.mean_requests_per_s
+    scaled = trace.time_scaled(load * cap / peak_to_mean)
+    pred = LatencyModel(r, WorkloadStats.of(scaled.to_workload())).evaluate(per_bucket=False)
+    reqs = trace_requests(scaled, "recorded", count=count)
+    t0 = time.perf_counter()
+    res = run(r, reqs)
+    wall = time.perf_counter() - t0
+    assert pred.ttft_p99_s is not None and pred.itl_p99_s is not None, "load beyond the analytic capacity"
+    busy = busiest_minutes(scaled, trace.duration_s / scaled.duration_s)[: len(reqs)]
+    return Cell(
+        case, "trace", load, cap, pred.requests_per_s, len(reqs), pred.ttft_p99_s, pred.itl_p99_s,
+        res.ttft.p99_s, res.itl.p99_s, res.preemptions, wall,
+        float(np.percentile(res.ttft_s[busy], 99)) if busy.any() else math.nan,
+    )  # fmt: skip
+
+
+BUSIEST_MINUTES = 10
+
+
+def busiest_minutes(trace: Trace, time_factor: float = 1.0, minutes: int = BUSIEST_MINUTES) -> np.ndarray:
+    """Mask of the requests arriving in the trace's busiest minutes, minutes counted in the
+    original trace's time (`time_factor`: original seconds per second of this trace)."""
+    minute = (trace.arrival_s * time_factor // 60.0).astype(np.int64)
+    counts = np.bincount(minute)
+    busiest = np.argsort(-counts, kind="stable")[:minutes]
+    return np.isin(minute, busiest)
+
+
+@dataclass(frozen=True)
+class CapacityCheck:
+    case: Case
+    analytic_rps: float
+    binding: str
+    simulated_rps: float  # completions per second of an overloaded replica, in steady state
+    preemptions: int
+
+    @property
+    def error(self) -> float:
+        return self.analytic_rps / self.simulated_rps - 1.0
+
+
+def capacity_check(
+    case: Case, trace: Trace, count: int = SATURATION_REQUESTS, resolved: ResolvedDeployment | None = None
+) -> CapacityCheck:
+    """The analytic max stable rate against what the simulated replica serves when overloaded
+    (arrivals at 1.3x that rate, the stationary workload): completions per second between the
+    20% and 80% completion marks (its queue only grows, so this is its service rate at full
+    load)."""
+    r = resolved or case.resolve()
+    base = stationary_workload(trace)
+    model = LatencyModel(r, WorkloadStats.of(base))
+    cap = model.max_stable_requests_per_s()
+    binding = model.boundaries()["colocated"].binding
+    reqs = workload_requests(scale_workload(base, 1.3 * cap), SEED, count=count)
+    res = run(r, reqs)
+    done = np.sort(res.finish_s)
+    lo, hi = int(0.2 * count), int(0.8 * count)
+    served = (hi - lo) / float(done[hi] - done[lo])
+    return CapacityCheck(case, cap, binding, served, res.preemptions)
+
+
+@dataclass(frozen=True)
+class WaitSplit:
+    """Where TTFT's wait comes from: the step under way when a prompt arrives (the simulator
+    measures it from its step trace; the model uses its mean) and the queue beyond it."""
+
+    case: Case
+    load: float
+    sim_residual_mean_s: float
+    sim_residual_p99_s: float
+    sim_queued_fraction: float  # prompts not scheduled in the first step that starts after they arrive
+    sim_queue_mean_s: float
+    sim_queue_p99_s: float
+    sim_ttft_p50_s: float
+    model_residual_mean_s: float
+    model_queued_fraction: float
+    model_queue_mean_s: float
+    model_queue_p99_s: float
+    model_ttft_p50_s: float
+
+
+def wait_split(
+    case: Case,
+    load: float,
+    trace: Trace,
+    count: int = DECOMPOSITION_REQUESTS,
+    resolved: ResolvedDeployment | None = None,
+) -> WaitSplit:
+    r = resolved or case.resolve()
+    base = stationary_workload(trace)
+    wl = scale_workload(base, load * capacity(r, base))
+    engine = LatencyModel(r, WorkloadStats.of(wl)).engines["colocated"]
+    solved = engine.solve(wl.arrivals.mean_requests_per_s)
+    assert solved is not None, "load beyond the analytic capacity"
+    state = solved[0]
+    point = engine.point(state)
+    reqs = workload_requests(wl, SEED, count=count)
+    steps: list[StepTrace] = []
+    res = simulate(reqs, r.replica, engine_config(r), step_trace=steps)
+    start = np.asarray([x.start_s for x in steps])
+    end = np.asarray([x.start_s + x.duration_s for x in steps])
+    first = np.full(len(reqs), np.nan)
+    for x in reversed(steps):  # the earliest step that schedules each request wins
+        for rid, _ in x.scheduled:
+            first[rid] = x.start_s
+    arrival = reqs.arrival_s
+    prev = np.searchsorted(start, arrival, side="left") - 1
+    under_way = (prev >= 0) & (end[np.maximum(prev, 0)] > arrival)
+    residual = np.where(under_way, end[np.maximum(prev, 0)] - arrival, 0.0)
+    queue = np.maximum(first - arrival - residual, 0.0)
+    # The model's prefill queue beyond the step under way: P(W - R > 0) = sigma e^{-R/m}.
+    wait = gg1_wait(
+        state.rho,
+        engine.mean_pe * state.t_full / max(state.share_full, 1.0),
+        engine.ca2,
+        engine.stats.prefill_cv2,
+    )
+    model_residual = float(engine._residual_step_s(state))
+    m = wait.mean_if_waiting_s
+    queued = wait.prob * math.exp(-model_residual / m) if wait.prob > 0 and m > 0 else 0.0
+    return WaitSplit(
+        case=case,
+        load=load,
+        sim_residual_mean_s=float(residual.mean()),
+        sim_residual_p99_s=float(np.percentile(residual, 99)),
+        sim_queued_fraction=float((queue > 1e-6).mean()),
+        sim_queue_mean_s=float(queue.mean()),
+        sim_queue_p99_s=float(np.percentile(queue, 99)),
+        sim_ttft_p50_s=res.ttft.p50_s,
+        model_residual_mean_s=model_residual,
+        model_queued_fraction=queued,
+        model_queue_mean_s=point.queue_wait_mean_s,
+        model_queue_p99_s=point.queue_wait_p99_s,
+        model_ttft_p50_s=float(point.ttft_p50_s or math.nan),
+    )
+
+
+@dataclass(frozen=True)
+class Report:
+    cells: list[Cell]
+    capacities: list[CapacityCheck]
+    splits: list[WaitSplit]
+    synthetic_requests: int
+
+
+def build(
+    cases: Sequence[Case] = CASES,
+    loads: Sequence[float] = LOADS,
+    synthetic_requests: int = SYNTHETIC_REQUESTS,
+    split_loads: Sequence[float] = (0.6, 0.85),
+) -> Report:
+    trace = builtin_trace(TRACE)
+    cells: list[Cell] = []
+    caps: list[CapacityCheck] = []
+    splits: list[WaitSplit] = []
+    for case in cases:
+        r = case.resolve()
+        for load in loads:
+            cells.append(synthetic_cell(case, load, trace, synthetic_requests, resolved=r))
+            cells.append(trace_cell(case, load, trace, resolved=r))
+        caps.append(capacity_check(case, trace, resolved=r))
+        for load in split_loads:
+            splits.append(wait_split(case, load, trace, resolved=r))
+    return Report(cells, caps, splits, synthetic_requests)
+
+
+# --- markdown ----------------------------------------------------------------------------------
+
+
+def _pct(x: float) -> str:
+    mark = "" if abs(x) <= TARGET else " ✗"
+    return f"{x * 100:+.1f}%{mark}"
+
+
+def _ms(x: float, digits: int = 1) -> str:
+    return f"{x * 1e3:,.{digits}f}"
+
+
+def table(rows: Sequence[Cell], source: Source) -> list[str]:
+    busiest = source == "trace"
+    extra = f" busiest {BUSIEST_MINUTES} min |" if busiest else ""
+    out = [
+        "| configuration | load | req/s | TTFT p99 analytic | simulated | error |"
+        + extra
+        + " ITL p99 analytic | simulated | error | preemptions |",
+        "|---|---|---|---|---|---|" + ("---|" if busiest else "") + "---|---|---|---|",
+    ]
+    for c in rows:
+        if c.source != source:
+            continue
+        peak = f" {_ms(c.sim_ttft_p99_busiest_s)} ms |" if busiest else ""
+        out.append(
+            f"| {c.case.label} | {c.load:.0%} | {c.rate_rps:.2f} | {_ms(c.analytic_ttft_p99_s)} ms "
+            f"| {_ms(c.sim_ttft_p99_s)} ms | {_pct(c.ttft_error)} |{peak}"
+            f" {_ms(c.analytic_itl_p99_s, 2)} ms | {_ms(c.sim_itl_p99_s, 2)} ms | {_pct(c.itl_error)} "
+            f"| {c.preemptions:,} |"
+        )
+    return out
+
+
+def summary(rows: Sequence[Cell], source: Source) -> str:
+    sel = [c for c in rows if c.source == source]
+    errs = [abs(e) for c in sel for e in (c.ttft_error, c.itl_error)]
+    within = sum(e <= TARGET for e in errs)
+    worst = max(errs) if errs else math.nan
+    return f"{within} of {len(errs)} cells within ±{TARGET:.0%}; largest |error| {worst:.0%}."
+
+
+def capacity_table(caps: Sequence[CapacityCheck]) -> list[str]:
+    out = [
+        "| configuration | analytic max stable req/s | binding | simulated, overloaded | error | preemptions |",
+        "|---|---|---|---|---|---|",
+    ]
+    for c in caps:
+        out.append(
+            f"| {c.case.label} | {c.analytic_rps:.2f} | {c.binding} | {c.simulated_rps:.2f} "
+            f"| {c.error * 100:+.1f}% | {c.preemptions:,} |"
+        )
+    return out
+
+
+def split_table(splits: Sequence[WaitSplit]) -> list[str]:
+    out = [
+        "| configuration | load | step under way, mean: model / sim | sim p99 | queued beyond it: model / sim "
+        "| queue mean: model / sim | queue p99: model / sim | TTFT p50: model / sim |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for w in splits:
+        out.append(
+            f"| {w.case.label} | {w.load:.0%} | {_ms(w.model_residual_mean_s)} / {_ms(w.sim_residual_mean_s)} ms "
+            f"| {_ms(w.sim_residual_p99_s)} ms | {w.model_queued_fraction:.0%} / {w.sim_queued_fraction:.0%} "
+            f"| {_ms(w.model_queue_mean_s)} / {_ms(w.sim_queue_mean_s)} ms "
+            f"| {_ms(w.model_queue_p99_s)} / {_ms(w.sim_queue_p99_s)} ms "
+            f"| {_ms(w.model_ttft_p50_s)} / {_ms(w.sim_ttft_p50_s)} ms |"
+        )
+    return out
+
+
+def drift(trace: Trace, minutes: int = BUSIEST_MINUTES) -> str:
+    """How the busiest minutes differ from the hour: mean prompt and answer lengths."""
+    sel = busiest_minutes(trace, 1.0, minutes)
+    return (
+        f"In the trace's {minutes} busiest minutes prompts average "
+        f"{trace.prompt_tokens[sel].mean():,.0f} tokens and answers {trace.output_tokens[sel].mean():,.0f} "
+        f"(the hour: {trace.prompt_tokens.mean():,.0f} and {trace.output_tokens.mean():,.0f})."
+    )
+
+
+def render(rep: Report, command: str) -> str:
+    trace = builtin_trace(TRACE)
+    rows = rep.cells
+    lines = [
+        "# Accuracy: the analytic latency model against the simulator",
+        "",
+        f"Generated by `{command}` (do not edit by hand; regenerate after changing",
+        "planner/latency/ or planner/simulate/). Method and discussion: docs/latency.md, section",
+        '"Comparison with the discrete-event simulator".',
+        "",
+        f"Trace: `{TRACE}` ({trace.num_requests:,} requests over {trace.duration_s / 60:.0f} minutes; prompts mean "
+        f"{trace.prompt_tokens.mean():,.0f} tokens, answers mean {trace.output_tokens.mean():,.0f}). "
+        "Deployments: one replica, vLLM defaults but the budget (`max_num_batched_tokens`). "
+        "Load: the fraction of the analytic max stable rate (`max_stable_requests_per_s`, stability "
+        "capacity, no SLO) of the workload as the model reads it; `req/s` is the rate the model is "
+        "evaluated at. Error = (analytic − simulated) / simulated; ✗ marks |error| > "
+        f"{TARGET:.0%}. Both sides use the same step-time model (the replica's roofline with the "
+        "profile), so the table measures the latency model's queueing approximations, not the cost model.",
+        "",
+        "## Synthetic: the trace's distributions, stationary",
+        "",
+        f"{rep.synthetic_requests:,} requests sampled with seed {SEED} from `Trace.to_workload(bucket_s=None)`: "
+        "one constant rate, gamma inter-arrival gaps with the trace's CV "
+        f"({trace.interarrival_cv:.2f}), prompt and output lengths drawn independently from the trace's. "
+        "The model is evaluated on the same workload at the same rate.",
+        "",
+        *table(rows, "synthetic"),
+        "",
+        summary(rows, "synthetic"),
+        "",
+        "## Trace replay",
+        "",
+        "The trace time-scaled so that its busiest minute runs at the load, replayed request by request "
+        "(its own gaps, lengths and their drift over the hour). The model reads the scaled trace as "
+        "`capplan evaluate` does (per-minute rates, burstiness of the rate-rescaled gaps, the hour's "
+        "length distributions) and answers for the peak minute; the simulated p99 is over the whole hour "
+        f"(error column), and over the requests arriving in its {BUSIEST_MINUTES} busiest minutes (TTFT "
+        "only: the simulator keeps ITL in aggregate). " + drift(trace),
+        "",
+        *table(rows, "trace"),
+        "",
+        summary(rows, "trace"),
+        "",
+        "## Capacity",
+        "",
+        f"The analytic max stable rate against the simulator's: {SATURATION_REQUESTS:,} synthetic requests "
+        "arriving at 1.3x the analytic rate; the replica's completions per second between the 20% and 80% "
+        "completion marks (its queue only grows, so this is what it serves at full load).",
+        "",
+        *capacity_table(rep.capacities),
+        "",
+        "## Where TTFT's wait comes from",
+        "",
+        f"{DECOMPOSITION_REQUESTS:,} synthetic requests (as above) with the simulator's step trace: the wait for "
+        "the step under way when a prompt arrives (a prompt is scheduled at the next step boundary), and "
+        "the queue beyond it (scheduled in a later step). Model: the mean residual step it adds to every "
+        "prompt, and its GI/G/1 prefill queue beyond that step (P(W − R > 0), mean, p99).",
+        "",
+        *split_table(rep.splits),
+        "",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--synthetic-requests", type=int, default=SYNTHETIC_REQUESTS)
+    args = ap.parse_args(argv)
+    command = "python3 tools/accuracy.py > docs/accuracy.md"
+    if args.synthetic_requests != SYNTHETIC_REQUESTS:
+        command = (
+            f"python3 tools/accuracy.py --synthetic-requests {args.synthetic_requests} > docs/accuracy.md"
+        )
+    t0 = time.perf_counter()
+    rep = build(synthetic_requests=args.synthetic_requests)
+    sys.stdout.write(render(rep, command))
+    print(f"accuracy: {len(rep.cells)} cells in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
