@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import math
-from functools import cache
+from functools import cache, cached_property
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
@@ -50,7 +50,7 @@ class ModelSpec(BaseModel):
         return self.attention_heads * self.head_dim
 
     # --- parameter counts -------------------------------------------------------------------
-    @property
+    @cached_property
     def attention_params_per_layer(self) -> int:
         q = self.query_dim
         kv = self.kv_heads * self.head_dim
@@ -61,12 +61,12 @@ class ModelSpec(BaseModel):
             n += 2 * self.head_dim
         return n
 
-    @property
+    @cached_property
     def expert_params(self) -> int:
         """One gated MLP (gate, up, down) of `intermediate_size`: a dense layer's MLP or one expert."""
         return 3 * self.hidden_size * self.intermediate_size
 
-    @property
+    @cached_property
     def dense_params(self) -> int:
         """Parameters every token reads: embeddings, attention, norms, routers, and the MLP of a dense model."""
         embed = self.vocab_size * self.hidden_size
@@ -78,12 +78,12 @@ class ModelSpec(BaseModel):
             per_layer += self.expert_params
         return embed + lm_head + self.layers * per_layer + self.hidden_size
 
-    @property
+    @cached_property
     def total_params(self) -> int:
         moe = self.layers * self.num_experts * self.expert_params if self.is_moe else 0
         return self.dense_params + moe
 
-    @property
+    @cached_property
     def active_params(self) -> int:
         """Parameters one token multiplies through (MoE: only its routed experts)."""
         moe = self.layers * self.experts_per_token * self.expert_params if self.is_moe else 0
