@@ -404,3 +404,13 @@ def test_run_matches_the_engine_config() -> None:
     res = run(r, reqs)
     assert res.completed == 50 and len(res.replicas) == 2
     assert all(math.isfinite(x) for x in (res.ttft.p99_s, res.itl.p99_s))
+
+
+def test_profile_defaults_like_evaluate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = write(tmp_path, TINY)
+    rc, out, _ = cli(["simulate", str(f), "--requests", "50", "--json"], capsys)
+    assert rc == 0
+    assert json.loads(out)["deployment"]["profile"] == "h100-sxm-transferred-from-h200-sxm"
+    rc, out, _ = cli(["evaluate", str(f), "--json"], capsys)
+    assert rc == 0
+    assert json.loads(out)["deployment"]["profile"] == "h100-sxm-transferred-from-h200-sxm"

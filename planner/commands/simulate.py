@@ -60,8 +60,9 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--profile",
-        default="theoretical",
-        help="theoretical (roofline bound, the default here), calibrated, or a profile JSON file",
+        default="auto",
+        help="auto (the default, as in evaluate: the built-in calibrated profile where one ships for the "
+        "GPU, else theoretical), theoretical, calibrated, or a profile JSON file",
     )
     p.add_argument("--series", action="store_true", help="print the per-minute series (always in --json)")
     c.add_json_flag(p)
