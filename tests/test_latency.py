@@ -488,3 +488,30 @@ def test_bursts_that_miss_the_slo_at_any_rate_are_infeasible_not_zero() -> None:
     # the same traffic, Poisson: the same SLO holds up to a real rate
     poisson = w.model_copy(update={"arrivals": w.arrivals.model_copy(update={"burstiness": 1.0})})
     assert capacity(d, poisson, Slo(ttft_p99_s=1.0)).max_requests_per_s_within_slo > 10
+
+
+def test_prompts_admitted_in_the_same_step_share_its_time() -> None:
+    """Constant 1000-token prompts, Poisson, budget 8192: a prompt is admitted at the next step
+    boundary with the others that arrived during the step under way (length-biased mean L):
+    m = lambda L of them on average (Poisson: z = 1, so mu + z - 1 = mu), any with probability
+    pi = 1 - e^{-m}, then m / pi x 1000 tokens, each costing the marginal prefill token of an
+    idle engine's full-budget step, (T_full - T_0) / 8192: the mixture's mean is the service
+    alone plus m x 1000 x that cost, and it is a 1 - pi / pi mixture."""
+    m = model_for(Deployment(**QWEN_H100, max_num_batched_tokens=8192), make_workload(prompt=1000))
+    eng = m.engines["colocated"]
+    state, _ = eng.solve(20.0)
+    _, step_lb = eng._step_under_way(state)
+    assert step_lb > 0
+    mu = state.lam * step_lb
+    pi = -math.expm1(-mu)
+    base = np.array([0.05])
+    values, probs = eng._shared_service(state, base, step_lb)
+    idle = eng.zero()
+    per_tok = (idle.t_full - idle.t_arr) / 8192.0
+    assert probs.sum() == pytest.approx(1.0, rel=1e-12)
+    assert probs[0] == pytest.approx(1.0 - pi, rel=1e-12)
+    assert float(values @ probs) == pytest.approx(0.05 + mu * 1000.0 * per_tok, rel=1e-9)
+    # More load: more company, never a shorter p99.
+    p20 = m.evaluate(requests_per_s=20.0).ttft_p99_s
+    p40 = m.evaluate(requests_per_s=40.0).ttft_p99_s
+    assert p20 is not None and p40 is not None and p40 > p20

@@ -29,7 +29,9 @@ decode pool: decode steps only). With n the mean number of decoding sequences:
   waiting prompts' tokens (rho); quantiles of that mixture (queueing.tail_quantiles).
 * TTFT: the prefill queue's wait (GI/G/1, queueing.gg1_wait; service = the prompt's share of
   full-budget steps) and at least the step under way, plus the prompt's own prefill steps
-  (topped up with probability rho), plus (disaggregated) the KV transfer.
+  (topped up with probability rho), lengthened by the prompts admitted in the same step (those
+  that arrived during the step under way, a mixture over their tokens), plus (disaggregated)
+  the KV transfer.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ CHUNK_GROUPS = 4  # representatives of a prompt's full chunks (exact up to 4 chu
 BLOCK_TOKENS = 16
 GRID_POINTS = 16  # concurrency grid for the stability boundary
 LEVELS = np.array([0.5, 0.99])
+OTHERS_EDGES = np.array([0.25, 0.5, 0.75, 0.9, 0.95, 0.98, 0.99])  # cumulative-probability slices
 HUGE = 1e9  # stands in for an infinite ratio inside root-finding
 
 
@@ -168,11 +171,24 @@ class Engine:
         self.kv_cap = float(config.kv_cache_tokens)
         self.threshold = float(config.long_prefill_token_threshold)
         self.extra_ttft = config.kv_transfer_s
+        # Others' prompts sharing a prompt's steps, in a few probability slices (finer in the
+        # tail), each at its conditional mean: the mean is exact.
+        mid = np.cumsum(self.pw) - 0.5 * self.pw
+        slot = np.searchsorted(OTHERS_EDGES, mid, side="right")
+        size = OTHERS_EDGES.size + 1
+        probs = np.bincount(slot, weights=self.pw, minlength=size)
+        keep = probs > 0
+        self.others_probs = probs[keep]
+        self.others_tokens = (
+            np.bincount(slot, weights=self.pw * self.pe, minlength=size)[keep] / self.others_probs
+        )
+        self._pair_probs = (self.pw[:, None] * self.others_probs[None, :]).ravel()
         self._g = np.arange(CHUNK_GROUPS, dtype=np.float64)
         self._ones = np.ones((self.pe.size, 1))
         self._boundary: Boundary | None = None
         self._zero: State | None = None
         self._zero_point: Point | None = None
+        self._token_cost: float | None = None
 
     # ---- one concurrency (hot path) -------------------------------------------------------------
 
@@ -602,14 +618,49 @@ class Engine:
         # A prompt waits at least for the step under way (R) and, with a queue ahead, for the
         # queue (W, which covers that step too): max(W, R) = R + max(W - R, 0), and
         # P(W - R > y) = sigma e^{-R/m} e^{-y/m}.
-        residual = self._residual_step_s(s)
+        residual, step_lb = self._step_under_way(s)
+        service, probs = self._shared_service(s, service, step_lb)
         if residual > 0:
             service = service + residual
             if wait.prob > 0 and wait.mean_if_waiting_s > 0:
                 wait = Wait(wait.prob * math.exp(-residual / wait.mean_if_waiting_s), wait.mean_if_waiting_s)
         if self.extra_ttft is not None:
             service = service + self.extra_ttft
-        return response_quantiles(service, self.pw, wait, LEVELS), wait
+        return response_quantiles(service, probs, wait, LEVELS), wait
+
+    def _shared_service(self, s: State, service: FloatArray, step_lb: float) -> tuple[FloatArray, FloatArray]:
+        """A prompt is admitted at the next step boundary together with the prompts that arrived
+        during the same step under way (V1 admits every waiting prompt while budget is left), and
+        their tokens lengthen the step(s) it is prefilled in. Others arriving in that step
+        (length-biased, mean `step_lb`; an idle engine has none): mu = lam L, seen from an
+        arrival as mu + z(mu) - 1 (the peakedness convention of the decoders' size bias). With
+        probability pi = 1 - e^{-m} there are any; given that, their tokens are a slice of the
+        prompt distribution's (`others_tokens`) scaled by m / pi (the mean is exact). Each of
+        their tokens delays it by the marginal cost of a prefill token (`_token_cost_s`): those
+        ahead of it by their whole prefill, those behind by filling its steps (the ones that
+        spill past its last step are counted too: conservative, and it keeps the term rising
+        with load). Returns the service mixture (values, probs)."""
+        pw = self.pw
+        mu = s.lam * step_lb
+        if mu <= 0:
+            return service, pw
+        m = mu * (1.0 + (self.ca2 - 1.0) / (1.0 + mu))
+        pi = -math.expm1(-m)
+        if pi <= 0:
+            return service, pw
+        x = self.others_tokens * (m / pi)  # others' tokens, by the prompt slice they scale
+        extra = x * self._token_cost_s()
+        values = np.concatenate((service, (service[:, None] + extra[None, :]).ravel()))
+        probs = np.concatenate(((1.0 - pi) * pw, pi * self._pair_probs))
+        return values, probs
+
+    def _token_cost_s(self) -> float:
+        """The marginal time of one prefill token in a full-budget step of an idle engine,
+        (T_full - T_0) / B: fixed per engine, so the company's cost never falls with load."""
+        if self._token_cost is None:
+            z = self.zero()
+            self._token_cost = max(z.t_full - z.t_arr, 0.0) / max(z.share_full, 1.0)
+        return self._token_cost
 
     def _step_mix(self, s: State) -> tuple[FloatArray, FloatArray]:
         """The steps a decoder sees besides decode-only ones: per prompt chunk, a share
@@ -628,22 +679,27 @@ class Engine:
         return values, rates
 
     def _residual_step_s(self, s: State) -> float:
+        return self._step_under_way(s)[0]
+
+    def _step_under_way(self, s: State) -> tuple[float, float]:
         """Mean wait for the step under way when a prompt arrives (it is scheduled at the next
         step boundary): P(engine busy) x E[T^2] / (2 E[T]) over the steps' mix, the length-biased
-        residual — a long mixed step is more likely to be under way than a short one."""
+        residual — a long mixed step is more likely to be under way than a short one. Returns
+        (that mean residual, P(busy) x E[T^2] / E[T]: the mean length of the step under way, over
+        which the prompts that share the next step with this one arrive)."""
         if not self.has_decode or s.n <= 0:
-            return 0.0
+            return 0.0, 0.0
         busy = 1.0 - math.exp(-s.n) * (1.0 - min(max(s.rho, 0.0), 1.0))
         t = s.t_dec
         if s.mixed_fraction <= 0:
-            return busy * t / 2.0
+            return busy * t / 2.0, busy * t
         values, rates = self._step_mix(s)
         total = float(rates.sum())
         scale = 1.0 / max(1.0, total)
         w0 = max(0.0, 1.0 - total)
         m1 = w0 * t + scale * float(rates @ values)
         m2 = w0 * t * t + scale * float(rates @ (values * values))
-        return busy * m2 / (2.0 * m1)
+        return busy * m2 / (2.0 * m1), busy * m2 / m1
 
     def _itl(self, s: State) -> tuple[float, float]:
         """Quantiles of the steps a decoder sees: decode-only steps (t_dec) and the mixed steps

@@ -160,15 +160,19 @@ def response_quantiles(
     with np.errstate(divide="ignore"):
         log_c = np.logaddexp.accumulate(np.log(p) + x) - x
     rc = wait.prob * np.exp(log_c)
-    at_start = tail + rc  # P(W + S > s_j)
-    s_next = np.empty_like(s)
-    s_next[:-1] = s[1:]
-    s_next[-1] = math.inf
-    eps = (1.0 - levels)[:, None]
-    gap = eps - tail
-    with np.errstate(divide="ignore", invalid="ignore"):
-        inner = s + m * np.log(rc / gap)
-    inner = np.where((gap > 0) & (inner < s_next), np.maximum(inner, s), math.inf)
-    cand = np.where(at_start <= eps, s, inner)
-    out: FloatArray = cand.min(axis=1)
-    return out
+    at_start = tail + rc  # P(W + S > s_j), non-increasing in j
+    # The quantile lies in the first segment whose right end has fallen to eps: at s_j itself if
+    # P(W + S > s_j) <= eps already, else inside [s_j, s_{j+1}) where the wait's tail crosses
+    # eps, else at s_{j+1} (the atom there takes P below eps). j is the last point above eps.
+    out = np.empty(levels.shape, dtype=np.float64)
+    n = s.size
+    for i, eps in enumerate((1.0 - levels).tolist()):
+        j = int(np.searchsorted(-at_start, -eps, side="left")) - 1  # last j with at_start[j] > eps
+        if j < 0:
+            out[i] = s[0]
+            continue
+        gap = eps - float(tail[j])
+        q = float(s[j]) + m * math.log(float(rc[j]) / gap) if gap > 0 else math.inf
+        out[i] = min(q, float(s[j + 1])) if j + 1 < n else q
+    result: FloatArray = out
+    return result
