@@ -199,3 +199,22 @@ class ResolvedDeployment:
     @property
     def gpu(self) -> GpuSpec:
         return self.replica.gpu
+
+    def summary(self) -> dict[str, Any]:
+        """What was deployed, with vLLM's defaults filled in: the `deployment` block that
+        `capplan evaluate` and `capplan simulate` both report."""
+        d = self.spec
+        return {
+            "model": self.model.name,
+            "gpu": self.gpu.name,
+            "tp": self.replica.tp,
+            "mode": self.mode,
+            "replicas": self.total_replicas,
+            "prefill_replicas": self.prefill_replicas if self.disaggregated else None,
+            "decode_replicas": self.decode_replicas if self.disaggregated else None,
+            "weight_dtype": d.weight_dtype,
+            "kv_dtype": d.kv_dtype,
+            "max_num_seqs": self.max_num_seqs,
+            "max_num_batched_tokens": self.max_num_batched_tokens,
+            "long_prefill_token_threshold": self.long_prefill_token_threshold,
+        }

@@ -79,18 +79,7 @@ def _to_json(inp: Any, r: Any, st: Any, profile: str, pred: Any, cap: Any) -> di
     d = inp.deployment
     out: dict[str, Any] = {
         "deployment": {
-            "model": r.model.name,
-            "gpu": r.gpu.name,
-            "tp": r.replica.tp,
-            "mode": r.mode,
-            "replicas": r.total_replicas,
-            "prefill_replicas": r.prefill_replicas if r.disaggregated else None,
-            "decode_replicas": r.decode_replicas if r.disaggregated else None,
-            "weight_dtype": d.weight_dtype,
-            "kv_dtype": d.kv_dtype,
-            "max_num_seqs": r.max_num_seqs,
-            "max_num_batched_tokens": r.max_num_batched_tokens,
-            "long_prefill_token_threshold": r.long_prefill_token_threshold,
+            **r.summary(),
             "gpu_memory_utilization": d.gpu_memory_utilization,
             "usd_per_gpu_hour": r.usd_per_gpu_hour,
             "profile": profile,

@@ -228,21 +228,9 @@ def _to_json(
     result: Any,
     targets: tuple[float | None, float | None, float | None, float | None],
 ) -> dict[str, Any]:
-    d = inp.deployment
     out: dict[str, Any] = {
         "deployment": {
-            "model": r.model.name,
-            "gpu": r.gpu.name,
-            "tp": r.replica.tp,
-            "mode": r.mode,
-            "replicas": r.total_replicas,
-            "prefill_replicas": r.prefill_replicas if r.disaggregated else None,
-            "decode_replicas": r.decode_replicas if r.disaggregated else None,
-            "weight_dtype": d.weight_dtype,
-            "kv_dtype": d.kv_dtype,
-            "max_num_seqs": cfg.max_num_seqs,
-            "max_num_batched_tokens": cfg.max_num_batched_tokens,
-            "long_prefill_token_threshold": cfg.long_prefill_token_threshold,
+            **r.summary(),
             "kv_cache_blocks": cfg.kv_cache_blocks,
             "block_size": cfg.block_size,
             "kv_cache_tokens": cfg.kv_cache_tokens,
