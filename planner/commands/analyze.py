@@ -26,11 +26,7 @@ def register(sub: Any) -> None:
         q.add_argument("--tp", default="1", help="tensor parallelism (GPUs per replica)")
         q.add_argument("--weight-dtype", default="bf16", help="bf16 or fp8")
         q.add_argument("--kv-dtype", default="bf16", help="bf16 or fp8")
-        q.add_argument(
-            "--profile",
-            default="theoretical",
-            help="theoretical (roofline bound, the default here), calibrated, or a profile JSON file",
-        )
+        c.add_profile_flag(q, "theoretical")
         c.add_json_flag(q)
         return q
 

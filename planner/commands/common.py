@@ -82,3 +82,16 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 def add_json_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable JSON on stdout")
+
+
+PROFILE_HELP = {
+    "auto": "auto (the default: the built-in calibrated profile where one ships for the GPU, else "
+    "theoretical), theoretical (roofline bound), calibrated, or a profile JSON file",
+    "theoretical": "theoretical (roofline bound, the default here), calibrated, auto (calibrated where "
+    "one ships for the GPU), or a profile JSON file",
+}
+
+
+def add_profile_flag(p: argparse.ArgumentParser, default: str) -> None:
+    """`--profile`, the same choices everywhere (planner.costmodel.profile.resolve_profile)."""
+    p.add_argument("--profile", default=default, help=PROFILE_HELP[default])

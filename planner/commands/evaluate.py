@@ -27,12 +27,7 @@ def register(sub: Any) -> None:
         "--requests-per-s",
         help="evaluate at this arrival rate (whole deployment) instead of the workload's",
     )
-    p.add_argument(
-        "--profile",
-        default="auto",
-        help="auto (the default: the built-in calibrated profile where one ships for the GPU, "
-        "else theoretical), theoretical (roofline bound), calibrated, or a profile JSON file",
-    )
+    c.add_profile_flag(p, "auto")
     c.add_json_flag(p)
     p.set_defaults(handler=_evaluate)
 

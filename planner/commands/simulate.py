@@ -58,12 +58,7 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--slo-e2e-p99-ms", help="end-to-end latency objective per request (goodput) and for the p99"
     )
-    p.add_argument(
-        "--profile",
-        default="auto",
-        help="auto (the default, as in evaluate: the built-in calibrated profile where one ships for the "
-        "GPU, else theoretical), theoretical, calibrated, or a profile JSON file",
-    )
+    c.add_profile_flag(p, "auto")
     p.add_argument("--series", action="store_true", help="print the per-minute series (always in --json)")
     c.add_json_flag(p)
     p.set_defaults(handler=_simulate)
