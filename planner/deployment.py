@@ -105,6 +105,8 @@ class Deployment(BaseModel):
             raise InvalidInput(
                 f"{root}.tp", f"{self.tp} exceeds the {gpu.max_gpus_per_node} GPUs of one {gpu.name} node"
             )
+        if (why := model.tp_error(self.tp)) is not None:
+            raise InvalidInput(f"{root}.tp", why)
         seqs = self.max_num_seqs or gpu.vllm_default_max_num_seqs
         budget = self.max_num_batched_tokens or gpu.vllm_default_max_num_batched_tokens
         if budget < seqs:

@@ -97,3 +97,52 @@ def test_bad_models_name_the_field(tmp_path: Path) -> None:
                 "layer_types": ["sliding_attention", "full_attention"],
             },
         )
+
+
+def test_tp_must_shard_the_heads_as_vllm_requires() -> None:
+    qwen = get_model("Qwen/Qwen3-8B")  # 32 query heads, 8 KV heads
+    assert qwen.tp_error(1) is None and qwen.tp_error(2) is None and qwen.tp_error(8) is None
+    assert "32 attention heads do not split evenly over 3 GPUs" in (qwen.tp_error(3) or "")
+    moe = get_model("Qwen/Qwen3-30B-A3B")  # 32 query heads, 4 KV heads: replicated at TP 8
+    assert moe.tp_error(8) is None
+    odd = spec_from_config(
+        "odd",
+        {
+            "num_attention_heads": 12,
+            "num_key_value_heads": 4,
+            "hidden_size": 768,
+            "num_hidden_layers": 2,
+            "intermediate_size": 1024,
+            "vocab_size": 100,
+            "max_position_embeddings": 64,
+        },
+    )
+    assert "4 KV heads neither split over nor replicate across 6 GPUs" in (odd.tp_error(6) or "")
+
+
+def test_cli_and_yaml_refuse_a_tp_that_does_not_shard(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from planner.cli import main
+
+    argv = [
+        "analyze",
+        "prefill",
+        "--model",
+        "Qwen/Qwen3-8B",
+        "--gpu",
+        "h100-sxm",
+        "--prompt-tokens",
+        "10",
+        "--tp",
+        "3",
+    ]
+    assert main(argv) == 2
+    assert capsys.readouterr().err.startswith("capplan: error: --tp: Qwen/Qwen3-8B's 32 attention heads")
+    f = tmp_path / "d.yaml"
+    f.write_text(
+        "deployment: {model: Qwen/Qwen3-8B, gpu: h100-sxm, tp: 3}\n"
+        "workload: {arrivals: {requests_per_s: 1}, input_tokens: {constant: 100}, output_tokens: {constant: 10}}\n"
+    )
+    assert main(["evaluate", str(f)]) == 2
+    assert capsys.readouterr().err.startswith("capplan: error: deployment.tp: ")

@@ -105,6 +105,15 @@ class ModelSpec(BaseModel):
             return float(self.total_params)
         return self.dense_params + self.layers * self.expected_experts_touched(tokens) * self.expert_params
 
+    def tp_error(self, tp: int) -> str | None:
+        """Why vLLM cannot shard this model over `tp` GPUs (None when it can): query heads must
+        split evenly, and KV heads must either split evenly or be replicated whole."""
+        if self.attention_heads % tp:
+            return f"{self.name}'s {self.attention_heads} attention heads do not split evenly over {tp} GPUs"
+        if self.kv_heads % tp and tp % self.kv_heads:
+            return f"{self.name}'s {self.kv_heads} KV heads neither split over nor replicate across {tp} GPUs"
+        return None
+
     # --- bytes ------------------------------------------------------------------------------
     def weight_bytes(self, weight_dtype: Dtype = "bf16") -> int:
         return self.total_params * DTYPE_BYTES[weight_dtype]

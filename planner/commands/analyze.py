@@ -104,6 +104,8 @@ def _replica(args: argparse.Namespace) -> Any:
     tp = c.positive_int("--tp", args.tp)
     if tp > gpu.max_gpus_per_node:
         raise InvalidInput("--tp", f"{tp} exceeds the {gpu.max_gpus_per_node} GPUs of one {gpu.name} node")
+    if (why := model.tp_error(tp)) is not None:
+        raise InvalidInput("--tp", why)
     return Replica(
         model=model,
         gpu=gpu,
