@@ -9,8 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from planner.cli import main
+from cli_helpers import run_cli, write
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
@@ -43,19 +42,7 @@ workload:
 """
 
 
-def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    try:
-        rc = main(argv)
-    except SystemExit as exc:  # argparse usage errors
-        rc = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return rc, out, err
-
-
-def write(tmp_path: Path, text: str, name: str = "in.yaml") -> Path:
-    p = tmp_path / name
-    p.write_text(text)
-    return p
+run = run_cli
 
 
 def test_examples_are_shipped() -> None:

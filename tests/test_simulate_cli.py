@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_helpers import run_cli, write
 
-from planner.cli import main
 from planner.deployment import Deployment
 from planner.simulate.run import (
     engine_config,
@@ -95,19 +95,7 @@ SIM_KEYS = {
 }
 
 
-def cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    try:
-        rc = main(argv)
-    except SystemExit as exc:  # argparse usage errors
-        rc = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return rc, out, err
-
-
-def write(tmp_path: Path, text: str, name: str = "in.yaml") -> Path:
-    p = tmp_path / name
-    p.write_text(text)
-    return p
+cli = run_cli
 
 
 def trace_csv(tmp_path: Path) -> Path:
