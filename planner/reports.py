@@ -1,0 +1,573 @@
+"""What `planner.api` answers: one pydantic report per use case. `report.model_dump(mode="json")`
+is exactly what `capplan ... --json` prints, and the gRPC messages of planner.v1 mirror these
+models field for field (units in names, enums as Literal strings, maps keyed by role or name).
+
+Reports are built from the domain's results (latency, simulator, analyses, calibration) and
+validated on the way in (`extra="forbid"`): a key the domain adds or drops fails loudly instead
+of silently changing the contract.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
+
+from planner.catalog.gpus import GpuSpec
+from planner.costmodel.profile import Profile
+
+__all__ = [
+    "AnalyzeReport",
+    "BindingLimit",
+    "CalibrateReport",
+    "CatalogReport",
+    "ChunkedPrefillReport",
+    "ConcurrencyReport",
+    "EvaluateReport",
+    "GpuCatalogReport",
+    "KvCapacityReport",
+    "ModelCatalogReport",
+    "PrefillReport",
+    "SimulateReport",
+    "StaticBatchingReport",
+    "UtilizationReport",
+]
+
+Dtype = Literal["bf16", "fp8"]
+Mode = Literal["colocated", "disaggregated"]
+Role = Literal["colocated", "prefill", "decode"]
+Router = Literal["round_robin", "least_outstanding_tokens"]
+Replay = Literal["recorded", "scaled"]
+Bound = Literal["memory", "compute"]
+# What caps a replica's rate: a latency target, or (at the stability limit) a resource.
+StabilityLimit = Literal["compute", "kv_capacity", "max_num_seqs", "max_num_batched_tokens"]
+BindingLimit = Literal["ttft", "itl", "compute", "kv_capacity", "max_num_seqs", "max_num_batched_tokens"]
+
+
+class _Report(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+# --- shared pieces -------------------------------------------------------------------------------
+
+
+class DeploymentSummary(_Report):
+    """What was deployed, with vLLM's defaults filled in. `replicas` counts every replica (both
+    pools when disaggregated); `prefill_replicas`/`decode_replicas` are null when colocated."""
+
+    model: str
+    gpu: str
+    tp: int
+    mode: Mode
+    replicas: int
+    prefill_replicas: int | None
+    decode_replicas: int | None
+    weight_dtype: Dtype
+    kv_dtype: Dtype
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    long_prefill_token_threshold: int
+
+    @property
+    def gpus(self) -> int:
+        """GPUs the deployment holds: every replica times its tensor-parallel group."""
+        return self.replicas * self.tp
+
+
+class Floors(_Report):
+    """p99s no load can beat (the rate going to 0); ITL null when no answer has a second token."""
+
+    ttft_p99_ms: float | None
+    itl_p99_ms: float | None
+    itl_mixed_step_ms: float | None
+
+
+# --- evaluate ------------------------------------------------------------------------------------
+
+
+class EvaluatedDeployment(DeploymentSummary):
+    gpu_memory_utilization: float
+    usd_per_gpu_hour: float
+    profile: str
+
+
+class WorkloadSummary(_Report):
+    name: str | None
+    mean_requests_per_s: float
+    peak_requests_per_s: float
+    burstiness: float
+    mean_input_tokens: float
+    p99_input_tokens: float
+    mean_output_tokens: float
+    p99_output_tokens: float
+    prefix_cache_hit_fraction: float
+
+
+class PoolPrediction(_Report):
+    """One pool of a disaggregated deployment at the evaluated rate."""
+
+    replicas: int
+    requests_per_s_per_replica: float
+    stable: bool
+    max_stable_requests_per_s_per_replica: float
+    binding_limit: StabilityLimit
+    ttft_p99_ms: float | None
+    itl_p99_ms: float | None
+    decode_concurrency: float | None
+    kv_cache_usage: float | None
+    preemption_risk: float | None
+
+
+class BucketPrediction(_Report):
+    start_s: float
+    duration_s: float
+    requests_per_s: float
+    stable: bool
+    ttft_p99_ms: float | None
+    itl_p99_ms: float | None
+    decode_concurrency: float | None
+    kv_cache_usage: float | None
+
+
+class LatencyTargets(_Report):
+    """The p99 targets a capacity was found for (null: no target on that metric)."""
+
+    ttft_p99_ms: float | None
+    itl_p99_ms: float | None
+
+
+class RootFind(_Report):
+    """Diagnostics of the bracketed root-finding behind a capacity (solvers.rootfind)."""
+
+    root: float | None
+    converged: bool
+    bracket: list[float]
+    f_bracket: list[float]
+    final_bracket: list[float] | None
+    iterations: int
+    function_calls: int
+    expansions: int
+    reason: str
+
+
+class PoolCapacity(_Report):
+    requests_per_s_per_replica: float
+    feasible: bool
+    binding_limit: BindingLimit
+    reason: str
+    ttft_p99_ms: float | None
+    itl_p99_ms: float | None
+    decode_concurrency: float | None
+    root_find: RootFind | None
+
+
+class Capacity(_Report):
+    """The highest rate within the SLO: per replica and for the deployment; infeasible with the
+    reason when the SLO is below what an idle replica reaches."""
+
+    slo: LatencyTargets
+    slo_feasible: bool
+    max_requests_per_s_within_slo: float
+    deployment_max_requests_per_s_within_slo: float
+    binding_limit: BindingLimit
+    reason: str
+    floors: Floors
+    pools: dict[Role, PoolCapacity]
+
+
+class EvaluateReport(_Report):
+    """`capplan evaluate`: predictions at the workload's rate (its peak bucket), and with an SLO
+    the capacity within it. `binding_limit` is the SLO's when one was given, else the stability
+    limit (`stability_binding_limit` always is). Latencies are null when the load is unstable."""
+
+    deployment: EvaluatedDeployment
+    workload: WorkloadSummary
+    mode: Mode
+    requests_per_s: float
+    requests_per_s_per_replica: float
+    stable: bool
+    ttft_p50_ms: float | None
+    ttft_p99_ms: float | None
+    itl_p50_ms: float | None
+    itl_p99_ms: float | None
+    itl_worst_case_ms: float | None
+    decode_concurrency: float | None
+    mean_step_ms: float | None
+    mixed_step_fraction: float | None
+    prefill_chunk_tokens: float | None
+    prefill_utilization: float | None
+    queue_wait_mean_ms: float | None
+    kv_cache_usage: float | None
+    kv_cache_tokens: int
+    preemption_risk: float | None
+    running_requests: float | None
+    gpu_utilization: float
+    mfu: float
+    max_stable_requests_per_s: float
+    deployment_max_stable_requests_per_s: float
+    usd_per_hour: float
+    usd_per_million_output_tokens: float | None
+    usd_per_million_input_tokens: float | None
+    mean_load_usd_per_million_output_tokens: float | None
+    binding_limit: BindingLimit
+    floors: Floors
+    pools: dict[Role, PoolPrediction]
+    buckets: list[BucketPrediction] | None
+    notes: list[str]
+    stability_binding_limit: StabilityLimit
+    slo: LatencyTargets | None
+    slo_feasible: bool | None
+    max_requests_per_s_within_slo: float | None
+    deployment_max_requests_per_s_within_slo: float | None
+    capacity: Capacity | None
+
+
+# --- simulate ------------------------------------------------------------------------------------
+
+
+class SimulatedDeployment(DeploymentSummary):
+    kv_cache_blocks: int
+    block_size: int
+    kv_cache_tokens: int
+    profile: str
+    router: Router
+
+
+class SimulationInput(_Report):
+    """Where the simulated requests came from: the workload sampled with `seed`, or a trace
+    replayed (`replay`), and what they turned out to be."""
+
+    source: Literal["workload", "trace"]
+    name: str | None
+    replay: Replay | None
+    seed: int | None
+    mean_requests_per_s_target: float | None
+    burstiness: float | None
+    trace_requests: int | None
+    trace_duration_s: float | None
+    requests: int
+    span_s: float
+    mean_requests_per_s: float | None
+    mean_input_tokens: float
+    mean_output_tokens: float
+    prefix_cache_hit_fraction: float
+
+
+class SimulationTargets(_Report):
+    """Objectives a simulation is judged against: TTFT, TPOT and E2E per request (goodput) and
+    on the p99; ITL on the p99 only."""
+
+    ttft_p99_ms: float | None
+    tpot_p99_ms: float | None
+    e2el_p99_ms: float | None
+    itl_p99_ms: float | None
+
+
+class TargetsMet(_Report):
+    ttft_p99: bool | None
+    tpot_p99: bool | None
+    e2el_p99: bool | None
+    itl_p99: bool | None
+
+
+class LatencySummary(_Report):
+    """Seconds; null where there is no sample (e.g. ITL when every answer is one token)."""
+
+    count: int
+    mean_s: float | None
+    p50_s: float | None
+    p90_s: float | None
+    p99_s: float | None
+    max_s: float | None
+
+
+class GoodputObjectives(_Report):
+    ttft_s: float | None
+    tpot_s: float | None
+    e2el_s: float | None
+
+
+class Goodput(_Report):
+    slo: GoodputObjectives
+    good_requests: int
+    goodput_rps: float | None
+    good_fraction: float | None
+
+
+class SimulatedReplica(_Report):
+    role: Role
+    index: int
+    requests: int
+    steps: int
+    busy_fraction: float | None
+    preemptions: int
+    peak_kv_blocks: int
+    peak_kv_fraction: float | None
+    max_queue_length: int
+
+
+class MinuteSeries(_Report):
+    """Per minute from the first arrival, all replicas summed."""
+
+    minute_start_s: list[float]
+    arrivals: list[int]
+    completions: list[int]
+    mean_running: list[float]
+    mean_waiting: list[float]
+    output_tokens_per_s: list[float]
+    prefill_tokens_per_s: list[float]
+
+
+class SimulateReport(_Report):
+    """`capplan simulate`: the discrete-event simulator's measurements. The flat `*_ms`
+    percentiles repeat the `ttft`/`itl`/`tpot`/`e2el` summaries in milliseconds."""
+
+    deployment: SimulatedDeployment
+    input: SimulationInput
+    ttft_p50_ms: float | None
+    ttft_p90_ms: float | None
+    ttft_p99_ms: float | None
+    itl_p50_ms: float | None
+    itl_p90_ms: float | None
+    itl_p99_ms: float | None
+    tpot_p50_ms: float | None
+    tpot_p90_ms: float | None
+    tpot_p99_ms: float | None
+    e2el_p50_ms: float | None
+    e2el_p90_ms: float | None
+    e2el_p99_ms: float | None
+    slo: SimulationTargets | None
+    slo_met: TargetsMet | None
+    mode: Mode
+    budget_reading: Literal["v1"]
+    requests: int
+    completed: int
+    duration_s: float | None
+    request_throughput_rps: float | None
+    output_tokens_per_s: float | None
+    ttft: LatencySummary
+    itl: LatencySummary
+    tpot: LatencySummary
+    e2el: LatencySummary
+    goodput: Goodput | None
+    preemptions: int
+    peak_kv_blocks: int
+    peak_kv_fraction: float | None
+    max_queue_length: int
+    replicas: list[SimulatedReplica]
+    series: MinuteSeries
+
+
+# --- analyze -------------------------------------------------------------------------------------
+
+
+class ReplicaInfo(_Report):
+    """What an analysis ran on, as resolved (catalog names, the profile's name). Not part of the
+    JSON: the request says it; kept for the text rendering."""
+
+    model: str
+    gpu: str
+    tp: int
+    weight_dtype: Dtype
+    kv_dtype: Dtype
+    profile: str
+
+
+class _Analysis(_Report):
+    replica: ReplicaInfo = Field(exclude=True)
+
+
+class ConcurrencyRow(_Report):
+    concurrency: int
+    step_ms: float
+    user_tokens_per_s: float
+    gpu_tokens_per_s: float
+    usd_per_million_output_tokens: float
+    bound: Bound
+    fits_in_memory: bool
+
+
+class ConcurrencyReport(_Analysis):
+    kv_max_concurrency: int
+    compute_knee_tokens_per_step: float
+    rows: list[ConcurrencyRow]
+
+
+class StaticBatchingRow(_Report):
+    batch: int
+    expected_longest_tokens: float
+    slot_utilization: float
+    usd_per_million_output_tokens: float
+    continuous_usd_per_million_output_tokens: float
+
+
+class StaticBatchingReport(_Analysis):
+    mean_output_tokens: float
+    rows: list[StaticBatchingRow]
+
+
+class ChunkedPrefillRow(_Report):
+    """`chunk_tokens` null: the prompt unchunked, in one step."""
+
+    chunk_tokens: int | None
+    steps: int
+    prompt_prefill_ms: float
+    worst_itl_ms: float
+    max_num_batched_tokens: int
+
+
+class ChunkedPrefillReport(_Analysis):
+    reading: Literal["chunk", "budget"]
+    rows: list[ChunkedPrefillRow]
+
+
+class PrefillReport(_Analysis):
+    prompt_ms: float
+    tokens_per_s: float
+    usd_per_million_input_tokens: float
+    bound: Bound
+
+
+class UtilizationReport(_Analysis):
+    replicas: int
+    usd_per_month: float
+    output_tokens_per_month: float
+    usd_per_million_output_tokens: float
+    floor_usd_per_million_output_tokens: float
+    times_floor: float
+    gpu_busy_fraction: float
+
+
+class KvCapacityReport(_Analysis):
+    kv_bytes_per_token: int
+    kv_cache_tokens: int
+    kv_cache_bytes: float
+    max_concurrency: int
+    weight_bytes: float
+    activation_reserve_bytes: float
+
+
+AnalyzeReport = (
+    ConcurrencyReport
+    | StaticBatchingReport
+    | ChunkedPrefillReport
+    | PrefillReport
+    | UtilizationReport
+    | KvCapacityReport
+)
+
+
+# --- calibrate -----------------------------------------------------------------------------------
+
+
+_SHAPE_KEYS = ("tokens", "batch", "prompt", "chunk", "decodes", "ctx")
+
+
+class CalibrationRow(_Report):
+    """One measured quantity beside its fit. Only the shape keys of the row's kind are present
+    in the JSON (linear: tokens; decode: batch, ctx; prefill: prompt; chunked_prefill: prompt,
+    chunk, decodes, ctx)."""
+
+    kind: Literal["linear", "decode", "prefill", "chunked_prefill"]
+    line: int | None
+    tokens: int | None = None
+    batch: int | None = None
+    prompt: int | None = None
+    chunk: int | None = None
+    decodes: int | None = None
+    ctx: int | None = None
+    quantity: str
+    measured_ms: float
+    fitted_ms: float
+    theoretical_ms: float
+    error_percent: float
+
+    @model_serializer(mode="wrap")
+    def _drop_absent_shape(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        out: dict[str, Any] = handler(self)
+        return {k: v for k, v in out.items() if not (k in _SHAPE_KEYS and v is None)}
+
+
+class FitParameter(_Report):
+    value: float
+    std_error: float | None
+    independence: float | None
+    fixed: bool
+    at_bound: bool
+
+
+class Ceiling(_Report):
+    value: float
+    fraction_of_datasheet: float
+    fitted_eta: float
+
+
+class CalibrateReport(_Report):
+    """`capplan calibrate`: every row measured vs fitted, the MAPE, the parameters with their
+    uncertainty, and the fitted profile (`output`: where the CLI wrote it, else null)."""
+
+    model: str
+    gpu: str
+    measurements: str
+    rows: list[CalibrationRow]
+    mape_percent: float
+    max_abs_error_percent: float
+    theoretical_mape_percent: float
+    parameters: dict[str, FitParameter]
+    ceilings: dict[str, Ceiling]
+    profile: Profile
+    output: str | None = None
+
+
+# --- catalog -------------------------------------------------------------------------------------
+
+
+class GpuCatalogReport(_Report):
+    gpus: list[GpuSpec]
+
+
+class ModelEntry(_Report):
+    """A catalog model: its config.json shape and the sizes computed from it."""
+
+    name: str
+    layers: int
+    hidden_size: int
+    attention_heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate_size: int
+    vocab_size: int
+    tie_word_embeddings: bool
+    max_position_embeddings: int
+    attention_bias: bool
+    qk_norm: bool
+    num_experts: int
+    experts_per_token: int
+    total_params: int
+    active_params: int
+    kv_bytes_per_token_bf16: int
+    weight_bytes_bf16: int
+
+
+class ExpertRead(_Report):
+    tokens: int
+    experts_touched_per_layer: float
+    params_read: float
+
+
+class ModelCatalogReport(_Report):
+    """`expert_reads` (a step of N tokens, uniform routing) only for one MoE model; absent from
+    the JSON otherwise."""
+
+    models: list[ModelEntry]
+    expert_reads: list[ExpertRead] | None = None
+
+    @model_serializer(mode="wrap")
+    def _drop_absent_reads(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        out: dict[str, Any] = handler(self)
+        if out.get("expert_reads") is None:
+            out.pop("expert_reads", None)
+        return out
+
+
+CatalogReport = GpuCatalogReport | ModelCatalogReport
