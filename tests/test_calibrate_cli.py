@@ -167,7 +167,7 @@ def _bad(tmp_path: Path, name: str, text: str) -> str:
         (lambda t: ["calibrate", MEAS_PATH, "--fix", "eta_matmul"], "--fix: expected NAME=VALUE"),
         (
             lambda t: ["calibrate", MEAS_PATH, "--fix", "eta_matmul=fast"],
-            "--fix: eta_matmul must be a number",
+            "--fix: eta_matmul: Input should be a valid number",
         ),
         (lambda t: ["calibrate", MEAS_PATH, "--fix", "eta_warp=0.5"], "--fix: unknown parameter 'eta_warp'"),
         (

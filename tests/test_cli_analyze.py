@@ -26,24 +26,24 @@ S = ["--model", "Qwen/Qwen3-8B", "--gpu", "h100-sxm"]
             "--model",
             "valid: Qwen/Qwen3-30B-A3B",
         ),
-        (["kv-capacity", *S, "--context-tokens", "0"], "--context-tokens", "positive integer"),
-        (["kv-capacity", *S, "--context-tokens", "-5"], "--context-tokens", "positive integer"),
-        (["kv-capacity", *S, "--context-tokens", "abc"], "--context-tokens", "positive integer"),
+        (["kv-capacity", *S, "--context-tokens", "0"], "--context-tokens", "greater than or equal to 1"),
+        (["kv-capacity", *S, "--context-tokens", "-5"], "--context-tokens", "greater than or equal to 1"),
+        (["kv-capacity", *S, "--context-tokens", "abc"], "--context-tokens", "valid integer"),
         (["kv-capacity", *S, "--context-tokens", "50000"], "--context-tokens", "maximum context of 40960"),
         (
             ["kv-capacity", *S, "--context-tokens", "10", "--gpu-memory-utilization", "1.5"],
             "--gpu-memory-utilization",
-            "(0, 1]",
+            "less than or equal to 1",
         ),
         (
             ["concurrency", *S, "--context-tokens", "10", "--concurrency", "1,0"],
             "--concurrency",
-            "positive integer",
+            "[1]: Input should be greater than or equal to 1",
         ),
         (
             ["concurrency", *S, "--context-tokens", "10", "--concurrency", "1", "--usd-per-gpu-hour", "-1"],
             "--usd-per-gpu-hour",
-            "positive",
+            "greater than 0",
         ),
         (
             ["concurrency", *S, "--context-tokens", "10", "--concurrency", "1", "--tp", "16"],
@@ -53,7 +53,7 @@ S = ["--model", "Qwen/Qwen3-8B", "--gpu", "h100-sxm"]
         (
             ["concurrency", *S, "--context-tokens", "10", "--concurrency", "1", "--weight-dtype", "int4"],
             "--weight-dtype",
-            "bf16 or fp8",
+            "'bf16' or 'fp8'",
         ),
         (
             [
@@ -67,7 +67,7 @@ S = ["--model", "Qwen/Qwen3-8B", "--gpu", "h100-sxm"]
                 "100:0.5,300:0.3",
             ],
             "--output-lengths",
-            "sum to 1",
+            "sum to 0.8, not 1",
         ),
         (
             ["static-batching", *S, "--context-tokens", "10", "--batch", "8", "--output-lengths", "100"],

@@ -4,7 +4,9 @@ Reads measured step times (the JSON `tools/measure_steps.py` writes, or the CSV 
 planner/costmodel/fit_data.py and docs/calibration.md), fits the profile's efficiencies, per-step
 overhead and prefix re-read passes by least squares, prints every row's measured vs fitted time
 and the MAPE, and writes the profile for `--profile PROFILE.json`. A fit the rows cannot pin is
-refused, naming the parameter. Flag names and JSON keys are a public contract.
+refused, naming the parameter; so is a poor fit (MAPE over 25%, every parameter on its bounds)
+unless `--force`. `planner.api.calibrate` fits; this writes the file. Flag names and JSON keys are
+a public contract.
 """
 
 from __future__ import annotations
@@ -40,76 +42,59 @@ def register(sub: Any) -> None:
         help="hold a parameter at a value instead of fitting it (repeatable), "
         "e.g. --fix prefix_kv_passes=0 when there are no chunked_prefill rows",
     )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="keep a fit whose MAPE is over 25%% or whose parameters all sit on their bounds",
+    )
     c.add_json_flag(p)
     p.set_defaults(handler=_calibrate)
 
 
-def _fixed(items: list[str]) -> dict[str, float]:
-    out: dict[str, float] = {}
+def _fixed(items: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise InvalidInput("--fix", f"expected NAME=VALUE, got {item!r}")
-        try:
-            v = float(value)
-        except ValueError:
-            raise InvalidInput("--fix", f"{key.strip()} must be a number, got {value!r}") from None
-        if not math.isfinite(v):
-            raise InvalidInput("--fix", f"{key.strip()} must be finite, got {value!r}")
-        out[key.strip()] = v
+        out[key.strip()] = value.strip()
     return out
 
 
+def request_from_args(args: argparse.Namespace) -> tuple[dict[str, Any], c.Flags]:
+    """The CalibrateRequest mapping of the flags, and which flag each field came from."""
+    data: dict[str, Any] = {
+        "measurements": {"path": args.measurements},
+        "model": args.model,
+        "gpu": args.gpu,
+        "fix": _fixed(args.fix),
+        "force": args.force,
+    }
+    if args.name is not None:
+        data["name"] = args.name
+    flags = c.Flags()
+    for key, flag in (
+        ("measurements", "MEASUREMENTS"),
+        ("model", "--model"),
+        ("gpu", "--gpu"),
+        ("fix", "--fix"),
+        ("name", "--name"),
+        ("force", "--force"),
+    ):
+        flags.alias(key, flag)
+    return data, flags
+
+
 def _calibrate(args: argparse.Namespace) -> None:
-    from planner.catalog.gpus import get_gpu
-    from planner.catalog.models import get_model
-    from planner.costmodel.calibrated import fit_profile
-    from planner.costmodel.fit_data import load_measurements
+    from planner import api
     from planner.costmodel.profile import save_profile_file
 
-    gpu = get_gpu(args.gpu, "--gpu")
-    model = get_model(args.model, "--model")
-    fixed = _fixed(args.fix)
-    if args.name is not None and not args.name.strip():
-        raise InvalidInput("--name", "must not be empty")
-    meas = load_measurements(args.measurements, "MEASUREMENTS")
-    cal = fit_profile(meas, model, gpu, name=args.name, fixed=fixed, field="MEASUREMENTS")
+    data, flags = request_from_args(args)
+    with flags.named():
+        report = api.calibrate(data)
     if args.output:
-        save_profile_file(cal.profile, args.output, "--output")
-    data: dict[str, Any] = {
-        "model": cal.model,
-        "gpu": cal.gpu,
-        "measurements": cal.source,
-        "rows": [
-            {
-                "kind": r["kind"],
-                "line": r["line"],
-                **r["shape"],
-                "quantity": r["quantity"],
-                "measured_ms": r["measured_ms"],
-                "fitted_ms": r["fitted_ms"],
-                "theoretical_ms": r["theoretical_ms"],
-                "error_percent": 100 * r["error"],
-            }
-            for r in cal.rows
-        ],
-        "mape_percent": 100 * cal.mape,
-        "max_abs_error_percent": 100 * cal.max_abs_error,
-        "theoretical_mape_percent": 100 * cal.theoretical_mape,
-        "parameters": {
-            p.name: {
-                "value": p.value,
-                "std_error": p.std_error if p.std_error is not None and math.isfinite(p.std_error) else None,
-                "independence": p.independence,
-                "fixed": p.fixed,
-                "at_bound": p.at_bound,
-            }
-            for p in cal.parameters
-        },
-        "ceilings": cal.ceilings,
-        "profile": cal.profile.model_dump(),
-        "output": args.output,
-    }
+        save_profile_file(report.profile, args.output, "--output")
+        report = report.model_copy(update={"output": args.output})
 
     def render(d: dict[str, Any]) -> str:
         rows = [
@@ -158,4 +143,4 @@ def _calibrate(args: argparse.Namespace) -> None:
         )
         return "\n".join(out)
 
-    c.emit(data, args.json, render)
+    c.emit(report, args.json, render)

@@ -36,11 +36,13 @@ _GPU_FIELDS = (
 
 
 def _gpus(args: argparse.Namespace) -> None:
-    from planner.catalog.gpus import get_gpu, gpu_names
+    from planner import api
 
-    names = [get_gpu(args.gpu, "--gpu").name] if args.gpu else gpu_names()
-    specs = [get_gpu(n) for n in names]
-    data = {"gpus": [s.model_dump() for s in specs]}
+    flags = c.Flags()
+    flags.alias("name", "--gpu")
+    with flags.named():
+        report = api.catalog({"kind": "gpus", **({"name": args.gpu} if args.gpu is not None else {})})
+    specs = report.gpus  # type: ignore[union-attr]
 
     def render(_: dict[str, Any]) -> str:
         rows = [
@@ -66,58 +68,43 @@ def _gpus(args: argparse.Namespace) -> None:
                 out.append(f"{f}: {v.value} ({v.source}; checked {v.checked})")
         return "\n".join(out)
 
-    c.emit(data, args.json, render)
-
-
-def _model_dict(m: Any) -> dict[str, Any]:
-    return {
-        **m.model_dump(),
-        "total_params": m.total_params,
-        "active_params": m.active_params,
-        "kv_bytes_per_token_bf16": m.kv_bytes_per_token("bf16"),
-        "weight_bytes_bf16": m.weight_bytes("bf16"),
-    }
+    c.emit(report, args.json, render)
 
 
 def _models(args: argparse.Namespace) -> None:
-    from planner.catalog.models import get_model, model_names
+    from planner import api
 
-    specs = [get_model(args.model, "--model")] if args.model else [get_model(n) for n in model_names()]
-    data: dict[str, Any] = {"models": [_model_dict(m) for m in specs]}
-    batches = [b for b in c.int_list("--batch", args.batch) if b is not None]
-    moe = args.model and specs[0].is_moe
-    if moe:
-        m = specs[0]
-        data["expert_reads"] = [
-            {
-                "tokens": b,
-                "experts_touched_per_layer": m.expected_experts_touched(b),
-                "params_read": m.params_read(b),
-            }
-            for b in batches
-        ]
+    flags = c.Flags()
+    flags.alias("name", "--model")
+    flags.alias("batch_tokens", "--batch")
+    data: dict[str, Any] = {"kind": "models", "batch_tokens": c.split_list(args.batch)}
+    if args.model is not None:
+        data["name"] = args.model
+    with flags.named():
+        report = api.catalog(data)
 
     def render(d: dict[str, Any]) -> str:
         rows = [
             [
-                m.name,
-                "MoE" if m.is_moe else "dense",
-                f"{m.total_params / 1e9:.2f}B",
-                f"{m.active_params / 1e9:.2f}B",
-                str(m.layers),
-                f"{m.attention_heads}/{m.kv_heads}x{m.head_dim}",
-                f"{m.kv_bytes_per_token():,}",
-                f"{m.max_position_embeddings:,}",
+                m["name"],
+                "MoE" if m["num_experts"] > 0 else "dense",
+                f"{m['total_params'] / 1e9:.2f}B",
+                f"{m['active_params'] / 1e9:.2f}B",
+                str(m["layers"]),
+                f"{m['attention_heads']}/{m['kv_heads']}x{m['head_dim']}",
+                f"{m['kv_bytes_per_token_bf16']:,}",
+                f"{m['max_position_embeddings']:,}",
             ]
-            for m in specs
+            for m in d["models"]
         ]
         out = [
             c.table(["model", "kind", "total", "active", "layers", "heads/kv", "KV B/token", "max ctx"], rows)
         ]
-        if moe:
+        if "expert_reads" in d:
+            m = d["models"][0]
             out += [
                 "",
-                f"{specs[0].num_experts} experts, {specs[0].experts_per_token} per token; a step of N tokens reads:",
+                f"{m['num_experts']} experts, {m['experts_per_token']} per token; a step of N tokens reads:",
                 c.table(
                     ["tokens", "experts/layer", "params read"],
                     [
@@ -132,4 +119,4 @@ def _models(args: argparse.Namespace) -> None:
             ]
         return "\n".join(out)
 
-    c.emit(data, args.json, render)
+    c.emit(report, args.json, render)

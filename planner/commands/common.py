@@ -1,72 +1,117 @@
-"""Flag parsing shared by subcommands: every parser raises InvalidInput naming the flag."""
+"""What the subcommands share: flag text -> request values, request field paths -> flag names in
+errors, and printing a report (its JSON dump, or a rendering of it).
+
+Flags are taken as text and handed to the request as is: the request models own every range
+(planner/inputs.py), so a flag and a YAML key are checked by the same rule. An error about a
+field a flag set is reported under the flag (`--requests-per-s: ...`).
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
+
+from pydantic import BaseModel
 
 from planner.errors import InvalidInput
 
 
-def positive_int(flag: str, text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise InvalidInput(flag, f"must be a positive integer, got {text!r}") from None
-    if value <= 0:
-        raise InvalidInput(flag, f"must be a positive integer, got {value}")
-    return value
+def flag_name(field: str) -> str:
+    """`context_tokens` -> `--context-tokens`."""
+    return "--" + field.replace("_", "-")
 
 
-def positive_float(flag: str, text: str | float) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise InvalidInput(flag, f"must be a positive number, got {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise InvalidInput(flag, f"must be a positive number, got {text}")
-    return value
+class Flags:
+    """Which request fields came from which flags, to name the flag when a field is refused."""
+
+    def __init__(self) -> None:
+        self.paths: dict[str, str] = {}
+
+    def alias(self, path: str, flag: str) -> None:
+        self.paths[path] = flag
+
+    def put(self, data: MutableMapping[str, Any], path: str, value: Any, flag: str) -> None:
+        """Set `data[path]` (dotted) to a flag's value, unless the flag was not given. A parent
+        the file wrote as something other than a mapping is left for validation to refuse."""
+        if value is None:
+            return
+        *parents, key = path.split(".")
+        node: MutableMapping[str, Any] = data
+        for part in parents:
+            child = node.get(part)
+            if child is None:
+                child = {}
+            elif not isinstance(child, Mapping):
+                return
+            node[part] = child = dict(child)
+            node = child
+        node[key] = value
+        self.paths[path] = flag
+
+    def translate(self, exc: InvalidInput) -> InvalidInput:
+        """An error about a field a flag set, named by the flag: `slo.ttft_p99_ms` ->
+        `--slo-ttft-p99-ms`; a part below the flag's field goes into the reason
+        (`concurrency.concurrency[1]` -> `--concurrency: [1]: ...`) except a trace's line
+        (`trace:line 3.ContextTokens` -> `--trace:line 3.ContextTokens`)."""
+        field = exc.field
+        for path in sorted(self.paths, key=len, reverse=True):
+            flag = self.paths[path]
+            if field == path:
+                return InvalidInput(flag, exc.reason)
+            if field.startswith(path) and field[len(path)] == ":":
+                return InvalidInput(flag + field[len(path) :], exc.reason)
+            if field.startswith(path) and field[len(path)] in ".[":
+                return InvalidInput(flag, f"{field[len(path) :].lstrip('.')}: {exc.reason}")
+        return exc
+
+    @contextmanager
+    def named(self) -> Iterator[None]:
+        try:
+            yield
+        except InvalidInput as exc:
+            named = self.translate(exc)
+            if named is exc:
+                raise
+            raise named from None
 
 
-def fraction(flag: str, text: str | float) -> float:
-    value = positive_float(flag, text)
-    if value > 1:
-        raise InvalidInput(flag, f"must be in (0, 1], got {text}")
-    return value
+def split_list(text: str | None, none_as: str | None = None) -> list[str] | None:
+    """'1,8, 32' -> ['1', '8', '32'] (the request validates each); `none_as` replaces 'none'."""
+    if text is None:
+        return None
+    items = [item.strip() for item in text.split(",")]
+    if none_as is not None:
+        items = [none_as if item.lower() == "none" else item for item in items]
+    return items
 
 
-def int_list(flag: str, text: str, allow_none: bool = False) -> list[int | None]:
-    out: list[int | None] = []
-    for item in text.split(","):
-        item = item.strip()
-        if allow_none and item.lower() == "none":
-            out.append(None)
-        elif not item:
-            raise InvalidInput(flag, f"empty item in list {text!r}")
-        else:
-            out.append(positive_int(flag, item))
-    return out
-
-
-def pairs(flag: str, text: str) -> list[tuple[int, float]]:
-    """'100:0.5,300:0.3' -> [(100, 0.5), (300, 0.3)]; the probabilities must sum to 1."""
-    out: list[tuple[int, float]] = []
+def pairs(flag: str, text: str) -> list[list[str]]:
+    """'100:0.5,300:0.5' -> [['100', '0.5'], ['300', '0.5']] (a length distribution's pairs)."""
+    out: list[list[str]] = []
     for item in text.split(","):
         tokens, sep, prob = item.strip().partition(":")
         if not sep:
             raise InvalidInput(flag, f"expected TOKENS:PROBABILITY items, got {item.strip()!r}")
-        out.append((positive_int(flag, tokens), fraction(flag, prob)))
-    total = sum(p for _, p in out)
-    if abs(total - 1.0) > 1e-6:
-        raise InvalidInput(flag, f"probabilities must sum to 1, they sum to {total:g}")
+        out.append([tokens.strip(), prob.strip()])
     return out
 
 
-def emit(data: dict[str, Any], as_json: bool, render: Callable[[dict[str, Any]], str]) -> None:
+def cwd_path(text: str | None, builtin: Sequence[str] = ()) -> str | None:
+    """A path given on the command line is relative to the working directory, while paths in a
+    request are relative to its file: make an existing one absolute (built-in names stay)."""
+    if text is None or text in builtin:
+        return text
+    p = Path(text)
+    return str(p.absolute()) if p.exists() else text
+
+
+def emit(report: BaseModel, as_json: bool, render: Callable[[dict[str, Any]], str]) -> None:
+    data = report.model_dump(mode="json")
     if as_json:
         sys.stdout.write(json.dumps(data, indent=2, sort_keys=False) + "\n")
     else:
@@ -93,5 +138,43 @@ PROFILE_HELP = {
 
 
 def add_profile_flag(p: argparse.ArgumentParser, default: str) -> None:
-    """`--profile`, the same choices everywhere (planner.costmodel.profile.resolve_profile)."""
-    p.add_argument("--profile", default=default, help=PROFILE_HELP[default])
+    """`--profile`, the same choices everywhere; the default is the request's (not set here,
+    so a file's `profile:` holds unless the flag is given)."""
+    p.add_argument("--profile", help=PROFILE_HELP[default])
+
+
+def add_price_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--usd-per-gpu-hour", help="GPU price (default: the catalog's on-demand price)")
+
+
+SLO_FLAGS = (
+    ("--slo-ttft-p99-ms", "ttft_p99_ms", "TTFT p99 target"),
+    ("--slo-itl-p99-ms", "itl_p99_ms", "ITL p99 target"),
+    ("--slo-tpot-p99-ms", "tpot_p99_ms", "TPOT p99 target (simulate: also per request, for goodput)"),
+    ("--slo-e2e-p99-ms", "e2el_p99_ms", "end-to-end latency p99 target (simulate: also per request)"),
+)
+
+
+def add_slo_flags(p: argparse.ArgumentParser, which: Sequence[str]) -> None:
+    """SLO flags, the same names and meaning for every command that takes them; each overrides
+    that target of the file's `slo:` and keeps the others."""
+    for flag, _, help_ in SLO_FLAGS:
+        if flag in which:
+            p.add_argument(flag, help=help_)
+
+
+def put_slo_flags(args: argparse.Namespace, data: MutableMapping[str, Any], flags: Flags) -> None:
+    for flag, key, _ in SLO_FLAGS:
+        value = getattr(args, flag[2:].replace("-", "_"), None)
+        flags.put(data, f"slo.{key}", value, flag)
+
+
+def deployment_line(dep: Mapping[str, Any]) -> str:
+    """'Qwen/Qwen3-8B on h100-sxm x TP2, 2 replicas, colocated (4 GPUs)' from a deployment block."""
+    tp = f" x TP{dep['tp']}" if dep["tp"] > 1 else ""
+    if dep["mode"] == "disaggregated":
+        shape = f"disaggregated: {dep['prefill_replicas']} prefill + {dep['decode_replicas']} decode replicas"
+    else:
+        shape = f"{dep['replicas']} replica{'s' if dep['replicas'] != 1 else ''}, colocated"
+    gpus = dep["replicas"] * dep["tp"]
+    return f"{dep['model']} on {dep['gpu']}{tp}, {shape} ({gpus} GPU{'s' if gpus != 1 else ''})"

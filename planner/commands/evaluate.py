@@ -1,13 +1,15 @@
 """`capplan evaluate FILE.yaml`: latency, KV use and cost of a deployment under a workload, and
-with SLO flags the highest arrival rate that meets them.
+with an SLO the highest arrival rate that meets it.
 
-The file holds `deployment:`, `workload:` (and optionally `slo:`); see planner/latency/inputs.py
-and examples/. JSON keys are a public contract (docs/latency.md).
+The file is an `EvaluateRequest` (planner/inputs.py; examples/): `deployment:`, `workload:`, and
+optionally `slo:`, `profile:`, `requests_per_s:`. Flags override the file; `planner.api.evaluate`
+answers; JSON keys are a public contract (docs/latency.md).
 """
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from planner.commands import common as c
@@ -21,102 +23,38 @@ def register(sub: Any) -> None:
     p.add_argument(
         "file", metavar="FILE", help="YAML (or JSON) with deployment:, workload: and optional slo:"
     )
-    p.add_argument("--slo-ttft-p99-ms", help="TTFT p99 target: adds the capacity answer")
-    p.add_argument("--slo-itl-p99-ms", help="ITL p99 target: adds the capacity answer")
+    c.add_slo_flags(p, [flag for flag, _, _ in c.SLO_FLAGS])
     p.add_argument(
         "--requests-per-s",
-        help="evaluate at this arrival rate (whole deployment) instead of the workload's",
+        help="evaluate at this arrival rate (whole deployment) instead of the workload's; "
+        "a workload without arrivals: Poisson at this rate",
     )
+    c.add_price_flag(p)
     c.add_profile_flag(p, "auto")
     c.add_json_flag(p)
     p.set_defaults(handler=_evaluate)
 
 
-def _slo(args: argparse.Namespace, from_file: Any) -> Any:
-    from planner.latency import Slo
+def request_from_args(args: argparse.Namespace) -> tuple[dict[str, Any], c.Flags]:
+    """The file's mapping with the flags laid over it, and which fields the flags set."""
+    from planner.inputs import read_mapping_file
 
-    ttft = (
-        None if args.slo_ttft_p99_ms is None else c.positive_float("--slo-ttft-p99-ms", args.slo_ttft_p99_ms)
-    )
-    itl = None if args.slo_itl_p99_ms is None else c.positive_float("--slo-itl-p99-ms", args.slo_itl_p99_ms)
-    if ttft is None and itl is None:
-        return from_file
-    base_ttft = None if from_file is None else from_file.ttft_p99_s
-    base_itl = None if from_file is None else from_file.itl_p99_s
-    return Slo(
-        ttft_p99_s=base_ttft if ttft is None else ttft / 1e3,
-        itl_p99_s=base_itl if itl is None else itl / 1e3,
-    )
+    data = read_mapping_file(args.file)
+    flags = c.Flags()
+    c.put_slo_flags(args, data, flags)
+    flags.put(data, "requests_per_s", args.requests_per_s, "--requests-per-s")
+    flags.put(data, "deployment.usd_per_gpu_hour", args.usd_per_gpu_hour, "--usd-per-gpu-hour")
+    flags.put(data, "profile", c.cwd_path(args.profile, ("theoretical", "calibrated", "auto")), "--profile")
+    return data, flags
 
 
 def _evaluate(args: argparse.Namespace) -> None:
-    from planner.costmodel.profile import resolve_profile
-    from planner.latency import LatencyModel, WorkloadStats
-    from planner.latency.inputs import load_evaluate_file
+    from planner import api
 
-    inp = load_evaluate_file(args.file)
-    slo = _slo(args, inp.slo)
-    rate = None if args.requests_per_s is None else c.positive_float("--requests-per-s", args.requests_per_s)
-    from planner.catalog.gpus import get_gpu
-
-    gpu = get_gpu(inp.deployment.gpu, "deployment.gpu")
-    profile = resolve_profile(args.profile, gpu.name, "--profile")
-    resolved = inp.deployment.resolve(profile)
-    stats = WorkloadStats.of(inp.workload)
-    model = LatencyModel(resolved, stats)
-    pred = model.evaluate(rate)
-    cap = model.capacity(slo) if slo is not None else None
-    data = _to_json(inp, resolved, stats, profile.name, pred, cap)
-    c.emit(data, args.json, _render)
-
-
-def _to_json(inp: Any, r: Any, st: Any, profile: str, pred: Any, cap: Any) -> dict[str, Any]:
-    d = inp.deployment
-    out: dict[str, Any] = {
-        "deployment": {
-            **r.summary(),
-            "gpu_memory_utilization": d.gpu_memory_utilization,
-            "usd_per_gpu_hour": r.usd_per_gpu_hour,
-            "profile": profile,
-        },
-        "workload": {
-            "name": st.name,
-            "mean_requests_per_s": st.mean_requests_per_s,
-            "peak_requests_per_s": st.peak_requests_per_s,
-            "burstiness": 1.0 / st.arrival_cv2,
-            "mean_input_tokens": st.mean_prompt_tokens,
-            "p99_input_tokens": st.prompt_p99_tokens,
-            "mean_output_tokens": st.mean_output_tokens,
-            "p99_output_tokens": st.output_p99_tokens,
-            "prefix_cache_hit_fraction": st.prefix_cache_hit_fraction,
-        },
-    }
-    p = pred.to_dict()
-    out.update(p)
-    out["stability_binding_limit"] = p["binding_limit"]
-    if cap is None:
-        out.update(
-            {
-                "slo": None,
-                "slo_feasible": None,
-                "max_requests_per_s_within_slo": None,
-                "deployment_max_requests_per_s_within_slo": None,
-                "capacity": None,
-            }
-        )
-    else:
-        cd = cap.to_dict()
-        out.update(
-            {
-                "slo": cd["slo"],
-                "slo_feasible": cd["slo_feasible"],
-                "max_requests_per_s_within_slo": cd["max_requests_per_s_within_slo"],
-                "deployment_max_requests_per_s_within_slo": cd["deployment_max_requests_per_s_within_slo"],
-                "binding_limit": cd["binding_limit"],
-                "capacity": cd,
-            }
-        )
-    return out
+    data, flags = request_from_args(args)
+    with flags.named():
+        report = api.evaluate(data, base_dir=Path(args.file).parent)
+    c.emit(report, args.json, render)
 
 
 def _f(x: float | None, digits: int = 1, unit: str = "") -> str:
@@ -127,15 +65,10 @@ def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{x * 100:.1f}%"
 
 
-def _render(d: dict[str, Any]) -> str:
+def render(d: dict[str, Any]) -> str:
     dep, wl = d["deployment"], d["workload"]
-    tp = f" x TP{dep['tp']}" if dep["tp"] > 1 else ""
-    if dep["mode"] == "disaggregated":
-        shape = f"disaggregated: {dep['prefill_replicas']} prefill + {dep['decode_replicas']} decode replicas"
-    else:
-        shape = f"{dep['replicas']} replica{'s' if dep['replicas'] != 1 else ''}, colocated"
     lines = [
-        f"{dep['model']} on {dep['gpu']}{tp}, {shape}; profile {dep['profile']}",
+        f"{c.deployment_line(dep)}; profile {dep['profile']}",
         f"  max_num_batched_tokens {dep['max_num_batched_tokens']}, max_num_seqs {dep['max_num_seqs']}, "
         f"KV cache {d['kv_cache_tokens']:,} tokens per replica",
         f"workload{' ' + wl['name'] if wl['name'] else ''}: mean {wl['mean_requests_per_s']:.3g} req/s "

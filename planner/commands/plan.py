@@ -1,0 +1,210 @@
+"""`capplan plan FILE.yaml`: the cheapest deployment that meets TTFT/ITL p99 SLOs for a traffic
+forecast: GPU type and count, TP, `max_num_seqs`, `max_num_batched_tokens`, colocated or
+disaggregated, replicas per bucket, the exact `vllm serve` flags, the cost and the reasons.
+
+The file is a PlanRequest (planner/plan/request.py, docs/plan.md, examples/chat.yaml). Flags
+override the file's SLOs. `--json` prints the PlanReport; `--verify` adds a simulation of the
+peak bucket.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from planner.commands import common as c
+
+PLAN_SLO_FLAGS = (
+    ("--slo-ttft-p99-ms", "ttft_p99_ms", "TTFT p99 target (overrides the file's)"),
+    ("--slo-itl-p99-ms", "itl_p99_ms", "ITL p99 target (overrides the file's)"),
+    ("--slo-e2e-p99-ms", "e2e_p99_ms", "end-to-end p99 target (colocated candidates only)"),
+)
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "plan",
+        help="the cheapest deployment (GPU, count, TP, vLLM flags, disaggregation) meeting TTFT/ITL p99 SLOs",
+    )
+    p.add_argument("file", metavar="FILE", help="YAML (or JSON) with model:, slo:, workload: and optional "
+                   "candidates:, pricing:, inventory:, headroom:, solver:")  # fmt: skip
+    for flag, _, help_ in PLAN_SLO_FLAGS:
+        p.add_argument(flag, help=help_)
+    p.add_argument("--verify", action="store_true", help="simulate the chosen deployment at its peak bucket")
+    p.add_argument("--time-limit-s", help="MILP time limit in seconds (overrides solver.time_limit_s)")
+    p.add_argument("--workers", help="processes answering capacity questions (default 2; 1: in-process)")
+    c.add_profile_flag(p, "auto")
+    c.add_json_flag(p)
+    p.set_defaults(handler=_plan)
+
+
+def request_from_args(args: argparse.Namespace) -> tuple[dict[str, Any], c.Flags]:
+    from planner.inputs import read_mapping_file
+
+    data = read_mapping_file(args.file, "model:, slo: and workload:")
+    flags = c.Flags()
+    for flag, key, _ in PLAN_SLO_FLAGS:
+        flags.put(data, f"slo.{key}", getattr(args, flag[2:].replace("-", "_")), flag)
+    flags.put(data, "solver.time_limit_s", args.time_limit_s, "--time-limit-s")
+    flags.put(data, "profile", c.cwd_path(args.profile, ("theoretical", "calibrated", "auto")), "--profile")
+    return data, flags
+
+
+def _workers(text: str | None) -> int | None:
+    from planner.errors import InvalidInput
+
+    if text is None:
+        return None
+    try:
+        n = int(text)
+    except ValueError:
+        raise InvalidInput("--workers", f"must be an integer in [1, 64], got {text!r}") from None
+    if not 1 <= n <= 64:
+        raise InvalidInput("--workers", f"must be an integer in [1, 64], got {n}")
+    return n
+
+
+def _plan(args: argparse.Namespace) -> None:
+    from planner.plan import plan
+
+    data, flags = request_from_args(args)
+    workers = _workers(args.workers)
+    with flags.named():
+        report = plan(data, base_dir=Path(args.file).parent, verify=args.verify, workers=workers)
+    c.emit(report, args.json, render)
+
+
+# --- the readable summary ------------------------------------------------------------------------
+
+
+def _usd(x: float | None, digits: int = 2) -> str:
+    return "n/a" if x is None else f"${x:,.{digits}f}"
+
+
+def _ms(x: float | None, digits: int = 1) -> str:
+    return "n/a" if x is None else f"{x:,.{digits}f} ms"
+
+
+def _targets(slo: dict[str, Any]) -> str:
+    parts = [
+        f"{name} p99 <= {slo[key]:g} ms"
+        for name, key in (("TTFT", "ttft_p99_ms"), ("ITL", "itl_p99_ms"), ("E2E", "e2e_p99_ms"))
+        if slo[key] is not None
+    ]
+    return ", ".join(parts)
+
+
+def _shape(d: dict[str, Any]) -> str:
+    tp = f" TP{d['tensor_parallel_size']}" if d["tensor_parallel_size"] > 1 else ""
+    return f"{d['gpu']}{tp} {d['role']}"
+
+
+def _replicas(reps: list[int]) -> str:
+    lo, hi = min(reps), max(reps)
+    if len(reps) == 1 or lo == hi:
+        return f"{hi}"
+    return f"{lo}-{hi} over {len(reps)} buckets"
+
+
+def render(d: dict[str, Any]) -> str:
+    wl = d["workload"]
+    lines = [
+        f"{d['model']}: {_targets(d['slo'])}",
+        f"workload{' ' + wl['name'] if wl['name'] else ''}: mean {wl['mean_requests_per_s']:.4g} req/s, peak "
+        f"{wl['peak_requests_per_s']:.4g} (bucket {wl['peak_bucket']} of {wl['buckets']}, {wl['horizon_hours']:g} h), "
+        f"burstiness k={wl['burstiness']:.3g}; input mean {wl['mean_input_tokens']:,.0f} / p99 "
+        f"{wl['p99_input_tokens']:,.0f} tokens, output mean {wl['mean_output_tokens']:,.0f} / p99 "
+        f"{wl['p99_output_tokens']:,.0f}",
+        "",
+    ]
+    status = d["status"]
+    if status in ("INFEASIBLE", "NO_SOLUTION"):
+        inf = d["infeasibility"]
+        lines += [f"status {status}: {inf['reason']}", f"  constraint: {inf['constraint']}"]
+        if inf["relaxation"]:
+            lines.append(f"  nearest feasible: {inf['relaxation']}")
+        lines += _tail(d)
+        return "\n".join(lines)
+    gap = "" if d["solver"]["gap"] is None else f" (gap {d['solver']['gap']:.2%})"
+    lines += [
+        f"status {status}{gap}: {_usd(d['usd_per_month'], 0)}/month, {_usd(d['usd_per_hour_peak'])}/h at the peak, "
+        f"{d['gpu_count_peak']} GPU{'s' if d['gpu_count_peak'] != 1 else ''} at the peak",
+        f"  {_usd(d['usd_per_million_output_tokens'], 3)} per 1M output tokens, "
+        f"{_usd(d['usd_per_million_input_tokens'], 3)} per 1M input tokens (each the whole bill)",
+        "",
+        "deployments:",
+    ]
+    for dep in d["deployments"]:
+        lines.append(
+            f"  {_replicas(dep['replicas_by_bucket'])} x {_shape(dep)}: {dep['requests_per_s_per_replica']:.4g} req/s "
+            f"per replica within the SLOs ({dep['binding_limit']} binds), profile {dep['profile']}"
+        )
+        lines.append(f"    {dep['vllm_command']}")
+        at = dep["at_peak"]
+        if at is not None:
+            parts = [f"{at['requests_per_s_per_replica']:.4g} req/s per replica"]
+            if at["ttft_p99_ms"] is not None:
+                parts.append(f"TTFT p50 {_ms(at['ttft_p50_ms'])} / p99 {_ms(at['ttft_p99_ms'])}")
+            if at["itl_p99_ms"] is not None:
+                parts.append(f"ITL p50 {_ms(at['itl_p50_ms'], 2)} / p99 {_ms(at['itl_p99_ms'], 2)}")
+            if at["kv_cache_usage"] is not None:
+                parts.append(f"KV {at['kv_cache_usage']:.0%}")
+            lines.append("    at the peak: " + ", ".join(parts))
+    for g in d["gpus"]:
+        reserved = f"{g['reserved']} reserved + " if g["reserved"] else ""
+        lines.append(
+            f"  {g['gpu']}: {reserved}{_replicas(g['on_demand_by_bucket'])} on-demand "
+            f"(${g['usd_per_gpu_hour']:g}/GPU-h"
+            + (f", reserved ${g['reserved_usd_per_gpu_hour']:g}" if g["reserved_usd_per_gpu_hour"] else "")
+            + (f", inventory {g['inventory']}" if g["inventory"] is not None else "")
+            + ")"
+        )
+    pr = d["predicted"]
+    if pr is not None:
+        lines += [
+            "",
+            f"predicted at the peak ({pr['requests_per_s']:.4g} req/s): TTFT p50 {_ms(pr['ttft_p50_ms'])} / p99 "
+            f"{_ms(pr['ttft_p99_ms'])}, ITL p50 {_ms(pr['itl_p50_ms'], 2)} / p99 {_ms(pr['itl_p99_ms'], 2)}",
+        ]
+    sim = d["simulated"]
+    if sim is not None:
+        lines.append(
+            f"simulated at the peak ({sim['requests']:,} requests, seed {sim['seed']}): TTFT p99 "
+            f"{_ms(sim['ttft_p99_ms'])}, ITL p99 {_ms(sim['itl_p99_ms'], 2)}: "
+            + ("SLO met" if sim["slo_met"] else "SLO MISSED")
+        )
+    lines += ["", d["disaggregation_reason"]]
+    if d["binding_constraints"]:
+        lines.append("binding:")
+        lines += [f"  - {b}" for b in d["binding_constraints"]]
+    if d["alternatives"]:
+        lines.append("alternatives:")
+        for a in d["alternatives"]:
+            if not a["feasible"]:
+                lines.append(f"  {'n/a':>16}  {a['label']}: {a['reason']}")
+                continue
+            frac = "" if a["delta_fraction"] is None else f" ({a['delta_fraction']:+.0%})"
+            shape = " + ".join(
+                f"{x['replicas_peak']} x {_shape(x)} (budget {x['max_num_batched_tokens']}, {x['max_num_seqs']} seqs)"
+                for x in a["deployments"]
+            )
+            lines.append(f"  {a['delta_usd_per_month']:+,.0f} $/month{frac}  {a['label']}: {shape}")
+    lines += _tail(d)
+    return "\n".join(lines)
+
+
+def _tail(d: dict[str, Any]) -> list[str]:
+    lines = []
+    if d["warnings"]:
+        lines.append("warnings:")
+        lines += [f"  - {w}" for w in d["warnings"]]
+    s = d["search"]
+    lines.append(
+        f"search: {s['configurations_evaluated']} configurations evaluated, {s['candidates']} candidates, "
+        f"{s['candidates_pruned_dominated']} dominated, {s['candidates_in_milp']} in the MILP"
+        + ("" if not s["unfit"] else f"; {len(s['unfit'])} GPU x TP shapes do not fit")
+    )
+    profiles = ", ".join(f"{p['gpu']} {p['name']}" for p in d["profiles"])
+    lines.append(f"profiles: {profiles}")
+    return lines
