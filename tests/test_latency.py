@@ -3,18 +3,15 @@ capacity by root-finding, floors, buckets, pools, and the vectorized step times 
 
 from __future__ import annotations
 
-import dataclasses
 import math
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pytest
 
-from planner.costmodel.roofline import Replica, chunks
+from planner.costmodel.roofline import chunks
 from planner.deployment import Deployment
 from planner.latency import LatencyModel, Slo, WorkloadStats, capacity, evaluate
-from planner.latency.steps import StepCost
 from planner.workload import Workload
 
 QWEN_H100: dict[str, Any] = {"model": "Qwen/Qwen3-8B", "gpu": "h100-sxm"}
@@ -378,76 +375,6 @@ def test_bursty_arrivals_cost_capacity() -> None:
     rates = [c.max_requests_per_s_within_slo for c in caps]
     assert rates == sorted(rates, reverse=True)
     assert rates[-1] < 0.5 * rates[1]
-
-
-# ---- the vectorized step model -------------------------------------------------------------------
-
-
-def _batches() -> list[tuple[float, float, float, float]]:
-    rng = np.random.default_rng(7)
-    out: list[tuple[float, float, float, float]] = [(0, 0, 1, 100), (8192, 0, 0, 0), (1, 0, 0, 0)]
-    for _ in range(200):
-        chunk = float(rng.choice([0, 1, 17, 512, 4096, 8000]))
-        offset = float(rng.integers(0, 30_000)) if chunk else 0.0
-        n = float(rng.integers(0, 600))
-        out.append((chunk, offset, n, n * float(rng.integers(1, 20_000))))
-    return out
-
-
-@pytest.mark.parametrize(
-    ("model", "gpu", "tp", "profile"),
-    [
-        ("Qwen/Qwen3-8B", "h100-sxm", 1, "theoretical"),
-        ("Qwen/Qwen3-30B-A3B", "h200-sxm", 2, "theoretical"),
-        ("meta-llama/Llama-3.1-70B-Instruct", "h100-sxm", 4, "calibrated"),
-    ],
-)
-def test_step_cost_reproduces_the_replica(model: str, gpu: str, tp: int, profile: str) -> None:
-    from planner.costmodel.profile import resolve_profile
-
-    replica = Deployment(model=model, gpu=gpu, tp=tp).resolve(resolve_profile(profile, gpu)).replica
-    cost = StepCost(replica)
-    assert cost.fast
-    batches = _batches()
-    arr = np.array(batches)
-    got = cost.time_s(arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3])
-    for (c, p, n, s), g in zip(batches, got, strict=True):
-        want = replica.step_time_s([(int(c), int(p))] if c else [], int(n), s)
-        assert g == pytest.approx(want, rel=1e-9, abs=1e-15)
-        assert cost.scalar_s(c, p, n, s) == pytest.approx(want, rel=1e-9, abs=1e-15)
-    with_chunk = arr[arr[:, 0] > 0]
-    for c, p, n, s in with_chunk[:20]:
-        got1 = cost.chunk_time_s(np.array([c]), np.array([p]), n, s)[0]
-        assert got1 == pytest.approx(replica.step_time_s([(int(c), int(p))], int(n), s), rel=1e-9)
-
-
-@dataclasses.dataclass(frozen=True)
-class _GrownReplica(Replica):
-    """A cost model with a term the vectorized formula does not know (1 ms per prefill chunk)."""
-
-    def step_time_s(
-        self,
-        prefill_chunks: Sequence[tuple[int, int]],
-        decode_count: int,
-        decode_context_tokens_sum: float,
-    ) -> float:
-        base = super().step_time_s(prefill_chunks, decode_count, decode_context_tokens_sum)
-        return base + 1e-3 * len(prefill_chunks)
-
-
-def test_step_cost_falls_back_to_the_replica_when_the_formula_is_stale() -> None:
-    res = Deployment(**QWEN_H100).resolve()
-    grown = _GrownReplica(res.replica.model, res.replica.gpu)
-    cost = StepCost(grown)
-    assert not cost.fast
-    assert cost.scalar_s(512, 100, 4, 4000) == pytest.approx(grown.step_time_s([(512, 100)], 4, 4000))
-    assert cost.time_s(np.array([512.0, 0.0]), 0.0, 4.0, 4000.0)[0] == pytest.approx(
-        grown.step_time_s([(512, 0)], 4, 4000)
-    )
-    m = LatencyModel(dataclasses.replace(res, replica=grown), WorkloadStats.of(make_workload(prompt=1000)))
-    pred = m.evaluate(1e-9)
-    assert any("evaluated per step" in n for n in pred.notes)
-    assert pred.ttft_p99_s == pytest.approx(grown.step_time_s([(1000, 0)], 0, 0), rel=1e-6)
 
 
 def test_grid_scan_agrees_with_single_states() -> None:

@@ -1,7 +1,7 @@
 """Calibrated profiles: fitting one to measured step times, and the built-in ones.
 
-The fit (`fit_profile`) predicts every measured row with the planner's own step-time code
-(`Replica.breakdown`, so a fitted profile means the same thing when the planner uses it) and
+The fit (`fit_profile`) predicts every measured row with the planner's own step-time formula
+(`steptime.step_time_s`, so a fitted profile means the same thing when the planner uses it) and
 solves for the profile's parameters by bounded least squares on relative residuals
 (`solvers.fit`). It refuses a fit the rows cannot determine, naming the parameter.
 
@@ -18,17 +18,20 @@ import hashlib
 import json
 import math
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from planner.catalog.gpus import GpuSpec
-from planner.catalog.models import DTYPE_BYTES, ModelSpec
+from planner.catalog.models import ModelSpec
 from planner.costmodel.fit_data import CEILINGS, Measurements, StepRow
 from planner.costmodel.profile import THEORETICAL, Profile, profile_from_data, profile_to_json
 from planner.costmodel.roofline import Replica, chunks
+from planner.costmodel.steptime import linear_layers_coefficients, step_coefficients, step_time_s
 from planner.errors import InvalidInput
 
 # --- built-in profiles --------------------------------------------------------------------------
@@ -71,32 +74,14 @@ def builtin_calibrated(gpu_name: str, field: str = "profile") -> Profile:
 # --- predicting a measured row ------------------------------------------------------------------
 
 
-def head_params(model: ModelSpec) -> int:
-    """Embedding, lm_head (one matrix if tied) and the final norm: what a `linear` row leaves out."""
-    embed = model.vocab_size * model.hidden_size
-    return embed * (1 if model.tie_word_embeddings else 2) + model.hidden_size
-
-
-def linear_layers_time_s(replica: Replica, tokens: int) -> float:
-    """A `linear` row: every layer's projections and MLP for `tokens` tokens, nothing else.
-    The linear part of the roofline on the layers' weights only."""
-    m, gpu, prof = replica.model, replica.gpu, replica.profile
-    head = head_params(m)
-    read = (m.params_read(tokens) - head) * DTYPE_BYTES[replica.weight_dtype] / replica.tp
-    flops = 2.0 * (m.active_params - head) * tokens / replica.tp
-    bw = gpu.bandwidth * prof.eta_bandwidth
-    rate = gpu.matmul_flops(replica.weight_dtype) * prof.eta_matmul
-    return max(read / bw, flops / rate)
-
-
 @dataclass(frozen=True)
 class Observation:
-    """One measured number and how the cost model predicts it."""
+    """One measured number: a row's step time, or for a chunked_prefill row its total
+    (`prefill_ms`) or its worst step (`worst_step_ms`)."""
 
     row: StepRow
     quantity: str  # "ms", "prefill_ms" or "worst_step_ms"
     measured_s: float
-    predict: Callable[[Replica], float]
 
 
 def observations(rows: Sequence[StepRow]) -> list[Observation]:
@@ -104,39 +89,72 @@ def observations(rows: Sequence[StepRow]) -> list[Observation]:
     for r in rows:
         if r.kind == "chunked_prefill":
             assert r.worst_step_s is not None
-            out.append(Observation(r, "prefill_ms", r.time_s, _predictor(r, "total")))
-            out.append(Observation(r, "worst_step_ms", r.worst_step_s, _predictor(r, "worst")))
+            out.append(Observation(r, "prefill_ms", r.time_s))
+            out.append(Observation(r, "worst_step_ms", r.worst_step_s))
         else:
-            out.append(Observation(r, "ms", r.time_s, _predictor(r, "step")))
+            out.append(Observation(r, "ms", r.time_s))
     return out
 
 
-def _predictor(r: StepRow, what: str) -> Callable[[Replica], float]:
-    def linear(rep: Replica) -> float:
-        return linear_layers_time_s(rep, r.tokens)
+class Predictor:
+    """Every observation of `rows` as the cost model predicts it, all at once: the rows' steps
+    as arrays for the one step-time formula (`steptime.step_time_s`), then a total or a worst
+    step per chunked row. `linear` rows time the layers alone (`linear_layers_coefficients`);
+    a chunked row is the seed's reading: chunk = the prompt's share, the decodes ride on top,
+    their context held at `ctx` (as measured)."""
 
-    def decode(rep: Replica) -> float:
-        return rep.decode_step(r.batch, r.ctx).time_s
+    def __init__(self, rows: Sequence[StepRow]) -> None:
+        lin: list[float] = []
+        single: list[tuple[float, float, float, float]] = []  # (chunk, offset, decodes, context)
+        chunked: list[tuple[float, float, float, float]] = []  # every chunked row's steps, in turn
+        starts: list[int] = []  # where each chunked row's steps begin in `chunked`
+        kinds: list[tuple[str, int]] = []  # per observation: which group, which index
+        for r in rows:
+            if r.kind == "linear":
+                kinds.append(("lin", len(lin)))
+                lin.append(float(r.tokens))
+            elif r.kind == "decode":
+                kinds.append(("step", len(single)))
+                single.append((0.0, 0.0, float(r.batch), float(r.batch * r.ctx)))
+            elif r.kind == "prefill":
+                kinds.append(("step", len(single)))
+                single.append((float(r.prompt), 0.0, 0.0, 0.0))
+            else:
+                kinds += [("sum", len(starts)), ("max", len(starts))]
+                starts.append(len(chunked))
+                s = float(r.decodes * r.ctx)
+                chunked.extend(
+                    (float(c), float(p), float(r.decodes), s) for c, p in chunks(r.prompt, r.chunk)
+                )
+        self._lin = np.array(lin)
+        self._steps = np.array(single + chunked, dtype=np.float64).reshape(-1, 4).T.copy()
+        self._singles = len(single)
+        self._starts = np.array(starts, dtype=np.intp)
+        # The values, concatenated: [linear rows | single steps | chunked totals | chunked worsts].
+        base = {"lin": 0, "step": len(lin), "sum": len(lin) + len(single)}
+        base["max"] = base["sum"] + len(starts)
+        self._order = np.array([base[kind] + i for kind, i in kinds], dtype=np.intp)
 
-    def prefill(rep: Replica) -> float:
-        return rep.step_time_s([(r.prompt, 0)], 0, 0)
+    def __call__(self, model: ModelSpec, gpu: GpuSpec, profile: Profile) -> np.ndarray:
+        """Predicted seconds, one per observation (in `observations(rows)` order)."""
+        parts: list[np.ndarray] = [self._lin]
+        if self._lin.size:
+            parts[0] = step_time_s(linear_layers_coefficients(model, gpu, profile), 0.0, 0.0, self._lin, 0.0)
+        c, p, n, s = self._steps
+        t = step_time_s(step_coefficients(model, gpu, profile), c, p, n, s) if c.size else c
+        parts.append(t[: self._singles])
+        if self._starts.size:
+            steps = t[self._singles :]
+            parts += [np.add.reduceat(steps, self._starts), np.maximum.reduceat(steps, self._starts)]
+        return np.concatenate(parts)[self._order]
 
-    def total(rep: Replica) -> float:
-        return math.fsum(_chunk_steps(rep, r))
 
-    def worst(rep: Replica) -> float:
-        return max(_chunk_steps(rep, r))
-
-    if r.kind == "chunked_prefill":
-        return total if what == "total" else worst
-    return {"linear": linear, "decode": decode, "prefill": prefill}[r.kind]
-
-
-def _chunk_steps(rep: Replica, r: StepRow) -> list[float]:
-    """Step times of a prompt prefilled in chunks, the seed's reading: chunk = the prompt's share,
-    the decodes ride on top; the decodes' context is held at `ctx` (as measured)."""
-    s = r.decodes * r.ctx
-    return [rep.step_time_s([cp], r.decodes, s) for cp in chunks(r.prompt, r.chunk)]
+def linear_layers_time_s(replica: Replica, tokens: int) -> float:
+    """A `linear` row: every layer's projections and MLP for `tokens` tokens, nothing else."""
+    k = linear_layers_coefficients(
+        replica.model, replica.gpu, replica.profile, replica.tp, replica.weight_dtype
+    )
+    return step_time_s(k, 0.0, 0.0, float(tokens), 0.0)
 
 
 # --- the fit ------------------------------------------------------------------------------------
@@ -260,8 +278,7 @@ def _profile(values: Mapping[str, float], gpu: str, name: str, source: str) -> P
 
 def predict(rows: Sequence[StepRow], model: ModelSpec, gpu: GpuSpec, profile: Profile) -> list[float]:
     """Predicted seconds for every observation of `rows` (chunked rows give two)."""
-    rep = Replica(model=model, gpu=gpu, profile=profile)
-    return [o.predict(rep) for o in observations(rows)]
+    return [float(v) for v in Predictor(rows)(model, gpu, profile)]
 
 
 def check_model_matches(meas: Measurements, model: ModelSpec, field: str = "--model") -> None:
@@ -323,6 +340,7 @@ def fit_profile(
     free = [k for k in PARAMETERS if k not in fixed]
     obs = observations(meas.rows)
     measured = [o.measured_s for o in obs]
+    predictor = Predictor(meas.rows)
     if len(obs) < len(free):
         raise UnderdeterminedFit(
             field,
@@ -330,17 +348,17 @@ def fit_profile(
             "add rows or hold some with --fix",
             free,
         )
-    import numpy as np
 
     def values(x: Sequence[float] | np.ndarray) -> dict[str, float]:
         return {**fixed, **{k: float(v) for k, v in zip(free, x, strict=True)}}
 
     trial = THEORETICAL.model_copy(update={"name": "fit", "gpu": gpu.name})
 
+    measured_arr = np.array(measured)
+
     def residuals(x: np.ndarray) -> np.ndarray:
         # model_copy skips validation: the solver keeps x within BOUNDS
-        rep = Replica(model=model, gpu=gpu, profile=trial.model_copy(update=values(x)))
-        return np.array([o.predict(rep) / m - 1.0 for o, m in zip(obs, measured, strict=True)])
+        return predictor(model, gpu, trial.model_copy(update=values(x))) / measured_arr - 1.0
 
     result = least_squares_fit(
         residuals,
@@ -366,8 +384,8 @@ def fit_profile(
         + "."
     )
     profile = _profile(fitted, gpu.name, name or f"{gpu.name}-calibrated", source)
-    pred = predict(meas.rows, model, gpu, profile)
-    theo = predict(meas.rows, model, gpu, THEORETICAL)
+    pred = predictor(model, gpu, profile).tolist()
+    theo = predictor(model, gpu, THEORETICAL).tolist()
     rows = [
         {
             "kind": o.row.kind,

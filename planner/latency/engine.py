@@ -43,9 +43,9 @@ from typing import Literal, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from planner.costmodel.steptime import StepCoefficients, step_time_s
 from planner.latency.queueing import NO_WAIT, Wait, gg1_wait, response_quantiles, tail_quantiles
 from planner.latency.stats import WorkloadStats
-from planner.latency.steps import StepCost
 from solvers.rootfind import RootResult, find_root
 
 FloatArray = npt.NDArray[np.float64]
@@ -148,8 +148,10 @@ class Engine:
     stability margins only: the stability scan) and `state` (one concurrency, everything the
     metrics need, scalars in plain floats: the root-finding hot path)."""
 
-    def __init__(self, cost: StepCost, stats: WorkloadStats, config: EngineConfig, role: Role) -> None:
-        self.cost = cost
+    def __init__(
+        self, coefficients: StepCoefficients, stats: WorkloadStats, config: EngineConfig, role: Role
+    ) -> None:
+        self.k = coefficients
         self.stats = stats
         self.config = config
         self.role = role
@@ -205,13 +207,13 @@ class Engine:
         return self._state(x, None) if self.has_decode else self._state(0.0, x)
 
     def _state(self, n: float, lam_in: float | None) -> State:
-        sc = self.cost.scalar_s
+        coef = self.k
         cbar = self.cbar
         if self.has_decode:
             z = 1.0 + (self.ca2 - 1.0) * n / (1.0 + n)
             n_dec = n + z
             n_arr = max(0.0, n + z - 1.0)
-            t_dec = sc(0.0, 0.0, n_dec, n_dec * cbar)
+            t_dec = step_time_s(coef, 0.0, 0.0, n_dec, n_dec * cbar)
         else:
             z, n_dec, n_arr, t_dec = 1.0, 0.0, 0.0, 0.0
         kv_var = n * (self.stats.decode_context_sq - cbar * cbar) + z * n * cbar * cbar
@@ -226,16 +228,16 @@ class Engine:
                 kv_mean=n * (cbar + BLOCK_TOKENS / 2), kv_var=kv_var,
             )  # fmt: skip
         ctx = n_arr * cbar
-        t_arr = sc(0.0, 0.0, n_arr, ctx)
+        t_arr = step_time_s(coef, 0.0, 0.0, n_arr, ctx)
         s_f = self.budget - n_arr
         s_own = min(s_f, self.threshold) if self.threshold > 0 else s_f
         s_f1 = max(s_f, 1.0)
         s_o1 = max(s_own, 1.0)
-        t_full = sc(s_f1, self.a_ctx - s_f1 / 2.0, n_arr, ctx)
+        t_full = step_time_s(coef, s_f1, self.a_ctx - s_f1 / 2.0, n_arr, ctx)
         q = self.mean_pe * t_full / s_f1
         fluid = self.mean_pe * (t_full - t_arr) / s_f1
         toks, offs, wts, k = self._chunks(s_o1)
-        tau = self.cost.chunk_time_s(toks, offs, n_arr, ctx)
+        tau = step_time_s(coef, toks, offs, n_arr, ctx, empty_batches=False)
         own = (wts * tau).sum(axis=1)
         pw = self.pw
         own_delta = float((own - k * t_arr) @ pw)
@@ -329,12 +331,12 @@ class Engine:
 
     def grid(self, ns: FloatArray) -> Grid:
         """Rates and stability margins at concurrencies `ns` (decode roles); mirrors `_state`."""
-        cost = self.cost
+        coef = self.k
         cbar = self.cbar
         n = np.asarray(ns, dtype=np.float64)[:, None]
         z = 1.0 + (self.ca2 - 1.0) * n / (1.0 + n)
         n_dec = n + z
-        t_dec = cost.time_s(0.0, 0.0, n_dec, n_dec * cbar)
+        t_dec = step_time_s(coef, 0.0, 0.0, n_dec, n_dec * cbar)
         kv_dec = n * (cbar + BLOCK_TOKENS / 2)
         if not self.has_prefill:
             lam = n / (self.d * t_dec)
@@ -344,12 +346,12 @@ class Engine:
             return Grid(n[:, 0], lam[:, 0], slack[:, 0])
         n_arr = np.maximum(0.0, n + z - 1.0)
         ctx = n_arr * cbar
-        t_arr = cost.time_s(0.0, 0.0, n_arr, ctx)
+        t_arr = step_time_s(coef, 0.0, 0.0, n_arr, ctx)
         s_f = self.budget - n_arr
         s_own = np.minimum(s_f, self.threshold) if self.threshold > 0 else s_f
         s_f1 = np.maximum(s_f, 1.0)
         s_o1 = np.maximum(s_own, 1.0)
-        t_full = cost.time_s(s_f1, self.a_ctx - s_f1 / 2.0, n_arr, ctx)
+        t_full = step_time_s(coef, s_f1, self.a_ctx - s_f1 / 2.0, n_arr, ctx)
         q = self.mean_pe * t_full / s_f1
         fluid = self.mean_pe * (t_full - t_arr) / s_f1
         pe = self.pe[None, :]
@@ -364,7 +366,7 @@ class Engine:
         offs = np.concatenate((p0 + j * s3, (self.p0[None, :] + m * s_o1)[..., None]), axis=-1)
         toks = np.concatenate((np.broadcast_to(s3, j.shape), (pe - m * s_o1)[..., None]), axis=-1)
         wts = np.concatenate((wt, np.ones((*m.shape, 1))), axis=-1)
-        tau = cost.time_s(toks, offs, n_arr[..., None], ctx[..., None])
+        tau = step_time_s(coef, toks, offs, n_arr[..., None], ctx[..., None], empty_batches=False)
         own = (wts * tau).sum(axis=-1)  # (N, I)
         pw = self.pw
         own_delta = ((own - k * t_arr) @ pw)[:, None]
@@ -603,7 +605,9 @@ class Engine:
             s_f = max(s.share_full, 1.0)
             extra = self.mean_pe / max(1.0 - s.rho, 1e-12)
             toks = np.minimum(s.chunk_tokens + extra, s_f)
-            s.full_time = self.cost.chunk_time_s(toks, s.chunk_offset, s.n_arr, s.n_arr * self.cbar)
+            s.full_time = step_time_s(
+                self.k, toks, s.chunk_offset, s.n_arr, s.n_arr * self.cbar, empty_batches=False
+            )
         return s.full_time
 
     def _ttft(self, s: State) -> tuple[FloatArray, Wait]:
@@ -717,4 +721,4 @@ class Engine:
             return s.t_dec
         s_f = max(s.share_full, 1.0)
         off = max(0.0, self.stats.prompt_p99_tokens - s_f)
-        return self.cost.scalar_s(s_f, off, s.n_dec, s.n_dec * self.cbar)
+        return step_time_s(self.k, s_f, off, s.n_dec, s.n_dec * self.cbar)

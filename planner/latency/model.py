@@ -20,7 +20,6 @@ from planner.deployment import Deployment, ResolvedDeployment
 from planner.errors import InvalidInput
 from planner.latency.engine import HUGE, Boundary, Engine, EngineConfig, Point, State
 from planner.latency.stats import WorkloadStats
-from planner.latency.steps import step_cost
 from planner.workload import Workload
 from solvers.rootfind import RootResult, find_root
 
@@ -252,7 +251,7 @@ class LatencyModel:
     def __init__(self, deployment: ResolvedDeployment, stats: WorkloadStats) -> None:
         self.deployment = deployment
         self.stats = stats
-        self.cost = step_cost(deployment.replica)
+        self.coefficients = deployment.replica.coefficients
         self._floors: Floors | None = None
 
         def config(transfer: np.ndarray | None = None) -> EngineConfig:
@@ -273,12 +272,12 @@ class LatencyModel:
                 stats.prompt_tokens * kv / deployment.kv_transfer_bandwidth_bytes_per_s
                 + deployment.kv_transfer_latency_s
             )
-            self.engines["prefill"] = Engine(self.cost, stats, config(transfer), "prefill")
+            self.engines["prefill"] = Engine(self.coefficients, stats, config(transfer), "prefill")
             if stats.decode_steps > 0:
-                self.engines["decode"] = Engine(self.cost, stats, config(), "decode")
+                self.engines["decode"] = Engine(self.coefficients, stats, config(), "decode")
             self.replicas = {"prefill": deployment.prefill_replicas, "decode": deployment.decode_replicas}
         else:
-            self.engines["colocated"] = Engine(self.cost, stats, config(), "colocated")
+            self.engines["colocated"] = Engine(self.coefficients, stats, config(), "colocated")
             self.replicas = {"colocated": deployment.replicas}
 
     # ---- building blocks ------------------------------------------------------------------------
@@ -452,10 +451,6 @@ class LatencyModel:
             )
         if st.decode_steps <= 0:
             out.append("every answer is one token: no decode steps, no inter-token latency")
-        if not self.cost.fast:
-            out.append(
-                "step times: the cost model has terms the vectorized formula lacks; evaluated per step"
-            )
         longest = st.prompt_max_tokens + st.output_max_tokens
         if longest > d.kv.kv_cache_tokens:
             out.append(

@@ -1,0 +1,347 @@
+"""The one step-time formula: a replica's coefficients, computed once, and one function that
+times batches from them, on scalars or numpy arrays alike.
+
+A step moves bytes (the weights it reads, the KV of every context token it touches) and does
+FLOPs (linear layers, attention); it takes the longer of the two, plus two all-reduces per layer
+under tensor parallelism, the profile's fixed per-step overhead and, for calibrated profiles,
+the re-read of prefill chunks' prefix KV (../../../shared/DESIGN.md, "The roofline cost model"):
+
+    tokens  = C + n
+    memory  = (W(tokens) + (S + sum (p + c)) KV) / BW
+    compute = 2 P tokens / F_lin + 4 L d_q (sum c (p + c/2) + S) / F_attn
+    time    = max(memory, compute) + all-reduce(tokens) + overhead + passes sum max(p, 0) KV / BW
+
+for n decodes over a total context of S tokens and prefill chunks of c tokens at offset p
+(C = sum c). Everything is per GPU of the TP group; a step of no tokens takes 0 s. The
+formula is taken literally: a "chunk" of 0 tokens at offset p still reads p tokens of KV, so a
+step without a chunk is written chunk = offset = 0.
+
+Negative offsets. The latency model stands a full budget of many prompts' chunks in for one
+"equivalent" chunk (c, p) whose tokens attend to as much context as the real ones on average:
+c (p + c/2) = sum of the real attention, so p = mean attention context - c/2 can be negative
+(down to -c/2). Such a chunk means exactly what the formula says: its attention term is
+c (p + c/2), its KV read is (p + c) tokens, and it has no prefix to re-read (max(p, 0) = 0).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import overload
+
+import numpy as np
+import numpy.typing as npt
+
+from planner.catalog.gpus import GpuSpec
+from planner.catalog.models import DTYPE_BYTES, Dtype, ModelSpec
+from planner.costmodel.profile import Profile
+
+FloatArray = npt.NDArray[np.float64]
+ArrayLike = float | int | FloatArray
+
+ACTIVATION_BYTES = 2  # bf16 activations in the all-reduce
+
+
+@dataclass(frozen=True)
+class StepCoefficients:
+    """A replica's step time as numbers: seconds per unit of each thing a batch costs.
+
+    Weight bytes a step of t tokens reads: `weight_bytes` + `moe_weight_bytes` (1 - r^t) with
+    r = `moe_untouched_ratio` (a MoE reads the experts its tokens route to; a dense model has
+    `moe_weight_bytes` 0). The all-reduce of t > 0 tokens costs `allreduce_s_per_token` t +
+    `allreduce_s` (both 0 at TP 1)."""
+
+    s_per_byte: float  # 1 / achieved bandwidth (datasheet x eta_bandwidth)
+    kv_bytes_per_token: float
+    weight_bytes: float
+    moe_weight_bytes: float
+    moe_untouched_ratio: float
+    linear_s_per_token: float  # 2 P_active / TP at the weight dtype's achieved matmul rate
+    attention_s_per_pair: float  # 4 L d_q / TP per (query token x context token), bf16 rate
+    allreduce_s_per_token: float
+    allreduce_s: float
+    overhead_s: float
+    prefix_reread_s_per_token: float  # passes x KV / achieved bandwidth, per offset token
+    # FLOPs per unit, for reports (StepBreakdown); the time never reads them.
+    linear_flops_per_token: float
+    attention_flops_per_pair: float
+
+    def weight_bytes_read(self, tokens: float) -> float:
+        if self.moe_weight_bytes == 0.0:
+            return self.weight_bytes
+        return self.weight_bytes + self.moe_weight_bytes * (1.0 - self.moe_untouched_ratio**tokens)
+
+
+def head_params(model: ModelSpec) -> int:
+    """Embedding, lm_head (one matrix if tied) and the final norm: what the layers leave out."""
+    embed = model.vocab_size * model.hidden_size
+    return embed * (1 if model.tie_word_embeddings else 2) + model.hidden_size
+
+
+def step_coefficients(
+    model: ModelSpec,
+    gpu: GpuSpec,
+    profile: Profile,
+    tp: int = 1,
+    weight_dtype: Dtype = "bf16",
+    kv_dtype: Dtype = "bf16",
+) -> StepCoefficients:
+    """Coefficients of a whole step of `model` on `tp` x `gpu` under `profile`."""
+    bw = gpu.bandwidth * profile.eta_bandwidth
+    matmul = gpu.matmul_flops(weight_dtype) * profile.eta_matmul
+    # Attention runs in bf16 (fp8 KV is dequantized in the kernel).
+    attention = gpu.matmul_flops("bf16") * profile.eta_attention
+    kv = float(model.kv_bytes_per_token(kv_dtype, tp))
+    b = DTYPE_BYTES[weight_dtype]
+    if model.is_moe:
+        w0 = model.dense_params * b / tp
+        w1 = model.layers * model.num_experts * model.expert_params * b / tp
+        r = 1.0 - model.experts_per_token / model.num_experts
+    else:
+        w0, w1, r = model.weight_bytes(weight_dtype) / tp, 0.0, 0.0
+    if tp > 1:
+        # Two ring all-reduces per layer of tokens x hidden activations: 2(t-1)/t of the data
+        # crosses each GPU's link, plus a latency floor per call.
+        per_token = (2 * (tp - 1) / tp) * model.hidden_size * ACTIVATION_BYTES / gpu.interconnect_bandwidth
+        ar_slope, ar_fixed = 2 * model.layers * per_token, 2 * model.layers * gpu.interconnect_latency
+    else:
+        ar_slope = ar_fixed = 0.0
+    linear_flops = 2.0 * model.active_params / tp
+    attn_flops = 4.0 * model.layers * model.query_dim / tp
+    return StepCoefficients(
+        s_per_byte=1.0 / bw,
+        kv_bytes_per_token=kv,
+        weight_bytes=w0,
+        moe_weight_bytes=w1,
+        moe_untouched_ratio=r,
+        linear_s_per_token=linear_flops / matmul,
+        attention_s_per_pair=attn_flops / attention,
+        allreduce_s_per_token=ar_slope,
+        allreduce_s=ar_fixed,
+        overhead_s=profile.step_overhead_s,
+        prefix_reread_s_per_token=profile.prefix_kv_passes * kv / bw,
+        linear_flops_per_token=linear_flops,
+        attention_flops_per_pair=attn_flops,
+    )
+
+
+def linear_layers_coefficients(
+    model: ModelSpec, gpu: GpuSpec, profile: Profile, tp: int = 1, weight_dtype: Dtype = "bf16"
+) -> StepCoefficients:
+    """Every layer's projections and MLP and nothing else (no attention, embedding, lm_head,
+    all-reduce or per-step overhead): what a measured `linear` row times. Time it as `tokens`
+    decodes at zero context."""
+    full = step_coefficients(model, gpu, profile, tp, weight_dtype)
+    head = head_params(model)
+    b = DTYPE_BYTES[weight_dtype]
+    matmul = gpu.matmul_flops(weight_dtype) * profile.eta_matmul
+    linear_flops = 2.0 * (model.active_params - head) / tp
+    return StepCoefficients(
+        s_per_byte=full.s_per_byte,
+        kv_bytes_per_token=0.0,
+        weight_bytes=full.weight_bytes - head * b / tp,
+        moe_weight_bytes=full.moe_weight_bytes,
+        moe_untouched_ratio=full.moe_untouched_ratio,
+        linear_s_per_token=linear_flops / matmul,
+        attention_s_per_pair=0.0,
+        allreduce_s_per_token=0.0,
+        allreduce_s=0.0,
+        overhead_s=0.0,
+        prefix_reread_s_per_token=0.0,
+        linear_flops_per_token=linear_flops,
+        attention_flops_per_pair=0.0,
+    )
+
+
+# ---- the formula --------------------------------------------------------------------------------
+
+
+def _scalar(k: StepCoefficients, n: float, s: float, c: float, a: float, kv: float, r: float) -> float:
+    """The formula on plain numbers (the scalar branch of `batch_time_s`)."""
+    tokens = c + n
+    if tokens <= 0:
+        return 0.0
+    if k.moe_weight_bytes == 0.0:
+        w = k.weight_bytes
+    else:
+        w = k.weight_bytes + k.moe_weight_bytes * (1.0 - k.moe_untouched_ratio**tokens)
+    mem = (w + (s + kv) * k.kv_bytes_per_token) * k.s_per_byte
+    cmp = k.linear_s_per_token * tokens + k.attention_s_per_pair * (a + s)
+    return (
+        (mem if mem >= cmp else cmp)
+        + (k.allreduce_s_per_token * tokens + k.allreduce_s)
+        + k.overhead_s
+        + k.prefix_reread_s_per_token * r
+    )
+
+
+def _array(
+    k: StepCoefficients,
+    n: ArrayLike,
+    s: ArrayLike,
+    c: ArrayLike,
+    a: ArrayLike,
+    kv: ArrayLike,
+    r: ArrayLike,
+    empty_batches: bool = True,
+) -> FloatArray:
+    """The formula on numpy arrays (the array branch of `batch_time_s`), term for term the
+    scalar branch; terms whose coefficient is 0 are skipped (adding 0 changes nothing).
+    `empty_batches=False`: the caller knows every batch has a token (no masking)."""
+    tokens = c + n
+    if k.moe_weight_bytes == 0.0:
+        w: FloatArray | float = k.weight_bytes
+    else:
+        w = k.weight_bytes + k.moe_weight_bytes * (1.0 - np.power(k.moe_untouched_ratio, tokens))
+    mem = (w + (s + kv) * k.kv_bytes_per_token) * k.s_per_byte
+    cmp = k.linear_s_per_token * tokens + k.attention_s_per_pair * (a + s)
+    out = np.maximum(mem, cmp)
+    if k.allreduce_s_per_token or k.allreduce_s:
+        out += k.allreduce_s_per_token * tokens + k.allreduce_s
+    if k.overhead_s:
+        out += k.overhead_s
+    if k.prefix_reread_s_per_token:
+        out = out + k.prefix_reread_s_per_token * np.asarray(r, dtype=np.float64)
+    return np.where(tokens > 0, out, 0.0) if empty_batches else out
+
+
+@overload
+def batch_time_s(  # type: ignore[overload-overlap]
+    k: StepCoefficients,
+    decodes: float,
+    context: float,
+    chunk_tokens: float = 0.0,
+    chunk_pairs: float = 0.0,
+    chunk_kv_tokens: float = 0.0,
+    prefix_tokens: float = 0.0,
+) -> float: ...
+@overload
+def batch_time_s(
+    k: StepCoefficients,
+    decodes: ArrayLike,
+    context: ArrayLike,
+    chunk_tokens: ArrayLike = 0.0,
+    chunk_pairs: ArrayLike = 0.0,
+    chunk_kv_tokens: ArrayLike = 0.0,
+    prefix_tokens: ArrayLike = 0.0,
+) -> FloatArray: ...
+def batch_time_s(
+    k: StepCoefficients,
+    decodes: ArrayLike,
+    context: ArrayLike,
+    chunk_tokens: ArrayLike = 0.0,
+    chunk_pairs: ArrayLike = 0.0,
+    chunk_kv_tokens: ArrayLike = 0.0,
+    prefix_tokens: ArrayLike = 0.0,
+) -> float | FloatArray:
+    """THE formula (module docstring), on a batch's sums: n `decodes` over `context` tokens, and
+    its prefill chunks as C = sum c (`chunk_tokens`), sum c (p + c/2) (`chunk_pairs`), sum
+    (p + c) (`chunk_kv_tokens`) and sum max(p, 0) (`prefix_tokens`). Plain numbers give a
+    float (the scalar branch: no numpy, for the simulator's and the root-finders' one-at-a-time
+    calls); any numpy array gives an array, every argument broadcast against the others."""
+    args = (decodes, context, chunk_tokens, chunk_pairs, chunk_kv_tokens, prefix_tokens)
+    if any(isinstance(x, np.ndarray) for x in args):
+        return _array(k, *args)
+    return _scalar(k, *args)  # type: ignore[arg-type]
+
+
+@overload
+def step_time_s(  # type: ignore[overload-overlap]
+    k: StepCoefficients,
+    chunk: float,
+    offset: float,
+    decodes: float,
+    context: float,
+    *,
+    empty_batches: bool = True,
+) -> float: ...
+@overload
+def step_time_s(
+    k: StepCoefficients,
+    chunk: ArrayLike,
+    offset: ArrayLike,
+    decodes: ArrayLike,
+    context: ArrayLike,
+    *,
+    empty_batches: bool = True,
+) -> FloatArray: ...
+def step_time_s(
+    k: StepCoefficients,
+    chunk: ArrayLike,
+    offset: ArrayLike,
+    decodes: ArrayLike,
+    context: ArrayLike,
+    *,
+    empty_batches: bool = True,
+) -> float | FloatArray:
+    """Steps of one prefill chunk each, `chunk` tokens at `offset` (a step without one: chunk =
+    offset = 0; negative offsets: see the module docstring), beside `decodes` sequences over
+    `context` tokens: `batch_time_s` of that chunk's sums. Scalars give a float; any array
+    gives an array, the four arguments broadcast. `empty_batches=False` is the caller's promise
+    that every batch carries a token, which skips the mask giving empty ones 0 s."""
+    if (
+        isinstance(chunk, np.ndarray)
+        or isinstance(offset, np.ndarray)
+        or isinstance(decodes, np.ndarray)
+        or isinstance(context, np.ndarray)
+    ):
+        r: ArrayLike = np.maximum(offset, 0.0) if k.prefix_reread_s_per_token else 0.0
+        pairs = chunk * (offset + 0.5 * chunk)
+        return _array(k, decodes, context, chunk, pairs, offset + chunk, r, empty_batches)
+    return _scalar(
+        k,
+        decodes,
+        context,
+        chunk,
+        chunk * (offset + 0.5 * chunk),
+        offset + chunk,
+        offset if offset > 0 else 0.0,
+    )
+
+
+def chunks_time_s(
+    k: StepCoefficients, chunks: Sequence[tuple[float, float]], decodes: float, context: float
+) -> float:
+    """One step carrying any number of prefill chunks ((tokens, offset) pairs; the simulator's
+    batches) beside `decodes` over `context` tokens."""
+    c_sum = pairs = kv = prefix = 0.0
+    for c, p in chunks:
+        c_sum += c
+        pairs += c * (p + 0.5 * c)
+        kv += p + c
+        if p > 0:
+            prefix += p
+    return batch_time_s(k, decodes, context, c_sum, pairs, kv, prefix)
+
+
+def decode_run_time_s(k: StepCoefficients, decodes: int, context: float, steps: int) -> float:
+    """Sum of `steps` decode-only steps of the same `decodes` sequences, the first over `context`
+    tokens, each later one `decodes` tokens more (every sequence grew by one): the formula
+    summed in closed form. Memory and compute time are both affine in the context, so their max
+    switches side at most once: split the arithmetic series there and sum each part."""
+    if steps <= 0 or decodes <= 0:
+        return 0.0
+    n = decodes
+    a_mem = k.weight_bytes_read(n) * k.s_per_byte
+    b_mem = k.kv_bytes_per_token * k.s_per_byte
+    a_cmp = k.linear_s_per_token * n
+    b_cmp = k.attention_s_per_pair
+    fixed = k.allreduce_s_per_token * n + k.allreduce_s + k.overhead_s
+    s0 = float(context)
+
+    def series(a: float, b: float, j0: int, j1: int) -> float:
+        """sum over j in [j0, j1) of a + b (s0 + j n)."""
+        m = j1 - j0
+        if m <= 0:
+            return 0.0
+        return m * (a + b * s0) + b * n * (j0 + j1 - 1) * m / 2.0
+
+    mem, cmp = (a_mem, b_mem), (a_cmp, b_cmp)
+    d0 = (a_cmp - a_mem) + (b_cmp - b_mem) * s0  # compute minus memory at step 0
+    dj = (b_cmp - b_mem) * n  # ... and its change per step
+    if dj == 0:
+        return series(*(cmp if d0 >= 0 else mem), 0, steps) + steps * fixed
+    split = min(steps, max(0, math.ceil(-d0 / dj)))  # first step past the crossing
+    before, after = (mem, cmp) if dj > 0 else (cmp, mem)
+    return series(*before, 0, split) + series(*after, split, steps) + steps * fixed
