@@ -20,6 +20,18 @@ Decisions:
   rate uses its real duration (up to the last request), unless it is shorter than a quarter of
   a bucket, in which case it is merged into the previous one (a lone request in a sliver of time
   would otherwise read as a huge peak). This matches the published per-minute rates.
+
+Ranges (a value outside is refused, naming the trace line or the option and the limit):
+
+| input                        | range                                                      |
+|------------------------------|------------------------------------------------------------|
+| requests in a trace          | 1 .. 1,000,000 (`MAX_TRACE_REQUESTS`)                      |
+| span (first to last request) | at most 1e7 s (~116 days, `MAX_TRACE_SPAN_S`)              |
+| token counts                 | 0 .. 10,000,000 (0 is read as 1)                           |
+| bucket_s                     | 0.001 .. 1e7 s, and at most 100,000 buckets over the span  |
+| bins                         | 1 .. 100,000                                               |
+| requests_per_s (time-scaled) | 1e-7 .. 1e6, and the scaled span at most 1e7 s             |
+| a derived workload's rates   | at most 1e6 requests/s in any bucket                       |
 """
 
 from __future__ import annotations
@@ -34,13 +46,28 @@ from dataclasses import asdict, dataclass
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
 
 from planner.errors import InvalidInput
-from planner.workload import Arrivals, LengthDistribution, RateBucket, Workload
+from planner.validation import validate
+from planner.workload import (
+    MAX_BUCKET_DURATION_S,
+    MAX_BUCKETS,
+    MAX_BURSTINESS,
+    MAX_DISTRIBUTION_POINTS,
+    MAX_REQUESTS_PER_S,
+    MAX_TOKENS,
+    MIN_BUCKET_DURATION_S,
+    MIN_BURSTINESS,
+    MIN_REQUESTS_PER_S,
+    Arrivals,
+    LengthDistribution,
+    RateBucket,
+    Workload,
+)
 
 __all__ = [
     "BUILTIN_TRACES",
@@ -67,8 +94,11 @@ BUILTIN_TRACES: dict[str, str] = {
     "azure-code-2023": "AzureLLMInferenceTrace_code.csv",
 }
 
-# k = 1/CV² is capped here (a perfectly regular trace has CV 0).
-MAX_BURSTINESS = 1e6
+# Caps (see the module docstring). k = 1/CV² is capped at MAX_BURSTINESS (a perfectly regular
+# trace has CV 0).
+MAX_TRACE_REQUESTS = 1_000_000
+MAX_TRACE_SPAN_S = 1e7
+MAX_BINS = MAX_DISTRIBUTION_POINTS
 
 _TS_RE = re.compile(
     r"^(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2}):(\d{2})(?:[.,](\d+))?\s*(Z|[+-]\d{2}:?\d{2})?$"
@@ -143,23 +173,31 @@ class Trace:
     ) -> Trace:
         """A trace from arrays (arrival times in seconds, any origin, any order). Zero token
         counts are clamped to 1; negative ones are an error."""
-        t = np.asarray(arrival_s, dtype=np.float64)
+        try:
+            t = np.asarray(arrival_s, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise InvalidInput("trace.arrival_s", "arrival times must be numbers of seconds") from None
         p = _whole(prompt_tokens, "trace.prompt_tokens")
         o = _whole(output_tokens, "trace.output_tokens")
         if t.ndim != 1 or t.shape != p.shape or t.shape != o.shape:
             raise InvalidInput("trace", "arrival, prompt and output arrays must be 1-D and the same length")
         if t.size == 0:
             raise InvalidInput("trace", "has no requests")
+        if t.size > MAX_TRACE_REQUESTS:
+            raise InvalidInput(
+                "trace", f"has {t.size:,} requests, more than the {MAX_TRACE_REQUESTS:,} limit"
+            )
         if not np.isfinite(t).all():
             raise InvalidInput("trace.arrival_s", "has a non-finite time")
-        for arr, col in ((p, "prompt_tokens"), (o, "output_tokens")):
-            if (arr < 0).any():
-                raise InvalidInput(f"trace.{col}", f"negative at index {int(np.flatnonzero(arr < 0)[0])}")
-        clamped = int((p == 0).sum() + (o == 0).sum())
         order = np.argsort(t, kind="stable")
-        return cls._make(
-            t[order] - t[order][0], np.maximum(p[order], 1), np.maximum(o[order], 1), name, clamped
-        )
+        ts = t[order] - t[order][0]
+        if not ts[-1] <= MAX_TRACE_SPAN_S:
+            raise InvalidInput(
+                "trace.arrival_s",
+                f"spans {ts[-1]:.4g} s from the first to the last request, more than {MAX_TRACE_SPAN_S:g} s",
+            )
+        clamped = int((p == 0).sum() + (o == 0).sum())
+        return cls._make(ts, np.maximum(p[order], 1), np.maximum(o[order], 1), name, clamped)
 
     @classmethod
     def _make(cls, t: FloatArray, p: IntArray, o: IntArray, name: str, clamped: int) -> Trace:
@@ -206,11 +244,20 @@ class Trace:
         """(durations, request counts) of consecutive buckets of `bucket_s` from t = 0; the last
         bucket ends at the last request (merged into the previous one if shorter than a
         quarter bucket)."""
-        if not (bucket_s > 0 and math.isfinite(bucket_s)):
-            raise InvalidInput("bucket_s", f"must be a positive number of seconds, got {bucket_s}")
+        if not (MIN_BUCKET_DURATION_S <= bucket_s <= MAX_BUCKET_DURATION_S):
+            raise InvalidInput(
+                "bucket_s",
+                f"must be {MIN_BUCKET_DURATION_S:g} .. {MAX_BUCKET_DURATION_S:g} seconds, got {bucket_s}",
+            )
         self._need_span()
         span = self.duration_s
         nb = max(1, math.ceil(span / bucket_s))
+        if nb > MAX_BUCKETS:
+            raise InvalidInput(
+                "bucket_s",
+                f"{bucket_s:g} s cuts the trace's {span:,.0f} s into {nb:,} buckets, more than "
+                f"{MAX_BUCKETS:,}; use at least {span / MAX_BUCKETS:.3g} s",
+            )
         idx = np.minimum((self.arrival_s // bucket_s).astype(np.int64), nb - 1)
         counts = np.bincount(idx, minlength=nb).astype(np.int64)
         durations = np.full(nb, bucket_s)
@@ -254,11 +301,18 @@ class Trace:
     def time_scaled(self, target_requests_per_s: float) -> Trace:
         """The same requests with time stretched or squeezed so the mean rate is the target
         (burstiness, i.e. the CV of gaps, is unchanged)."""
-        if not (target_requests_per_s > 0 and math.isfinite(target_requests_per_s)):
+        if not (MIN_REQUESTS_PER_S <= target_requests_per_s <= MAX_REQUESTS_PER_S):
             raise InvalidInput(
-                "target_requests_per_s", f"must be a positive number, got {target_requests_per_s}"
+                "requests_per_s",
+                f"must be {MIN_REQUESTS_PER_S:g} .. {MAX_REQUESTS_PER_S:g} requests/s, got {target_requests_per_s}",
             )
         factor = self.mean_requests_per_s / target_requests_per_s
+        if not self.duration_s * factor <= MAX_TRACE_SPAN_S:
+            raise InvalidInput(
+                "requests_per_s",
+                f"{target_requests_per_s:g}/s stretches the trace to {self.duration_s * factor:.4g} s, "
+                f"more than {MAX_TRACE_SPAN_S:g} s",
+            )
         return Trace._make(
             self.arrival_s * factor,
             self.prompt_tokens.copy(),
@@ -298,11 +352,30 @@ class Trace:
         * Lengths: the empirical distributions of prompt and output tokens (`bins=None`: the
           samples themselves, exact; an int: quantile-binned histograms of that many bins).
         """
+        if bins is not None and not (1 <= bins <= MAX_BINS):
+            raise InvalidInput("bins", f"must be 1 .. {MAX_BINS:,}, got {bins}")
         if bucket_s is None:
-            arrivals_rate: dict[str, object] = {"requests_per_s": self.mean_requests_per_s}
+            rate = self.mean_requests_per_s
+            if rate > MAX_REQUESTS_PER_S:
+                raise InvalidInput(
+                    "trace",
+                    f"its mean rate {rate:.4g} requests/s is above the {MAX_REQUESTS_PER_S:g} limit",
+                )
+            arrivals_rate: dict[str, object] = {"requests_per_s": rate}
             cv = self.interarrival_cv
         else:
             durations, rates = self.bucket_rates(bucket_s)
+            if durations.min() < MIN_BUCKET_DURATION_S:
+                raise InvalidInput(
+                    "trace",
+                    f"spans {self.duration_s:.3g} s; per-bucket rates need at least {MIN_BUCKET_DURATION_S:g} s",
+                )
+            if rates.max() > MAX_REQUESTS_PER_S:
+                raise InvalidInput(
+                    "bucket_s",
+                    f"the busiest {bucket_s:g} s bucket has {rates.max():.4g} requests/s, above the "
+                    f"{MAX_REQUESTS_PER_S:g} limit; use longer buckets",
+                )
             arrivals_rate = {
                 "buckets": tuple(
                     RateBucket(duration_s=float(d), requests_per_s=float(r))
@@ -315,7 +388,7 @@ class Trace:
                 else self.interarrival_cv
             )
         k = MAX_BURSTINESS if cv <= 0 else min(MAX_BURSTINESS, 1.0 / (cv * cv))
-        arrivals = Arrivals.model_validate({**arrivals_rate, "burstiness": k})
+        arrivals = validate(Arrivals, {**arrivals_rate, "burstiness": max(k, MIN_BURSTINESS)}, "trace")
         return Workload(
             name=name or self.name,
             arrivals=arrivals,
@@ -326,13 +399,20 @@ class Trace:
 
 
 def _whole(values: npt.ArrayLike, field: str) -> IntArray:
-    a = np.asarray(values)
+    try:
+        a = np.asarray(values)
+    except (TypeError, ValueError):
+        raise InvalidInput(field, "token counts must be numbers") from None
     if a.dtype.kind == "f":
         bad = ~(np.isfinite(a) & (a == np.round(a)))
         if bad.any():
             raise InvalidInput(field, f"not a whole number of tokens at index {int(np.flatnonzero(bad)[0])}")
     elif a.size and a.dtype.kind not in "iub":
         raise InvalidInput(field, "token counts must be numbers")
+    big = np.flatnonzero(a > MAX_TOKENS) if a.size else np.empty(0, dtype=np.intp)
+    if big.size:
+        i = int(big[0])
+        raise InvalidInput(field, f"{a.flat[i]:g} tokens at index {i}, more than {MAX_TOKENS:,}")
     return a.astype(np.int64)
 
 
@@ -379,6 +459,8 @@ def _parse_tokens(text: str, where: str) -> int:
         v = int(f)
     if v < 0:
         raise InvalidInput(where, f"{v} is negative")
+    if v > MAX_TOKENS:
+        raise InvalidInput(where, f"{v:,} tokens is more than {MAX_TOKENS:,}")
     return v
 
 
@@ -386,6 +468,13 @@ def parse_trace(lines: Iterable[str], name: str = "trace", field: str = "trace")
     """Parse Azure-format CSV text (an open file or any iterable of lines). `field` prefixes the
     names in errors (`trace:line 17.ContextTokens`)."""
     reader = csv.reader(lines)
+    try:
+        return _parse_rows(reader, name, field)
+    except csv.Error as exc:
+        raise InvalidInput(f"{field}:line {reader.line_num}", f"not CSV: {exc}") from None
+
+
+def _parse_rows(reader: Any, name: str, field: str) -> Trace:
     header = next(reader, None)
     if header is None:
         raise InvalidInput(field, "is empty (no header line)")
@@ -410,11 +499,17 @@ def parse_trace(lines: Iterable[str], name: str = "trace", field: str = "trace")
     numeric: list[float] = []
     ctx: list[int] = []
     gen: list[int] = []
+    lines: list[int] = []
     kind: str | None = None
     for row in reader:
         if not row or all(not c.strip() for c in row):
             continue
         line = reader.line_num
+        if len(lines) >= MAX_TRACE_REQUESTS:
+            raise InvalidInput(
+                f"{field}:line {line}", f"more than {MAX_TRACE_REQUESTS:,} requests in a trace"
+            )
+        lines.append(line)
         if len(row) < need:
             missing = next(c for c in REQUIRED_COLUMNS if cols[c] >= len(row))
             raise InvalidInput(f"{field}:line {line}.{missing}", "missing value (row too short)")
@@ -454,6 +549,14 @@ def parse_trace(lines: Iterable[str], name: str = "trace", field: str = "trace")
         t = (w - w.min()).astype(np.float64) + np.asarray(frac, dtype=np.float64)
     else:
         t = np.asarray(numeric, dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        span = float(t.max() - t.min())
+    if not span <= MAX_TRACE_SPAN_S:
+        last = lines[int(np.argmax(t))]
+        raise InvalidInput(
+            f"{field}:line {last}.{TIMESTAMP}",
+            f"is {span:.4g} s after the first request; a trace may span at most {MAX_TRACE_SPAN_S:g} s",
+        )
     return Trace.from_arrays(t, np.asarray(ctx, dtype=np.int64), np.asarray(gen, dtype=np.int64), name)
 
 

@@ -16,6 +16,28 @@ Load user input with `validate(Workload, mapping)` (or `Workload.from_mapping`):
 `InvalidInput` whose field is the dotted path the user wrote.
 
 Conventions: lengths are tokens (≥ 1), times seconds, rates requests per second.
+
+Ranges (a value outside is refused with its field and the limit; the caps keep one request from
+exhausting memory or time, and a server inherits them):
+
+| input                                   | range                                        |
+|-----------------------------------------|----------------------------------------------|
+| a length (pairs, constant, samples,     | 1 .. 10,000,000 tokens (`MAX_TOKENS`)        |
+| percentiles, histogram edges)           |                                              |
+| probability                             | 0 .. 1                                       |
+| percentile level                        | 0 .. 100; at most 1,000 keys                 |
+| pairs / histogram bins                  | at most 100,000 (`MAX_DISTRIBUTION_POINTS`)  |
+| histogram counts / weights              | 0 .. 1e15 each                               |
+| samples                                 | at most 1,000,000 (`MAX_SAMPLES`)            |
+| requests_per_s (constant)               | 1e-7 .. 1e6 /s                               |
+| bucket requests_per_s                   | 0 .. 1e6 /s, the series' mean at least 1e-7  |
+| bucket duration_s                       | 0.001 .. 1e7 s (~116 days)                   |
+| buckets                                 | at most 100,000 (`MAX_BUCKETS`)              |
+| burstiness k                            | 0.001 .. 1e6                                 |
+| prefix_cache_hit_fraction               | 0 .. < 1                                     |
+| sampled requests (count)                | 0 .. 10,000,000 (`MAX_SAMPLED_REQUESTS`)     |
+| sampling horizon_s                      | 0 .. 1e7 s, expecting at most 10,000,000     |
+|                                         | arrivals                                     |
 Discrete forms (`pairs`, `constant`, `samples`) are exact distributions over integers. Continuous
 forms (`histogram`: uniform within each bin; `percentiles`: piecewise-linear quantile function)
 are treated as continuous by `mean`/`quantile`/`expected_max`/...; `sample` rounds their draws to
@@ -30,7 +52,7 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Protocol
+from typing import Annotated, Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -40,6 +62,7 @@ from planner.errors import InvalidInput
 from planner.validation import validate
 
 __all__ = [
+    "MAX_SAMPLED_REQUESTS",
     "Arrivals",
     "Histogram",
     "LengthDistribution",
@@ -55,6 +78,26 @@ IntArray = npt.NDArray[np.int64]
 
 PAIRS_SUM_TOLERANCE = 1e-6
 DEFAULT_SUPPORT_POINTS = 64
+
+# Input ranges (see the module docstring).
+MAX_TOKENS = 10_000_000  # the longest context windows shipped (Llama 4 Scout: 10M)
+MAX_DISTRIBUTION_POINTS = 100_000
+MAX_PERCENTILE_KEYS = 1_000
+MAX_SAMPLES = 1_000_000
+MAX_HISTOGRAM_WEIGHT = 1e15
+MIN_REQUESTS_PER_S = 1e-7  # one request per ~116 days
+MAX_REQUESTS_PER_S = 1e6
+MIN_BUCKET_DURATION_S = 1e-3
+MAX_BUCKET_DURATION_S = 1e7  # ~116 days
+MAX_BUCKETS = 100_000
+MIN_BURSTINESS = 1e-3
+MAX_BURSTINESS = 1e6
+MAX_SAMPLED_REQUESTS = 10_000_000
+MAX_HORIZON_S = 1e7
+# Requests are generated lazily in chunks of this many (memory: ~24 bytes a request a chunk).
+REQUEST_CHUNK = 65_536
+
+Tokens = Annotated[int, Field(ge=1, le=MAX_TOKENS)]
 
 _MODEL_CONFIG = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
@@ -213,7 +256,7 @@ class TokenProbability(BaseModel):
     """One point of a `pairs` distribution. YAML may write it as [tokens, probability]."""
 
     model_config = _MODEL_CONFIG
-    tokens: int = Field(gt=0, description="length in tokens")
+    tokens: int = Field(ge=1, le=MAX_TOKENS, description="length in tokens")
     probability: float = Field(ge=0.0, le=1.0)
 
     @model_validator(mode="before")
@@ -231,9 +274,13 @@ class Histogram(BaseModel):
     (e.g. from a trace) or `weights` (any non-negative scale; normalised)."""
 
     model_config = _MODEL_CONFIG
-    edges: tuple[float, ...]
-    counts: tuple[int, ...] | None = None
-    weights: tuple[float, ...] | None = None
+    edges: tuple[Annotated[float, Field(le=MAX_TOKENS)], ...] = Field(max_length=MAX_DISTRIBUTION_POINTS + 1)
+    counts: tuple[Annotated[int, Field(ge=0, le=int(MAX_HISTOGRAM_WEIGHT))], ...] | None = Field(
+        default=None, max_length=MAX_DISTRIBUTION_POINTS
+    )
+    weights: tuple[Annotated[float, Field(ge=0.0, le=MAX_HISTOGRAM_WEIGHT)], ...] | None = Field(
+        default=None, max_length=MAX_DISTRIBUTION_POINTS
+    )
 
     @field_validator("edges")
     @classmethod
@@ -305,19 +352,24 @@ class LengthDistribution(BaseModel):
     * `percentiles`: {p50: 800, p90: 2000, p99: 4000} (also min/median/max); the quantile
       function is piecewise linear through the points. Below the lowest given level it is
       extrapolated linearly (floored at 1 token) down to p0, above the highest linearly up to
-      p100 — give p99.9 or max for a heavy tail.
+      p100 (capped at `MAX_TOKENS`) — give p99.9 or max for a heavy tail.
     * `constant`: every request has this many tokens. A bare integer is read as a constant.
     * `samples`: observed lengths (e.g. a trace); the empirical distribution, exact.
+
+    Lengths are 1 .. `MAX_TOKENS` (10M) tokens; at most 100,000 pairs or bins, 1,000
+    percentiles, 1,000,000 samples (the caps bound memory and the cost of every method).
 
     Methods work on the exact distribution; `support()` is the compact form for analytic code.
     """
 
     model_config = _MODEL_CONFIG
-    pairs: tuple[TokenProbability, ...] | None = None
+    pairs: tuple[TokenProbability, ...] | None = Field(default=None, max_length=MAX_DISTRIBUTION_POINTS)
     histogram: Histogram | None = None
-    percentiles: dict[str, float] | None = None
-    constant: int | None = Field(default=None, gt=0)
-    samples: tuple[int, ...] | None = None
+    percentiles: dict[str, Annotated[float, Field(ge=1.0, le=MAX_TOKENS)]] | None = Field(
+        default=None, max_length=MAX_PERCENTILE_KEYS
+    )
+    constant: Tokens | None = None
+    samples: tuple[Tokens, ...] | None = Field(default=None, max_length=MAX_SAMPLES)
 
     # ---- validation ------------------------------------------------------------------------
 
@@ -460,7 +512,7 @@ class LengthDistribution(BaseModel):
             xv.insert(0, max(1.0, xv[0] - slope * lv[1]))
         if lv[-1] < 1.0:
             slope = (xv[-1] - xv[-2]) / (lv[-1] - lv[-2])
-            xv.append(xv[-1] + slope * (1.0 - lv[-1]))
+            xv.append(min(float(MAX_TOKENS), xv[-1] + slope * (1.0 - lv[-1])))
             lv.append(1.0)
         return _PiecewiseCdf(np.asarray(xv), np.asarray(lv))
 
@@ -555,11 +607,12 @@ class LengthDistribution(BaseModel):
 
 
 class RateBucket(BaseModel):
-    """A stretch of time with a constant mean arrival rate."""
+    """A stretch of time with a constant mean arrival rate: `duration_s` in 0.001 .. 1e7 s,
+    `requests_per_s` in 0 .. 1e6 (the series' mean must be at least 1e-7)."""
 
     model_config = _MODEL_CONFIG
-    duration_s: float = Field(gt=0.0)
-    requests_per_s: float = Field(ge=0.0)
+    duration_s: float = Field(ge=MIN_BUCKET_DURATION_S, le=MAX_BUCKET_DURATION_S)
+    requests_per_s: float = Field(ge=0.0, le=MAX_REQUESTS_PER_S)
 
 
 class Arrivals(BaseModel):
@@ -570,12 +623,15 @@ class Arrivals(BaseModel):
 
     With buckets the process is a gamma renewal process in operational time Λ(t) = ∫ rate:
     each gap is drawn with unit mean and stretched by the rate of the bucket it runs through,
-    so every bucket gets its own rate (and Poisson arrivals stay exactly Poisson)."""
+    so every bucket gets its own rate (and Poisson arrivals stay exactly Poisson).
+
+    Ranges: `requests_per_s` 1e-7 .. 1e6 (a bucket series: its mean at least 1e-7), at most
+    100,000 buckets, `burstiness` 0.001 .. 1e6."""
 
     model_config = _MODEL_CONFIG
-    requests_per_s: float | None = Field(default=None, gt=0.0)
-    buckets: tuple[RateBucket, ...] | None = None
-    burstiness: float = Field(default=1.0, gt=0.0)
+    requests_per_s: float | None = Field(default=None, ge=MIN_REQUESTS_PER_S, le=MAX_REQUESTS_PER_S)
+    buckets: tuple[RateBucket, ...] | None = Field(default=None, max_length=MAX_BUCKETS)
+    burstiness: float = Field(default=1.0, ge=MIN_BURSTINESS, le=MAX_BURSTINESS)
 
     @field_validator("buckets")
     @classmethod
@@ -586,6 +642,10 @@ class Arrivals(BaseModel):
             raise ValueError("is empty; give at least one {duration_s, requests_per_s}")
         if not any(b.requests_per_s > 0 for b in v):
             raise ValueError("every bucket has rate 0; at least one must be positive")
+        total = math.fsum(b.requests_per_s * b.duration_s for b in v)
+        mean = total / math.fsum(b.duration_s for b in v)
+        if mean < MIN_REQUESTS_PER_S:
+            raise ValueError(f"mean rate {mean:.3g} requests/s is below the {MIN_REQUESTS_PER_S:g} minimum")
         return v
 
     @model_validator(mode="after")
@@ -674,26 +734,81 @@ class Arrivals(BaseModel):
         """Arrival timestamps (seconds, ascending), deterministic for the generator's state.
         Give exactly one of `horizon_s` (all arrivals in [0, horizon_s)) or `count` (that many
         arrivals). The first arrival comes one gap after t = 0."""
+        parts = list(self.iter_times(rng, horizon_s=horizon_s, count=count))
+        return np.concatenate(parts) if parts else np.empty(0)
+
+    def iter_times(
+        self,
+        rng: np.random.Generator,
+        horizon_s: float | None = None,
+        count: int | None = None,
+        chunk_size: int = REQUEST_CHUNK,
+    ) -> Iterator[FloatArray]:
+        """`sample_times` lazily: ascending chunks of at most `chunk_size` timestamps whose
+        concatenation is exactly what `sample_times` returns for the same generator state (gaps
+        are drawn in the same order and summed in the same order), so memory stays per chunk.
+        `count` is at most 10,000,000; `horizon_s` at most 1e7 s and may expect at most
+        10,000,000 arrivals."""
         if (horizon_s is None) == (count is None):
             raise InvalidInput("horizon_s", "give exactly one of horizon_s or count")
+        if chunk_size < 1:
+            raise InvalidInput("chunk_size", f"must be at least 1, got {chunk_size}")
         if count is not None:
             if count < 0:
                 raise InvalidInput("count", f"must be non-negative, got {count}")
-            return self._to_time(np.cumsum(self._gaps(rng, count)))
+            if count > MAX_SAMPLED_REQUESTS:
+                raise InvalidInput("count", f"must be at most {MAX_SAMPLED_REQUESTS:,}, got {count:,}")
+            return self._iter_count(rng, int(count), chunk_size)
         assert horizon_s is not None
-        if not horizon_s >= 0 or math.isinf(horizon_s):
+        if not (horizon_s >= 0 and math.isfinite(horizon_s)):
             raise InvalidInput("horizon_s", f"must be a finite non-negative number, got {horizon_s}")
+        if horizon_s > MAX_HORIZON_S:
+            raise InvalidInput("horizon_s", f"must be at most {MAX_HORIZON_S:g} s, got {horizon_s:g}")
         target = self._operational(horizon_s)
+        if target > MAX_SAMPLED_REQUESTS:
+            raise InvalidInput(
+                "horizon_s",
+                f"{horizon_s:g} s at {self.mean_requests_per_s:.4g} requests/s expects {target:,.0f} "
+                f"arrivals, more than the {MAX_SAMPLED_REQUESTS:,} a sample may hold",
+            )
+        return self._iter_horizon(rng, float(horizon_s), target, chunk_size)
+
+    def _iter_count(self, rng: np.random.Generator, count: int, chunk_size: int) -> Iterator[FloatArray]:
+        done, last = 0, 0.0
+        while done < count:
+            g = self._gaps(rng, min(chunk_size, count - done))
+            if done:
+                g[0] += last  # the running sum goes on exactly as one cumsum would
+            np.cumsum(g, out=g)
+            last = float(g[-1])
+            done += g.size
+            yield self._to_time(g)
+
+    def _iter_horizon(
+        self, rng: np.random.Generator, horizon_s: float, target: float, chunk_size: int
+    ) -> Iterator[FloatArray]:
+        # Operational times s are drawn in rounds of `chunk` gaps, each round's sums offset by
+        # where the last one ended, until one passes `target` = Λ(horizon).
         chunk = int(target + 6.0 * math.sqrt(target * (1.0 + self.cv2)) + 64)
-        parts: list[FloatArray] = []
-        last = 0.0
-        while last < target:
-            s = last + np.cumsum(self._gaps(rng, chunk))
-            parts.append(s)
-            last = float(s[-1])
-        s_all = np.concatenate(parts) if parts else np.empty(0)
-        t = self._to_time(s_all[s_all < target])
-        return t[t < horizon_s]
+        base = 0.0
+        while True:
+            drawn, local = 0, 0.0
+            while drawn < chunk:
+                g = self._gaps(rng, min(chunk_size, chunk - drawn))
+                if drawn:
+                    g[0] += local
+                np.cumsum(g, out=g)
+                local = float(g[-1])
+                drawn += g.size
+                s = base + g
+                below = s < target
+                t = self._to_time(s[below])
+                t = t[t < horizon_s]
+                if t.size:
+                    yield t
+                if not below[-1]:
+                    return
+            base = base + local
 
 
 @dataclass(frozen=True)
@@ -735,11 +850,38 @@ class Workload(BaseModel):
         """Requests for a simulation, deterministic for `seed`. Give exactly one of `count` or
         `horizon_s`. Arrivals, prompt lengths and output lengths use independent streams spawned
         from the seed; lengths are independent of each other and of arrival times."""
+        parts = list(self.request_chunks(seed, count=count, horizon_s=horizon_s))
+        if not parts:
+            return RequestSample(np.empty(0), np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64))
+        return RequestSample(
+            np.concatenate([p.arrival_s for p in parts]),
+            np.concatenate([p.prompt_tokens for p in parts]),
+            np.concatenate([p.output_tokens for p in parts]),
+        )
+
+    def request_chunks(
+        self,
+        seed: int,
+        count: int | None = None,
+        horizon_s: float | None = None,
+        chunk_size: int = REQUEST_CHUNK,
+    ) -> Iterator[RequestSample]:
+        """`sample_requests` lazily, in chunks of at most `chunk_size` requests (arrivals
+        ascending across chunks): the same requests, a chunk's worth of memory at a time.
+        Limits as `Arrivals.iter_times`; `seed` is a non-negative integer."""
         if (count is None) == (horizon_s is None):
             raise InvalidInput("count", "give exactly one of count or horizon_s")
-        arr_ss, in_ss, out_ss = np.random.SeedSequence(seed).spawn(3)
-        t = self.arrivals.sample_times(np.random.default_rng(arr_ss), horizon_s=horizon_s, count=count)
-        n = int(t.size)
-        prompts = self.input_tokens.sample(np.random.default_rng(in_ss), n)
-        outputs = self.output_tokens.sample(np.random.default_rng(out_ss), n)
-        return RequestSample(t, prompts, outputs)
+        if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
+            raise InvalidInput("seed", f"must be a non-negative integer, got {seed!r}")
+        arr_ss, in_ss, out_ss = np.random.SeedSequence(int(seed)).spawn(3)
+        times = self.arrivals.iter_times(
+            np.random.default_rng(arr_ss), horizon_s=horizon_s, count=count, chunk_size=chunk_size
+        )
+        return self._chunks(times, np.random.default_rng(in_ss), np.random.default_rng(out_ss))
+
+    def _chunks(
+        self, times: Iterator[FloatArray], in_rng: np.random.Generator, out_rng: np.random.Generator
+    ) -> Iterator[RequestSample]:
+        for t in times:
+            n = int(t.size)
+            yield RequestSample(t, self.input_tokens.sample(in_rng, n), self.output_tokens.sample(out_rng, n))

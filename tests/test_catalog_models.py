@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -82,8 +83,10 @@ def test_bad_models_name_the_field(tmp_path: Path) -> None:
     bad.write_text("{not json")
     with pytest.raises(InvalidInput, match="cannot read"):
         get_model(str(bad))
-    with pytest.raises(InvalidInput, match="lacks 'intermediate_size'"):
+    with pytest.raises(InvalidInput, match="x: num_hidden_layers: is missing"):
         spec_from_config("x", {"num_attention_heads": 8, "hidden_size": 512})
+    with pytest.raises(InvalidInput, match="x: intermediate_size: is missing"):
+        spec_from_config("x", {**_SMALL, "intermediate_size": None})
     with pytest.raises(InvalidInput, match="sliding-window"):
         spec_from_config(
             "gpt-oss",
@@ -146,3 +149,54 @@ def test_cli_and_yaml_refuse_a_tp_that_does_not_shard(
     )
     assert main(["evaluate", str(f)]) == 2
     assert capsys.readouterr().err.startswith("capplan: error: deployment.tp: ")
+
+
+_SMALL: dict[str, Any] = {
+    "num_attention_heads": 8,
+    "num_key_value_heads": 2,
+    "hidden_size": 512,
+    "num_hidden_layers": 2,
+    "intermediate_size": 1024,
+    "vocab_size": 1000,
+    "max_position_embeddings": 4096,
+}
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "reason"),
+    [
+        ("num_attention_heads", "abc", "num_attention_heads: must be a positive integer, got 'abc'"),
+        ("num_attention_heads", "32", "num_attention_heads: must be a positive integer, got '32'"),
+        ("num_hidden_layers", None, "num_hidden_layers: must be a positive integer, got None"),
+        ("hidden_size", float("nan"), "hidden_size: must be a positive integer, got nan"),
+        ("hidden_size", 512.0, "hidden_size: must be a positive integer, got 512.0"),
+        ("vocab_size", -5, "vocab_size: must be a positive integer, got -5"),
+        ("vocab_size", 0, "vocab_size: must be a positive integer, got 0"),
+        ("num_hidden_layers", True, "num_hidden_layers: must be a positive integer, got True"),
+        ("num_hidden_layers", 10**30, "num_hidden_layers: must be at most 1,000, got"),
+        ("num_key_value_heads", 3, "num_key_value_heads: must divide num_attention_heads (8), got 3"),
+        ("num_experts", -1, "num_experts: must be >= 0, got -1"),
+        ("tie_word_embeddings", "yes", "tie_word_embeddings: must be true or false, got 'yes'"),
+    ],
+)
+def test_config_values_are_validated_one_line_naming_the_key(key: str, value: Any, reason: str) -> None:
+    with pytest.raises(InvalidInput) as e:
+        spec_from_config("config.json", {**_SMALL, key: value}, "model")
+    assert e.value.field == "model"
+    assert str(e.value).startswith(f"model: config.json: {reason}")
+    assert "\n" not in str(e.value)
+
+
+def test_config_file_errors_are_one_line(tmp_path: Path) -> None:
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({**_SMALL, "num_attention_heads": "abc"}))
+    with pytest.raises(InvalidInput) as e:
+        get_model(str(cfg))
+    assert str(e.value) == "model: config.json: num_attention_heads: must be a positive integer, got 'abc'"
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(InvalidInput, match="cannot read"):
+        get_model(str(deep))
+    with pytest.raises(InvalidInput, match="no such config file"):
+        get_model("x" * 5000 + ".json")
+    assert spec_from_config("ok", _SMALL).head_dim == 64

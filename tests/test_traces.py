@@ -110,7 +110,7 @@ def test_time_scaled() -> None:
     assert np.array_equal(fast.prompt_tokens, tr.prompt_tokens)
     with pytest.raises(InvalidInput) as exc:
         tr.time_scaled(-1)
-    assert exc.value.field == "target_requests_per_s"
+    assert exc.value.field == "requests_per_s"
 
 
 # ---- parsing ------------------------------------------------------------------------------------

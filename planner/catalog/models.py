@@ -11,11 +11,12 @@ import math
 from functools import cache, cached_property
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from planner.errors import InvalidInput
+from planner.validation import error_to_invalid_input
 
 Dtype = Literal["bf16", "fp8"]
 DTYPE_BYTES: dict[str, int] = {"bf16": 2, "fp8": 1}
@@ -125,60 +126,138 @@ class ModelSpec(BaseModel):
         return 2 * self.layers * heads_per_gpu * self.head_dim * DTYPE_BYTES[kv_dtype]
 
 
+# Ranges a config.json's shape values must fall in (far above any released model; they keep a
+# typo such as an extra zero from reaching the cost model as an absurd number).
+MAX_LAYERS = 1_000
+MAX_HIDDEN_SIZE = 1_000_000
+MAX_HEADS = 100_000
+MAX_HEAD_DIM = 100_000
+MAX_INTERMEDIATE_SIZE = 10_000_000
+MAX_VOCAB_SIZE = 10_000_000
+MAX_POSITION_EMBEDDINGS = 100_000_000
+MAX_EXPERTS = 100_000
+MAX_CONFIG_BYTES = 10_000_000
+
+
+def _count(lo: int, hi: int) -> Any:
+    """An integer in [lo, hi]: JSON strings, floats, booleans, null and NaN are refused (a
+    config with "32" or 32.5 heads is broken, not a model to price)."""
+
+    def check(v: Any) -> int:
+        if isinstance(v, bool) or not isinstance(v, int):
+            what = "a positive integer" if lo == 1 else f"an integer >= {lo}"
+            raise ValueError(f"must be {what}, got {v!r}")
+        if v < lo:
+            raise ValueError(f"must be {'a positive integer' if lo == 1 else f'>= {lo}'}, got {v}")
+        if v > hi:
+            raise ValueError(f"must be at most {hi:,}, got {v:,}")
+        return v
+
+    return Annotated[int, BeforeValidator(check)]
+
+
+def _flag(v: Any) -> bool:
+    if not isinstance(v, bool):
+        raise ValueError(f"must be true or false, got {v!r}")
+    return v
+
+
+Flag = Annotated[bool, BeforeValidator(_flag)]
+
+
+class HfConfig(BaseModel):
+    """The keys of a Hugging Face config.json the catalog reads, validated (other keys are
+    ignored). Counts are JSON integers in the ranges above; optional ones may be null/absent."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+    num_attention_heads: _count(1, MAX_HEADS)  # type: ignore[valid-type]
+    hidden_size: _count(1, MAX_HIDDEN_SIZE)  # type: ignore[valid-type]
+    num_hidden_layers: _count(1, MAX_LAYERS)  # type: ignore[valid-type]
+    vocab_size: _count(1, MAX_VOCAB_SIZE)  # type: ignore[valid-type]
+    max_position_embeddings: _count(1, MAX_POSITION_EMBEDDINGS)  # type: ignore[valid-type]
+    intermediate_size: _count(1, MAX_INTERMEDIATE_SIZE) | None = None  # type: ignore[valid-type]
+    head_dim: _count(1, MAX_HEAD_DIM) | None = None  # type: ignore[valid-type]
+    num_key_value_heads: _count(1, MAX_HEADS) | None = None  # type: ignore[valid-type]
+    num_experts: _count(0, MAX_EXPERTS) | None = None  # type: ignore[valid-type]
+    num_local_experts: _count(0, MAX_EXPERTS) | None = None  # type: ignore[valid-type]
+    moe_intermediate_size: _count(1, MAX_INTERMEDIATE_SIZE) | None = None  # type: ignore[valid-type]
+    num_experts_per_tok: _count(0, MAX_EXPERTS) | None = None  # type: ignore[valid-type]
+    experts_per_token: _count(0, MAX_EXPERTS) | None = None  # type: ignore[valid-type]
+    decoder_sparse_step: _count(0, MAX_LAYERS) | None = None  # type: ignore[valid-type]
+    tie_word_embeddings: Flag | None = None
+    attention_bias: Flag | None = None
+    model_type: str | None = None
+    quantization_config: Any = None
+    layer_types: list[str] | None = None
+    mlp_only_layers: list[Any] | None = None
+
+
 def spec_from_config(name: str, config: dict[str, Any], field: str = "model") -> ModelSpec:
-    """Build a ModelSpec from config.json content (Llama, Qwen2/3, Mistral, Mixtral, Qwen3-MoE)."""
+    """Build a ModelSpec from config.json content (Llama, Qwen2/3, Mistral, Mixtral, Qwen3-MoE).
+    Errors are one InvalidInput on `field` naming the key: `config.json: num_attention_heads:
+    must be a positive integer, got 'abc'`."""
+    if not isinstance(config, dict):
+        raise InvalidInput(field, f"{name}: not a config.json object")
+    try:
+        c = HfConfig.model_validate(config)
+    except ValidationError as exc:
+        e = error_to_invalid_input(exc, "")
+        reason = "is missing" if exc.errors()[0]["type"] == "missing" else e.reason
+        raise InvalidInput(field, f"{name}: {e.field}: {reason}") from None
 
-    def need(key: str) -> Any:
-        if key not in config:
-            raise InvalidInput(field, f"config.json of {name!r} lacks {key!r}")
-        return config[key]
+    def bad(key: str, reason: str) -> InvalidInput:
+        return InvalidInput(field, f"{name}: {key}: {reason}")
 
-    heads = int(need("num_attention_heads"))
-    hidden = int(need("hidden_size"))
-    head_dim = int(config.get("head_dim") or hidden // heads)
-    experts = int(config.get("num_experts") or config.get("num_local_experts") or 0)
-    model_type = str(config.get("model_type", ""))
+    heads, hidden = c.num_attention_heads, c.hidden_size
+    if c.head_dim is not None:
+        head_dim = c.head_dim
+    elif hidden % heads:
+        raise bad("head_dim", f"absent, and hidden_size {hidden} is not a multiple of {heads} heads")
+    else:
+        head_dim = hidden // heads
+    kv = c.num_key_value_heads if c.num_key_value_heads is not None else heads
+    if heads % kv:
+        raise bad("num_key_value_heads", f"must divide num_attention_heads ({heads}), got {kv}")
+    experts = c.num_experts or c.num_local_experts or 0
+    model_type = c.model_type or ""
     if experts:
-        per_expert = config.get("moe_intermediate_size") or need("intermediate_size")
-        active = int(config.get("num_experts_per_tok") or config.get("experts_per_token") or 0)
+        per_expert = c.moe_intermediate_size or c.intermediate_size
+        if per_expert is None:
+            raise bad("moe_intermediate_size", "is missing (nor is there an intermediate_size)")
+        active = c.num_experts_per_tok or c.experts_per_token or 0
         if not 0 < active <= experts:
-            raise InvalidInput(field, f"MoE config of {name!r} needs 0 < num_experts_per_tok <= {experts}")
-        if config.get("mlp_only_layers") or int(config.get("decoder_sparse_step", 1)) != 1:
+            raise bad("num_experts_per_tok", f"a MoE config needs 1 .. {experts} (num_experts), got {active}")
+        if c.mlp_only_layers or (c.decoder_sparse_step if c.decoder_sparse_step is not None else 1) != 1:
             raise InvalidInput(field, f"{name!r}: MoE models with dense layers interleaved are not supported")
     else:
-        per_expert = need("intermediate_size")
+        if c.intermediate_size is None:
+            raise bad("intermediate_size", "is missing")
+        per_expert = c.intermediate_size
         active = 0
-    if config.get("quantization_config"):
+    if c.quantization_config:
         raise InvalidInput(
             field, f"{name!r} ships pre-quantized weights; pass its bf16 config and --weight-dtype"
         )
-    layer_types = config.get("layer_types")
-    if layer_types and any(t != "full_attention" for t in layer_types):
+    if c.layer_types and any(t != "full_attention" for t in c.layer_types):
         raise InvalidInput(
             field, f"{name!r} uses sliding-window layers, which the KV model does not cover yet"
         )
-    kv = int(config.get("num_key_value_heads") or heads)
-    try:
-        return ModelSpec(
-            name=name,
-            layers=int(need("num_hidden_layers")),
-            hidden_size=hidden,
-            attention_heads=heads,
-            kv_heads=kv,
-            head_dim=head_dim,
-            intermediate_size=int(per_expert),
-            vocab_size=int(need("vocab_size")),
-            tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
-            max_position_embeddings=int(need("max_position_embeddings")),
-            attention_bias=bool(config.get("attention_bias", False)) or model_type == "qwen2",
-            qk_norm=model_type.startswith("qwen3"),
-            num_experts=experts,
-            experts_per_token=active,
-        )
-    except (ValueError, TypeError) as exc:
-        if isinstance(exc, InvalidInput):
-            raise
-        raise InvalidInput(field, f"config.json of {name!r} has invalid shape values: {exc}") from None
+    return ModelSpec(
+        name=name,
+        layers=c.num_hidden_layers,
+        hidden_size=hidden,
+        attention_heads=heads,
+        kv_heads=kv,
+        head_dim=head_dim,
+        intermediate_size=per_expert,
+        vocab_size=c.vocab_size,
+        tie_word_embeddings=bool(c.tie_word_embeddings),
+        max_position_embeddings=c.max_position_embeddings,
+        attention_bias=bool(c.attention_bias) or model_type == "qwen2",
+        qk_norm=model_type.startswith("qwen3"),
+        num_experts=experts,
+        experts_per_token=active,
+    )
 
 
 def _data_dir() -> Any:
@@ -206,13 +285,23 @@ def get_model(name: str, field: str = "model") -> ModelSpec:
     if key is not None:
         return spec_from_config(key, _catalog()[key], field)
     path = Path(name)
-    if name.endswith(".json") or path.exists():
-        if not path.is_file():
-            raise InvalidInput(field, f"no such config file: {name}")
+    try:
+        exists = path.exists()
+        is_file = path.is_file()
+    except (OSError, ValueError):
+        exists = is_file = False
+    if name.endswith(".json") or exists:
+        if not is_file:
+            raise InvalidInput(field, f"no such config file: {name!r}")
         try:
-            config = json.loads(path.read_text())
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise InvalidInput(field, f"cannot read {name} as config.json: {exc}") from None
+            if path.stat().st_size > MAX_CONFIG_BYTES:
+                raise InvalidInput(
+                    field, f"{name} is larger than {MAX_CONFIG_BYTES:,} bytes; not a config.json"
+                )
+            config = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+            why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise InvalidInput(field, f"cannot read {name} as config.json: {why}") from None
         if not isinstance(config, dict):
             raise InvalidInput(field, f"{name} is not a config.json object")
         return spec_from_config(path.name, config, field)

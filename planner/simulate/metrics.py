@@ -10,6 +10,7 @@ record whose k step times are only computed when a percentile needs them (see `I
 from __future__ import annotations
 
 import math
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -79,22 +80,20 @@ class ItlRecorder:
     time; `first` is the first step's time and `total` the run's time (decode_run_time_s).
     Step j's time is `timer.step_time_s((), n, ctx + j*n)`, the value a step-by-step run records.
 
-    Percentiles stay exact without expanding every stretch. A decode step's time does not fall
-    as its context grows (true of the roofline and of any calibrated profile), so a stretch's
-    values lie in [first, total - (k-1)*first]. Bounding every stretch by its lowest and by its
-    highest possible value brackets each order statistic in [L, U]; a stretch entirely below L
-    or above U only matters by its count, and only the few straddling [L, U] are expanded.
+    Records are kept in typed arrays (16 bytes a point, 40 a stretch), not Python objects, so a
+    long simulation's memory is its records' bytes. Percentiles stay exact without expanding
+    every stretch (`itl_stats`).
     """
 
     def __init__(self, timer: StepTimer) -> None:
         self.timer = timer
-        self.point_values: list[float] = []
-        self.point_weights: list[int] = []
-        self.s_n: list[int] = []
-        self.s_ctx: list[int] = []
-        self.s_k: list[int] = []
-        self.s_first: list[float] = []
-        self.s_total: list[float] = []
+        self.point_values = array("d")
+        self.point_weights = array("q")
+        self.s_n = array("q")
+        self.s_ctx = array("q")
+        self.s_k = array("q")
+        self.s_first = array("d")
+        self.s_total = array("d")
 
     def point(self, value: float, weight: int) -> None:
         self.point_values.append(value)
@@ -106,6 +105,14 @@ class ItlRecorder:
         self.s_k.append(k)
         self.s_first.append(first)
         self.s_total.append(total)
+
+
+def _f64(a: array[float]) -> FloatArray:
+    return np.frombuffer(a, dtype=np.float64) if len(a) else np.empty(0, dtype=np.float64)
+
+
+def _i64(a: array[int]) -> IntArray:
+    return np.frombuffer(a, dtype=np.int64) if len(a) else np.empty(0, dtype=np.int64)
 
 
 @dataclass(frozen=True)
@@ -138,13 +145,16 @@ class LatencyStats:
 
 def itl_stats(recorders: Sequence[ItlRecorder]) -> LatencyStats:
     """Exact ITL statistics over the recorders (count, mean, p50/p90/p99, max)."""
-    pv = np.asarray([v for r in recorders for v in r.point_values], dtype=np.float64)
-    pw = np.asarray([w for r in recorders for w in r.point_weights], dtype=np.int64)
-    groups = [r for r in recorders if r.s_k]
-    sn = [np.asarray(r.s_n, dtype=np.int64) for r in groups]
-    sk = [np.asarray(r.s_k, dtype=np.int64) for r in groups]
-    sfirst = [np.asarray(r.s_first, dtype=np.float64) for r in groups]
-    stot = [np.asarray(r.s_total, dtype=np.float64) for r in groups]
+    pv = np.concatenate([_f64(r.point_values) for r in recorders]) if recorders else np.empty(0)
+    pw = (
+        np.concatenate([_i64(r.point_weights) for r in recorders])
+        if recorders
+        else np.empty(0, dtype=np.int64)
+    )
+    groups = [r for r in recorders if len(r.s_k)]
+    sn = [_i64(r.s_n) for r in groups]
+    sk = [_i64(r.s_k) for r in groups]
+    stot = [_f64(r.s_total) for r in groups]
     sw = [n * k for n, k in zip(sn, sk, strict=True)]
     total = int(pw.sum()) + sum(int(w.sum()) for w in sw)
     if total == 0:
@@ -153,74 +163,120 @@ def itl_stats(recorders: Sequence[ItlRecorder]) -> LatencyStats:
         float(np.dot(n.astype(np.float64), t)) for n, t in zip(sn, stot, strict=True)
     )
     mean = weighted_sum / total
-    # Upper bound of each stretch's values (padded against rounding of the closed form).
-    shi = [
-        np.maximum(f, t - (k - 1) * f) * (1.0 + 1e-9) + 1e-15
-        for f, t, k in zip(sfirst, stot, sk, strict=True)
-    ]
     plan = [_ranks(total, p) for p in PERCENTILES]
     ranks = sorted({r for lo, hi, _ in plan for r in (lo, hi)} | {total - 1})
-
     if not groups:
-        stats = _order_stats(pv, pw, ranks)
-        by_rank = dict(zip(ranks, stats, strict=True))
+        by_rank = dict(zip(ranks, _order_stats(pv, pw, ranks), strict=True))
     else:
-        lo_all = np.concatenate([pv, *sfirst])
-        hi_all = np.concatenate([pv, *shi])
-        w_all = np.concatenate([pw, *sw])
-        low = _order_stats(lo_all, w_all, ranks)
-        high = _order_stats(hi_all, w_all, ranks)
-        vals: list[FloatArray] = [pv]
-        wts: list[IntArray] = [pw]
-        for g, r in enumerate(groups):
-            first, hi, n, k = sfirst[g], shi[g], sn[g], sk[g]
-            straddle = np.zeros(first.shape, dtype=bool)
-            for lo_b, hi_b in zip(low, high, strict=True):
-                straddle |= (first <= hi_b) & (hi >= lo_b)
-            straddle &= k > 1
-            keep = ~straddle
-            vals.append(first[keep])
-            wts.append((n * k)[keep])
-            ctx = np.asarray(r.s_ctx, dtype=np.int64)
-            ev, ew = _expand(r.timer, n[straddle], ctx[straddle], k[straddle], first[straddle], low, high)
-            vals.append(ev)
-            wts.append(ew)
-        stats = _order_stats(np.concatenate(vals), np.concatenate(wts), ranks)
-        by_rank = dict(zip(ranks, stats, strict=True))
+        by_rank = _StretchSelect(pv, pw, groups).order_stats(ranks)
     pct = [_lerp(by_rank[lo], by_rank[hi], g) for lo, hi, g in plan]
     return LatencyStats(total, mean, pct[0], pct[1], pct[2], by_rank[total - 1])
 
 
-def _expand(
-    timer: StepTimer,
-    n: IntArray,
-    ctx: IntArray,
-    k: IntArray,
-    first: FloatArray,
-    low: Sequence[float],
-    high: Sequence[float],
-) -> tuple[FloatArray, IntArray]:
-    """Step times of the straddling stretches. The last step's exact time is computed first:
-    a stretch that turns out flat, or whose exact range misses every bracket, stays one point."""
-    values: list[float] = []
-    weights: list[int] = []
-    for i in range(int(n.shape[0])):
-        ni, ci, ki, fi = int(n[i]), int(ctx[i]), int(k[i]), float(first[i])
-        last = timer.step_time_s((), ni, ci + (ki - 1) * ni)
-        lo_v, hi_v = min(fi, last), max(fi, last)
-        hit = any(lo_v <= hb and hi_v >= lb for lb, hb in zip(low, high, strict=True))
-        if last == fi or not hit:
-            values.append(fi)
-            weights.append(ni * ki)
-            continue
-        values.append(fi)
-        weights.append(ni)
-        for j in range(1, ki - 1):
-            values.append(timer.step_time_s((), ni, ci + j * ni))
-            weights.append(ni)
-        values.append(last)
-        weights.append(ni)
-    return np.asarray(values, dtype=np.float64), np.asarray(weights, dtype=np.int64)
+class _StretchSelect:
+    """Exact order statistics of points and stretches, evaluating few step times.
+
+    A stretch's step times never fall as its context grows (true of the roofline and of any
+    calibrated profile), so a run of its steps [a, b) lies in [f(a), f(b - 1)]. Every stretch
+    starts as one such piece, bounded by its first step and an upper bound from its total.
+    Bounding every piece by its lowest and highest value brackets each wanted order statistic
+    in [L, U]. A piece entirely outside every bracket only matters by its count: it becomes one
+    point (its values may move anywhere on the same side of every bracket without changing the
+    statistics). Pieces straddling a bracket are cut in `_SPLIT` parts (`_SPLIT - 1` step times
+    each), which narrows the brackets, until no piece straddles: then the order statistics of
+    the pieces' lower bounds are exact. Step times are computed O(stretches near a statistic x
+    log steps), never a stretch's every step.
+    """
+
+    _SPLIT = 4
+    _EXPAND = 8  # pieces this short are expanded step by step
+
+    def __init__(self, pv: FloatArray, pw: IntArray, groups: Sequence[ItlRecorder]) -> None:
+        self.timers = [g.timer for g in groups]
+        gid = np.concatenate([np.full(len(g.s_k), i, dtype=np.int64) for i, g in enumerate(groups)])
+        n = np.concatenate([_i64(g.s_n) for g in groups])
+        ctx = np.concatenate([_i64(g.s_ctx) for g in groups])
+        k = np.concatenate([_i64(g.s_k) for g in groups])
+        first = np.concatenate([_f64(g.s_first) for g in groups])
+        tot = np.concatenate([_f64(g.s_total) for g in groups])
+        # Upper bound of each stretch's values (padded against rounding of the closed form).
+        hi = np.maximum(first, tot - (k - 1) * first) * (1.0 + 1e-9) + 1e-15
+        hi = np.where(k > 1, hi, first)
+        keep = pw > 0
+        m = int(keep.sum())
+        # Pieces: lower/upper bound, weight of each element, first/end step, stretch (-1: a point).
+        self.lo = np.concatenate([pv[keep], first])
+        self.hi = np.concatenate([pv[keep], hi])
+        self.w = np.concatenate([pw[keep], n])
+        self.a = np.zeros(m + k.size, dtype=np.int64)
+        self.b = np.concatenate([np.ones(m, dtype=np.int64), k])
+        self.sid = np.concatenate([np.full(m, -1, dtype=np.int64), np.arange(k.size, dtype=np.int64)])
+        self.s_gid, self.s_n, self.s_ctx = gid, n, ctx
+        self._memo: dict[tuple[int, int, int], float] = {}
+
+    def _f(self, s: int, j: int) -> float:
+        g, n = int(self.s_gid[s]), int(self.s_n[s])
+        key = (g, n, int(self.s_ctx[s]) + j * n)
+        v = self._memo.get(key)
+        if v is None:
+            v = self.timers[g].step_time_s((), n, key[2])
+            self._memo[key] = v
+        return v
+
+    def order_stats(self, ranks: Sequence[int]) -> dict[int, float]:
+        while True:
+            size = self.b - self.a
+            weight = self.w * size
+            low = _order_stats(self.lo, weight, ranks)
+            high = _order_stats(self.hi, weight, ranks)
+            inside = np.zeros(self.lo.shape, dtype=bool)
+            for lb, hb in zip(low, high, strict=True):
+                inside |= (self.lo <= hb) & (self.hi >= lb)
+            open_ = inside & (size > 1) & (self.lo < self.hi)
+            if not open_.any():
+                return dict(zip(ranks, _order_stats(self.lo, weight, ranks), strict=True))
+            # Outside every bracket: a point (at its lower bound) of its whole weight.
+            out = ~inside
+            self.w = np.where(out, weight, self.w)
+            self.b = np.where(out, self.a + 1, self.b)
+            self.hi = np.where(out, self.lo, self.hi)
+            self.sid = np.where(out, -1, self.sid)
+            self._split(np.flatnonzero(open_))
+
+    def _split(self, idx: IntArray) -> None:
+        los: list[float] = []
+        his: list[float] = []
+        ws: list[int] = []
+        as_: list[int] = []
+        bs: list[int] = []
+        sids: list[int] = []
+        for i in idx.tolist():
+            s, a, b, w = int(self.sid[i]), int(self.a[i]), int(self.b[i]), int(self.w[i])
+            if b - a <= self._EXPAND:
+                cuts = list(range(a, b + 1))
+            else:
+                step = (b - a) / self._SPLIT
+                cuts = [a + int(step * q) for q in range(self._SPLIT)] + [b]
+            vals = [float(self.lo[i])] + [self._f(s, c) for c in cuts[1:-1]]
+            last_hi = self._f(s, b - 1)
+            for q in range(len(cuts) - 1):
+                c0, c1 = cuts[q], cuts[q + 1]
+                lo_v = vals[q]
+                hi_v = lo_v if c1 - c0 == 1 else (vals[q + 1] if q + 1 < len(vals) else last_hi)
+                los.append(lo_v)
+                his.append(hi_v)
+                ws.append(w)
+                as_.append(c0)
+                bs.append(c1)
+                sids.append(s)
+        drop = np.ones(self.lo.shape, dtype=bool)
+        drop[idx] = False
+        self.lo = np.concatenate([self.lo[drop], np.asarray(los, dtype=np.float64)])
+        self.hi = np.concatenate([self.hi[drop], np.asarray(his, dtype=np.float64)])
+        self.w = np.concatenate([self.w[drop], np.asarray(ws, dtype=np.int64)])
+        self.a = np.concatenate([self.a[drop], np.asarray(as_, dtype=np.int64)])
+        self.b = np.concatenate([self.b[drop], np.asarray(bs, dtype=np.int64)])
+        self.sid = np.concatenate([self.sid[drop], np.asarray(sids, dtype=np.int64)])
 
 
 # --- per-minute series -------------------------------------------------------------------------
