@@ -161,7 +161,14 @@ class _ServingRequest(BaseModel):
             return data
         wl = data.get("workload")
         if isinstance(wl, Mapping) and "trace" not in wl and "arrivals" not in wl:
-            return {**data, "workload": {**wl, "arrivals": {"requests_per_s": data["requests_per_s"]}}}
+            rate = data["requests_per_s"]
+            try:
+                ok = 0 < float(rate) <= MAX_REQUESTS_PER_S and not isinstance(rate, bool)
+            except (TypeError, ValueError):
+                ok = False
+            # A bad rate is reported once, at requests_per_s: the placeholder never gets used.
+            arrivals = {"requests_per_s": rate if ok else 1.0}
+            return {**data, "workload": {**wl, "arrivals": arrivals}}
         return data
 
 
