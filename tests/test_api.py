@@ -134,7 +134,17 @@ ANALYSES: list[tuple[list[str], dict[str, Any]]] = [
         },
     ),
     (
-        "chunked-prefill --prompt-tokens 16000 --decodes 64 --context-tokens 1500 --chunk 512,2048,none".split(),
+        [
+            "chunked-prefill",
+            "--prompt-tokens",
+            "16000",
+            "--decodes",
+            "64",
+            "--context-tokens",
+            "1500",
+            "--chunk",
+            "512,2048,none",
+        ],
         {
             "chunked_prefill": {
                 "prompt_tokens": 16000,
@@ -145,8 +155,19 @@ ANALYSES: list[tuple[list[str], dict[str, Any]]] = [
         },
     ),
     (
-        "chunked-prefill --prompt-tokens 8000 --decodes 32 --context-tokens 1000 --budget 2048,none "
-        "--profile calibrated".split(),
+        [
+            "chunked-prefill",
+            "--prompt-tokens",
+            "8000",
+            "--decodes",
+            "32",
+            "--context-tokens",
+            "1000",
+            "--budget",
+            "2048,none",
+            "--profile",
+            "calibrated",
+        ],
         {
             "profile": "calibrated",
             "chunked_prefill": {
