@@ -8,4 +8,5 @@ COMMAND_MODULES = [
     "calibrate",
     "evaluate",
     "simulate",
+    "serve",
 ]

@@ -1,0 +1,191 @@
+"""planner.v1.PlannerService: converts each request to the mapping planner.api takes, checks it
+against the service's policy (no files, size limits), runs it in the job pool and returns the
+response the worker built. No domain logic here; errors are raised as exceptions and mapped to
+statuses by the interceptor."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any
+
+import grpc
+
+from planner.errors import CapplanError, InvalidInput
+from planner.server import convert, jobs, policy
+from planner.server.errors import BadRequest, DeadlineExceeded, LimitExceeded, status_of
+from planner.server.interceptors import annotate
+from planner.server.observability import Metrics
+from planner.server.pool import JobPool
+from planner.v1 import planner_service_pb2 as pb
+from planner.v1 import planner_service_pb2_grpc as pb_grpc
+
+__all__ = ["PlannerServicer"]
+
+# Slack for the answer's trip back after the worker's deadline check.
+_RESULT_SLACK_S = 0.05
+
+
+# gRPC reports "no deadline" as a remaining time of centuries.
+_NO_DEADLINE_S = 365 * 86400.0
+
+
+def _deadline(context: grpc.ServicerContext) -> float | None:
+    remaining = context.time_remaining()
+    return None if remaining is None or remaining > _NO_DEADLINE_S else time.time() + remaining
+
+
+class PlannerServicer(pb_grpc.PlannerServiceServicer):
+    def __init__(self, pool: JobPool, limits: policy.Limits, metrics: Metrics) -> None:
+        self.pool = pool
+        self.limits = limits
+        self.metrics = metrics
+
+    # -- unary RPCs --
+
+    def _result(
+        self, rpc: str, future: Future[dict[str, Any]], deadline: float | None, submitted: float
+    ) -> bytes:
+        timeout = None if deadline is None else max(0.0, deadline - time.time()) + _RESULT_SLACK_S
+        try:
+            result = future.result(timeout=timeout)
+        except FutureTimeout:
+            future.cancel()
+            raise DeadlineExceeded("no answer within the call's deadline") from None
+        self._account(rpc, result, submitted)
+        if "error" in result:
+            jobs.raise_error(result["error"])
+        response: bytes = result["response"]
+        return response
+
+    def _account(self, rpc: str, result: dict[str, Any], submitted: float) -> None:
+        total = time.perf_counter() - submitted
+        compute = result.get("compute_s")
+        if compute is not None:
+            self.metrics.compute.labels(rpc).observe(compute)
+            self.metrics.queue_wait.labels(rpc).observe(max(0.0, total - compute))
+            annotate(compute_ms=round(compute * 1e3, 3), queue_ms=round(max(0.0, total - compute) * 1e3, 3))
+        if result.get("summary"):
+            annotate(**result["summary"])
+
+    def _unary(self, rpc_name: str, request: Any, context: grpc.ServicerContext) -> Any:
+        rpc = convert.RPCS[rpc_name]
+        data, options = convert.request_to_mapping(request)
+        policy.check(rpc_name, data, self.limits)
+        deadline = _deadline(context)
+        submitted = time.perf_counter()
+        future = self.pool.submit(rpc_name, data, options, deadline)
+        context.add_callback(future.cancel)  # a queued job of a cancelled call is dropped
+        return rpc.response.FromString(self._result(rpc_name, future, deadline, submitted))
+
+    def Plan(self, request: pb.PlanRequest, context: grpc.ServicerContext) -> pb.PlanResponse:
+        return self._unary("Plan", request, context)
+
+    def Evaluate(self, request: pb.EvaluateRequest, context: grpc.ServicerContext) -> pb.EvaluateResponse:
+        return self._unary("Evaluate", request, context)
+
+    def Simulate(self, request: pb.SimulateRequest, context: grpc.ServicerContext) -> pb.SimulateResponse:
+        return self._unary("Simulate", request, context)
+
+    def Analyze(self, request: pb.AnalyzeRequest, context: grpc.ServicerContext) -> pb.AnalyzeResponse:
+        return self._unary("Analyze", request, context)
+
+    def Calibrate(self, request: pb.CalibrateRequest, context: grpc.ServicerContext) -> pb.CalibrateResponse:
+        return self._unary("Calibrate", request, context)
+
+    def ListCatalog(
+        self, request: pb.ListCatalogRequest, context: grpc.ServicerContext
+    ) -> pb.ListCatalogResponse:
+        """Answered on the serving thread: reading the catalog takes a millisecond."""
+        data, options = convert.request_to_mapping(request)
+        policy.check("ListCatalog", data, self.limits)
+        result = jobs.run_job("ListCatalog", data, options, _deadline(context))
+        if "error" in result:
+            jobs.raise_error(result["error"])
+        return pb.ListCatalogResponse.FromString(result["response"])
+
+    # -- Sweep --
+
+    def Sweep(self, request: pb.SweepRequest, context: grpc.ServicerContext) -> Iterator[pb.SweepResponse]:
+        """Each scenario is a Plan job; at most one per worker of this sweep is in the pool at a
+        time, so a sweep streams at the pool's pace without starving unary calls. A scenario's
+        error is its own SweepResponse; the call fails only for an empty or oversized sweep or
+        the deadline."""
+        n = len(request.scenarios)
+        if n == 0:
+            raise InvalidInput("scenarios", "give at least one scenario")
+        if n > self.limits.max_sweep_scenarios:
+            raise LimitExceeded("scenarios", n, self.limits.max_sweep_scenarios, "scenarios")
+        annotate(scenarios=n)
+        deadline = _deadline(context)
+        pending: dict[Future[dict[str, Any]], tuple[int, str, float]] = {}
+        next_index = 0
+        try:
+            while next_index < n or pending:
+                while next_index < n and len(pending) < self.pool.workers:
+                    i = next_index
+                    next_index += 1
+                    scenario = request.scenarios[i]
+                    try:
+                        data, options = convert.request_to_mapping(scenario.plan)
+                        policy.check("Plan", data, self.limits)
+                        wait_s = None if deadline is None else max(0.0, deadline - time.time())
+                        future = self.pool.submit("Plan", data, options, deadline, wait_s=wait_s)
+                    except CapplanError as exc:
+                        yield self._scenario_error(i, scenario.name, exc)
+                        continue
+                    pending[future] = (i, scenario.name, time.perf_counter())
+                if not pending:
+                    continue
+                timeout = None if deadline is None else max(0.0, deadline - time.time()) + _RESULT_SLACK_S
+                done, _ = wait(pending, timeout=timeout, return_when=FIRST_COMPLETED)
+                if not done:
+                    raise DeadlineExceeded(
+                        f"the deadline passed with {n - next_index + len(pending)} scenarios unanswered"
+                    )
+                for future in sorted(done, key=lambda f: pending[f][0]):
+                    i, name, submitted = pending.pop(future)
+                    yield self._scenario_answer(i, name, future, submitted)
+        finally:
+            for future in pending:
+                future.cancel()
+
+    def _scenario_answer(
+        self, i: int, name: str, future: Future[dict[str, Any]], submitted: float
+    ) -> pb.SweepResponse:
+        try:
+            result = future.result()
+        except Exception as exc:  # the worker died: this scenario is INTERNAL, the sweep goes on
+            return self._scenario_error(i, name, exc)
+        self._account("Sweep", {k: v for k, v in result.items() if k != "summary"}, submitted)
+        if "error" in result:
+            try:
+                jobs.raise_error(result["error"])
+            except Exception as exc:
+                return self._scenario_error(i, name, exc)
+        self.metrics.sweep_scenarios.labels("OK").inc()
+        report = pb.PlanResponse.FromString(result["response"]).report
+        return pb.SweepResponse(index=i, name=name, report=report)
+
+    def _scenario_error(self, i: int, name: str, exc: BaseException) -> pb.SweepResponse:
+        prefix = f"scenarios[{i}].plan"
+        if isinstance(exc, InvalidInput):
+            violations = exc.violations if isinstance(exc, BadRequest) else [(exc.field, exc.reason)]
+            exc = BadRequest([(f"{prefix}.{f}", r) for f, r in violations])
+        elif isinstance(exc, LimitExceeded):
+            exc = LimitExceeded(f"{prefix}.{exc.field}", exc.got, exc.limit, exc.what)
+        status = status_of(exc)
+        code = next(c for c in grpc.StatusCode if c.value[0] == status.code)
+        self.metrics.sweep_scenarios.labels(code.name).inc()
+        if code is grpc.StatusCode.INTERNAL:
+            from planner.server.observability import logger
+
+            logger().error(
+                "sweep_scenario_failed",
+                index=i,
+                error=f"{type(exc).__name__}: {exc}",
+                traceback=getattr(exc, "details", ""),
+            )
+        return pb.SweepResponse(index=i, name=name, error=status)
