@@ -1,0 +1,17 @@
+"""The planner: the cheapest vLLM deployment that meets TTFT/ITL p99 SLOs for a traffic
+forecast (docs/plan.md).
+
+    from planner.plan import plan
+    report = plan(yaml.safe_load(open("examples/chat.yaml")), base_dir="examples")
+
+Modules: request (the schema), capacity (one configuration -> requests/s within the SLOs),
+pool (many, on the cores), search (which configurations to ask), solve (the MILP's data and
+exact single-configuration costs), explain (infeasible answers), verify (the simulator),
+run (the pipeline and the report), report (the report's schema).
+"""
+
+from planner.plan.report import PlanReport
+from planner.plan.request import PlanRequest, load_plan_file, parse_plan_request
+from planner.plan.run import plan, vllm_args
+
+__all__ = ["PlanReport", "PlanRequest", "load_plan_file", "parse_plan_request", "plan", "vllm_args"]

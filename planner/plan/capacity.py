@@ -1,0 +1,337 @@
+"""One replica configuration -> its capacity within the SLOs: the planner's only door into the
+latency model (planner/latency). Everything here is plain, picklable data so worker processes
+can answer it.
+
+A replica serves in one of three roles: `colocated` (prefill and decode on one engine, both
+SLOs), `prefill` (the prefill pool of a disaggregated deployment: TTFT, including the KV
+transfer to the decode pool) or `decode` (the decode pool: ITL). The capacity is requests/s per
+replica within the SLOs: it depends on the workload's lengths, burstiness and prefix-cache hits,
+never on its rate, so it is computed once per configuration and the MILP sizes every bucket.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Literal
+
+from planner.catalog.models import Dtype
+from planner.costmodel.profile import Profile
+from planner.deployment import Deployment, Disaggregation, ResolvedDeployment
+from planner.errors import InvalidInput
+from planner.latency import LatencyModel, Slo, WorkloadStats
+from planner.latency.engine import Point
+
+Role = Literal["colocated", "prefill", "decode"]
+ROLES: tuple[Role, ...] = ("colocated", "prefill", "decode")
+BLOCK_TOKENS = 16
+DECODE_MIN_BUDGET = 512
+PROBE_BUDGET = 2048  # a decode pool's KV limit is first probed at this budget
+
+
+@dataclass(frozen=True, order=True)
+class ReplicaConfig:
+    """What one replica runs: the GPU, TP and the vLLM scheduler flags of its role."""
+
+    gpu: str
+    tensor_parallel_size: int
+    role: Role
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    long_prefill_token_threshold: int = 0
+
+    @property
+    def id(self) -> str:
+        """A stable name (MILP candidate id, report key)."""
+        t = f"/t{self.long_prefill_token_threshold}" if self.long_prefill_token_threshold else ""
+        return (
+            f"{self.gpu}/tp{self.tensor_parallel_size}/{self.role}"
+            f"/b{self.max_num_batched_tokens}/s{self.max_num_seqs}{t}"
+        )
+
+
+@dataclass(frozen=True)
+class SearchContext:
+    """Everything a capacity question needs besides the configuration, fixed for one plan."""
+
+    model: str
+    stats: WorkloadStats
+    ttft_p99_s: float | None
+    itl_p99_s: float | None
+    e2e_p99_s: float | None
+    profiles: tuple[tuple[str, Profile], ...]  # (gpu, profile), sorted
+    weight_dtype: Dtype
+    kv_dtype: Dtype
+    gpu_memory_utilization: float
+    kv_transfer_bandwidth_bytes_per_s: float
+    kv_transfer_latency_s: float
+
+    def profile(self, gpu: str) -> Profile:
+        for name, prof in self.profiles:
+            if name == gpu:
+                return prof
+        raise KeyError(gpu)
+
+    def deployment(
+        self, cfg: ReplicaConfig, replicas: int = 1, prefill_replicas: int = 1, decode_replicas: int = 1
+    ) -> Deployment:
+        """The deployment of `cfg`'s shape: colocated with `replicas`, or (prefill and decode
+        roles) disaggregated with the given pool sizes, both pools of this shape."""
+        dis = None
+        if cfg.role != "colocated":
+            dis = Disaggregation(
+                prefill_replicas=prefill_replicas,
+                decode_replicas=decode_replicas,
+                kv_transfer_bandwidth_bytes_per_s=self.kv_transfer_bandwidth_bytes_per_s,
+                kv_transfer_latency_s=self.kv_transfer_latency_s,
+            )
+        spec = Deployment(
+            model=self.model,
+            gpu=cfg.gpu,
+            tp=cfg.tensor_parallel_size,
+            weight_dtype=self.weight_dtype,
+            kv_dtype=self.kv_dtype,
+            max_num_seqs=cfg.max_num_seqs,
+            max_num_batched_tokens=cfg.max_num_batched_tokens,
+            long_prefill_token_threshold=cfg.long_prefill_token_threshold,
+            gpu_memory_utilization=self.gpu_memory_utilization,
+            disaggregated=dis,
+        )
+        # `replicas` counts colocated replicas only (the pools' sizes are in `disaggregated`).
+        return spec if dis is not None else spec.model_copy(update={"replicas": replicas})
+
+    def resolve(self, cfg: ReplicaConfig) -> ResolvedDeployment:
+        return self.deployment(cfg).resolve(self.profile(cfg.gpu))
+
+    def role_slo(self, role: Role) -> Slo | None:
+        """The targets a pool of this role answers for (None: only stability limits it)."""
+        ttft = self.ttft_p99_s if role != "decode" else None
+        itl = self.itl_p99_s if role != "prefill" else None
+        if ttft is None and itl is None:
+            return None
+        return Slo(ttft_p99_s=ttft, itl_p99_s=itl)
+
+
+@dataclass(frozen=True)
+class CapacityPoint:
+    """A configuration's answer. `requests_per_s` is per replica within the role's SLOs (0 when
+    infeasible; then `reason` says why). At that rate: `running_requests` (seats in use),
+    `decode_concurrency`, the p99s. Floors are the idle p99s (what no load can beat)."""
+
+    config: ReplicaConfig
+    fits: bool  # the model fits the GPUs with these flags (else `reason`)
+    feasible: bool
+    requests_per_s: float
+    binding_limit: str
+    reason: str
+    running_requests: float
+    decode_concurrency: float
+    ttft_p99_s: float | None
+    itl_p99_s: float | None
+    max_stable_requests_per_s: float
+    kv_cache_tokens: int
+    kv_limit_seqs: int
+    floor_ttft_p99_s: float | None
+    floor_itl_p99_s: float | None
+
+
+def kv_limit_seqs(resolved: ResolvedDeployment, stats: WorkloadStats) -> int:
+    """Sequences of the mean decode context (plus half a block) the KV cache holds: above it
+    vLLM preempts, so `max_num_seqs` need not go higher."""
+    per_seq = stats.decode_context + BLOCK_TOKENS / 2
+    return max(1, int(resolved.kv.kv_cache_tokens // per_seq))
+
+
+def kv_limit_at(ctx: SearchContext, cfg: ReplicaConfig) -> int:
+    return kv_limit_seqs(ctx.resolve(cfg), ctx.stats)
+
+
+def concrete(ctx: SearchContext, cfg: ReplicaConfig) -> ReplicaConfig:
+    """Fill the automatic values: `max_num_seqs` 0 = the KV limit (at most the budget: vLLM
+    requires budget >= seqs); a decode pool's budget 0 = its `max_num_seqs` rounded up to 256
+    tokens, at least 512 (a decode step schedules one token per sequence, and a smaller budget
+    leaves more memory for KV)."""
+    if cfg.role == "decode" and cfg.max_num_batched_tokens == 0:
+        seqs = cfg.max_num_seqs
+        if seqs == 0:  # the KV limit at a small budget, then at the budget that limit implies
+            first = kv_limit_at(ctx, replace(cfg, max_num_batched_tokens=PROBE_BUDGET, max_num_seqs=1024))
+            second = kv_limit_at(
+                ctx, replace(cfg, max_num_batched_tokens=decode_budget(first), max_num_seqs=first)
+            )
+            seqs = min(first, second)
+        return replace(cfg, max_num_batched_tokens=decode_budget(seqs), max_num_seqs=seqs)
+    if cfg.max_num_seqs == 0:
+        budget = cfg.max_num_batched_tokens
+        limit = kv_limit_at(ctx, replace(cfg, max_num_seqs=min(budget, 1024)))
+        cfg = replace(cfg, max_num_seqs=max(1, min(budget, limit)))
+    return cfg
+
+
+def decode_budget(seqs: int) -> int:
+    return max(DECODE_MIN_BUDGET, -(-seqs // 256) * 256)
+
+
+def unfit(cfg: ReplicaConfig, reason: str) -> CapacityPoint:
+    return CapacityPoint(
+        config=cfg,
+        fits=False,
+        feasible=False,
+        requests_per_s=0.0,
+        binding_limit="memory",
+        reason=reason,
+        running_requests=0.0,
+        decode_concurrency=0.0,
+        ttft_p99_s=None,
+        itl_p99_s=None,
+        max_stable_requests_per_s=0.0,
+        kv_cache_tokens=0,
+        kv_limit_seqs=0,
+        floor_ttft_p99_s=None,
+        floor_itl_p99_s=None,
+    )
+
+
+def evaluate_config(ctx: SearchContext, cfg: ReplicaConfig) -> CapacityPoint:
+    """The capacity of one replica configuration within its role's SLOs (root-finding in the
+    latency model). A configuration that does not fit is an answer (`fits` False), not an error."""
+    try:
+        cfg = concrete(ctx, cfg)
+        resolved = ctx.resolve(cfg)
+    except InvalidInput as exc:
+        return unfit(cfg, exc.reason)
+    model = LatencyModel(resolved, ctx.stats)
+    role = cfg.role
+    engine = model.engines.get(role)
+    if engine is None:  # a decode pool when every answer is one token: nothing to decode
+        return unfit(cfg, "every answer is one token: a decode pool has nothing to do")
+    zero = engine.zero_point()
+    boundary = engine.boundary()
+    slo = ctx.role_slo(role)
+    kv_tokens = int(resolved.kv.kv_cache_tokens)
+    limit = kv_limit_seqs(resolved, ctx.stats)
+    binding: str
+    at: Point | None
+    if slo is None:
+        rate, feasible, binding, reason = boundary.lam_max, boundary.lam_max > 0, boundary.binding, ""
+        at = None
+    else:
+        # One pool's root-find (LatencyModel.capacity would also size the other pool of a
+        # disaggregated model, which this role does not need).
+        pool = model._pool_capacity(role, engine, slo)
+        rate, feasible, binding, reason = (
+            pool.requests_per_s_per_replica,
+            pool.feasible,
+            pool.binding_limit,
+            pool.reason,
+        )
+        at = pool.at_capacity
+    if feasible and ctx.e2e_p99_s is not None and role == "colocated":
+        rate, at, binding, feasible, reason = _within_e2e(ctx, model, rate, at, binding)
+    if not (feasible and rate > 0 and math.isfinite(rate)):
+        feasible, rate = False, 0.0
+        if not reason:
+            reason = f"no positive rate is stable (limit: {binding})"
+    if at is None and feasible:
+        s = engine.solve(rate * (1.0 - 1e-9))
+        at = None if s is None else engine.point(s[0])
+    return CapacityPoint(
+        config=cfg,
+        fits=True,
+        feasible=feasible,
+        requests_per_s=rate,
+        binding_limit=binding,
+        reason=reason,
+        running_requests=0.0 if at is None else at.running_requests,
+        decode_concurrency=0.0 if at is None or role == "prefill" else at.n,
+        ttft_p99_s=None if at is None else at.ttft_p99_s,
+        itl_p99_s=None if at is None else at.itl_p99_s,
+        max_stable_requests_per_s=boundary.lam_max,
+        kv_cache_tokens=kv_tokens,
+        kv_limit_seqs=limit,
+        floor_ttft_p99_s=zero.ttft_p99_s if engine.has_prefill else None,
+        floor_itl_p99_s=zero.itl_p99_s if engine.has_decode else None,
+    )
+
+
+def meets_at(ctx: SearchContext, cfg: ReplicaConfig, rate: float) -> bool:
+    """Does `cfg` meet its role's SLOs at `rate` requests/s per replica? A cheap screen (one
+    steady state instead of a root-find): False means its capacity is below `rate`."""
+    try:
+        cfg = concrete(ctx, cfg)
+        model = LatencyModel(ctx.resolve(cfg), ctx.stats)
+    except InvalidInput:
+        return False
+    engine = model.engines.get(cfg.role)
+    if engine is None:
+        return False
+    solved = engine.solve(rate)
+    if solved is None:
+        return False
+    st = solved[0]
+    ttft = itl = None
+    if ctx.ttft_p99_s is not None and engine.has_prefill:
+        ttft = engine.ttft_p99_s(st)
+        if ttft > ctx.ttft_p99_s:
+            return False
+    if ctx.itl_p99_s is not None and engine.has_decode:
+        itl = engine.itl_p99_s(st)
+        if itl > ctx.itl_p99_s:
+            return False
+    if ctx.e2e_p99_s is not None and cfg.role == "colocated":
+        ttft = engine.ttft_p99_s(st) if ttft is None else ttft
+        return e2e_estimate_s(ctx, ttft, st.t_step) <= ctx.e2e_p99_s
+    return True
+
+
+E2E_BISECTIONS = 30
+
+
+def e2e_estimate_s(ctx: SearchContext, ttft_p99_s: float | None, mean_step_s: float | None) -> float:
+    """E2E p99 ~ TTFT p99 + (p99 answer - 1) x the mean step a decoder sees: over many steps the
+    inter-token gaps average out, so the long answers' total is close to its mean."""
+    steps = max(ctx.stats.output_p99_tokens - 1.0, 0.0)
+    return (ttft_p99_s or 0.0) + steps * (mean_step_s or 0.0)
+
+
+def _within_e2e(
+    ctx: SearchContext, model: LatencyModel, rate: float, at: Point | None, binding: str
+) -> tuple[float, Point | None, str, bool, str]:
+    """Lower a colocated capacity until the E2E estimate meets its target (bisection on the
+    rate; E2E rises with load along the stable branch)."""
+    assert ctx.e2e_p99_s is not None
+    engine = model.engines["colocated"]
+    target = ctx.e2e_p99_s
+
+    def e2e(lam: float) -> tuple[float, Point | None]:
+        s = engine.solve(lam)
+        if s is None:
+            return math.inf, None
+        p = engine.point(s[0])
+        return e2e_estimate_s(ctx, p.ttft_p99_s, p.mean_step_s), p
+
+    top = rate * (1.0 - 1e-9)
+    v, p = e2e(top)
+    if v <= target:
+        return rate, p, binding, True, ""
+    z = engine.zero_point()
+    floor = e2e_estimate_s(ctx, z.ttft_p99_s, z.mean_step_s)
+    if floor > target:
+        return (
+            0.0,
+            None,
+            "e2e",
+            False,
+            f"E2E p99 target {target * 1e3:.4g} ms is below the {floor * 1e3:.4g} ms floor "
+            "(idle TTFT of the p99 prompt + the p99 answer's decode steps)",
+        )
+    lo, hi, best = 0.0, top, None
+    for _ in range(E2E_BISECTIONS):
+        mid = 0.5 * (lo + hi)
+        v, p = e2e(mid)
+        if v <= target:
+            lo, best = mid, p
+        else:
+            hi = mid
+    if lo <= 0:
+        return 0.0, None, "e2e", False, "no positive rate meets the E2E p99 target"
+    return lo, best, "e2e", True, ""

@@ -1,0 +1,211 @@
+"""What `capplan plan` answers: `PlanReport.model_dump(mode="json")` is exactly what `--json`
+prints (docs/plan.md lists every key). Milliseconds for latencies, USD for money, requests/s for
+rates; every list sorted, so the same request gives the same bytes.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+Status = Literal["OPTIMAL", "FEASIBLE", "INFEASIBLE", "NO_SOLUTION"]
+Role = Literal["colocated", "prefill", "decode"]
+
+
+class _Report(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class PlanTargets(_Report):
+    ttft_p99_ms: float | None
+    itl_p99_ms: float | None
+    e2e_p99_ms: float | None
+
+
+class PlanWorkload(_Report):
+    """The traffic the plan serves: `buckets` forecast buckets over `horizon_hours` (a constant
+    rate is one bucket of one hour; a month is 730 hours)."""
+
+    name: str | None
+    buckets: int
+    horizon_hours: float
+    mean_requests_per_s: float
+    peak_requests_per_s: float
+    peak_bucket: int
+    burstiness: float
+    mean_input_tokens: float
+    p99_input_tokens: float
+    mean_output_tokens: float
+    p99_output_tokens: float
+    prefix_cache_hit_fraction: float
+
+
+class PoolAtPeak(_Report):
+    """One deployment at the peak bucket, from the latency model (per replica of it)."""
+
+    requests_per_s_per_replica: float
+    ttft_p50_ms: float | None
+    ttft_p99_ms: float | None
+    itl_p50_ms: float | None
+    itl_p99_ms: float | None
+    kv_cache_usage: float | None
+    preemption_risk: float | None
+    running_requests: float | None
+
+
+class PlanDeployment(_Report):
+    """One configuration of the plan. `vllm_args` are the exact `vllm serve` flags of the operating
+    point the capacity was modelled at; `requests_per_s_per_replica` is that capacity (within the
+    SLOs of its role), `binding_limit` what caps it."""
+
+    id: str
+    gpu: str
+    tensor_parallel_size: int
+    role: Role
+    replicas_peak: int
+    replicas_by_bucket: list[int]
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    long_prefill_token_threshold: int
+    gpu_memory_utilization: float
+    weight_dtype: str
+    kv_dtype: str
+    vllm_args: list[str]
+    vllm_command: str
+    requests_per_s_per_replica: float
+    binding_limit: str
+    usd_per_gpu_hour: float
+    profile: str
+    at_peak: PoolAtPeak | None
+
+
+class GpuUse(_Report):
+    """GPUs of one type: `reserved` are held (and billed) all horizon; on-demand per bucket."""
+
+    gpu: str
+    reserved: int
+    on_demand_by_bucket: list[int]
+    peak: int
+    usd_per_gpu_hour: float
+    reserved_usd_per_gpu_hour: float | None
+    inventory: int | None
+
+
+class BucketCost(_Report):
+    start_s: float
+    duration_s: float
+    requests_per_s: float
+    gpus: int
+    usd_per_hour: float
+
+
+class Predicted(_Report):
+    """At the peak bucket, the worst of the plan's deployments (the analytic model)."""
+
+    requests_per_s: float
+    ttft_p50_ms: float | None
+    ttft_p99_ms: float | None
+    itl_p50_ms: float | None
+    itl_p99_ms: float | None
+    e2e_p99_ms: float | None
+
+
+class Simulated(_Report):
+    """`--verify`: the chosen deployment at its peak bucket in the discrete-event simulator."""
+
+    requests: int
+    seed: int
+    ttft_p99_ms: float | None
+    itl_p99_ms: float | None
+    slo_met: bool
+
+
+class AlternativeDeployment(_Report):
+    gpu: str
+    tensor_parallel_size: int
+    role: Role
+    replicas_peak: int
+    max_num_batched_tokens: int
+    max_num_seqs: int
+
+
+class Alternative(_Report):
+    """The best plan of another kind (another GPU type, the other disaggregation mode, vLLM's
+    default flags), costed exactly as a single configuration; `delta_*` are its cost minus the
+    plan's (positive: dearer). Infeasible: `reason` says why."""
+
+    kind: Literal["gpu", "disaggregation", "vllm_defaults"]
+    label: str
+    feasible: bool
+    usd_per_month: float | None
+    usd_per_hour_peak: float | None
+    delta_usd_per_month: float | None
+    delta_fraction: float | None
+    gpu_count_peak: int | None
+    deployments: list[AlternativeDeployment]
+    reason: str
+
+
+class Infeasibility(_Report):
+    """Why no plan exists, and the nearest change that makes one."""
+
+    constraint: str
+    reason: str
+    relaxation: str
+
+
+class ProfileUsed(_Report):
+    gpu: str
+    name: str
+    source: str
+
+
+class SearchStats(_Report):
+    """How the candidates came about: configurations asked of the latency model, the feasible
+    best per GPU x TP x role, how many were dominated (same GPU type and role, no fewer GPUs
+    and no more capacity) and how many reached the MILP."""
+
+    configurations_evaluated: int
+    candidates: int
+    candidates_pruned_dominated: int
+    candidates_in_milp: int
+    milp_variables: int
+    milp_constraints: int
+    unfit: list[str]
+
+
+class SolverSummary(_Report):
+    status: Status
+    objective_usd: float | None
+    gap: float | None
+    time_limit_s: float
+
+
+class PlanReport(_Report):
+    """The cheapest deployment that meets the SLOs for the forecast (docs/plan.md)."""
+
+    status: Status
+    model: str
+    slo: PlanTargets
+    workload: PlanWorkload
+    deployments: list[PlanDeployment]
+    gpus: list[GpuUse]
+    gpu_count_peak: int
+    usd_per_hour_peak: float | None
+    usd_per_month: float | None
+    usd_per_million_output_tokens: float | None
+    usd_per_million_input_tokens: float | None
+    predicted: Predicted | None
+    simulated: Simulated | None
+    disaggregated: bool
+    disaggregation_reason: str
+    binding_constraints: list[str]
+    alternatives: list[Alternative]
+    warnings: list[str]
+    notes: list[str]
+    infeasibility: Infeasibility | None
+    profiles: list[ProfileUsed]
+    buckets: list[BucketCost]
+    search: SearchStats
+    solver: SolverSummary

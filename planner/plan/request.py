@@ -1,0 +1,251 @@
+"""What `capplan plan` is asked: one schema for the YAML file, `api.plan(...)` and the gRPC
+`PlanRequest` (docs/plan.md). Every number has its range in the field's description; bad input
+is an InvalidInput naming the dotted key the user wrote (`candidates.tensor_parallel_sizes[1]`).
+
+    model: Qwen/Qwen3-8B
+    slo: {ttft_p99_ms: 500, itl_p99_ms: 50}
+    workload: {...}                         # exactly evaluate's workload (rates or buckets, or a trace)
+    candidates: {gpus: [h100-sxm], tensor_parallel_sizes: [1, 2, 4, 8], disaggregation: auto}
+    pricing: {h100-sxm: {usd_per_gpu_hour: 2.49, reserved_usd_per_gpu_hour: 1.85}}
+    inventory: {h200-sxm: 16}
+    headroom: 0.1
+    solver: {time_limit_s: 10}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from planner.catalog.models import Dtype
+from planner.errors import InvalidInput
+from planner.inputs import (
+    DEFAULT_PROFILE,
+    MAX_LATENCY_MS,
+    MAX_TP,
+    MAX_USD_PER_GPU_HOUR,
+    WorkloadInput,
+    read_mapping_file,
+    validate_request,
+)
+
+__all__ = [
+    "BUDGET_MAX_TOKENS",
+    "BUDGET_MIN_TOKENS",
+    "CandidateSpace",
+    "GpuPrice",
+    "PlanRequest",
+    "PlanSlo",
+    "SolverOptions",
+]
+
+_CONFIG = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+# The token budgets (max_num_batched_tokens) the search covers by default.
+BUDGET_MIN_TOKENS = 512
+BUDGET_MAX_TOKENS = 16384
+MAX_TENSOR_PARALLEL = MAX_TP
+MAX_INVENTORY_GPUS = 1_000_000
+MAX_HEADROOM = 10.0
+MAX_TIME_LIMIT_S = 3600.0
+MAX_BUDGET_TOKENS = 1_048_576
+MAX_SEQS = 65_536
+
+TensorParallel = Annotated[int, Field(ge=1, le=MAX_TP)]
+BudgetTokens = Annotated[int, Field(ge=64, le=MAX_BUDGET_TOKENS)]
+Seqs = Annotated[int, Field(ge=1, le=MAX_SEQS)]
+Threshold = Annotated[int, Field(ge=0, le=MAX_BUDGET_TOKENS)]
+
+
+class PlanSlo(BaseModel):
+    """p99 targets in milliseconds; at least TTFT or ITL."""
+
+    model_config = _CONFIG
+    ttft_p99_ms: float | None = Field(
+        default=None, gt=0, le=MAX_LATENCY_MS, description="time to first token, p99, ms; (0, 3.6e6]"
+    )
+    itl_p99_ms: float | None = Field(
+        default=None, gt=0, le=MAX_LATENCY_MS, description="inter-token latency, p99, ms; (0, 3.6e6]"
+    )
+    e2e_p99_ms: float | None = Field(
+        default=None,
+        gt=0,
+        le=MAX_LATENCY_MS,
+        description="end-to-end latency, p99, ms; (0, 3.6e6]; estimated as TTFT p99 + (p99 answer - 1) x "
+        "the mean decode step; colocated candidates only",
+    )
+
+    @model_validator(mode="after")
+    def _one_target(self) -> PlanSlo:
+        if self.ttft_p99_ms is None and self.itl_p99_ms is None:
+            raise ValueError("give ttft_p99_ms, itl_p99_ms or both (e2e_p99_ms adds to them)")
+        return self
+
+
+class CandidateSpace(BaseModel):
+    """The deployments the planner may choose from. Unset lists: the whole catalog, TP 1-8, the
+    budget search 512..16384 (coarse grid, refined near the best) and `max_num_seqs` from the
+    concurrency the SLO allows, up to the KV-cache limit."""
+
+    model_config = _CONFIG
+    gpus: tuple[str, ...] | None = Field(
+        default=None, min_length=1, description="GPU catalog names; default: every GPU in the catalog"
+    )
+    tensor_parallel_sizes: tuple[TensorParallel, ...] = Field(
+        default=(1, 2, 4, 8),
+        min_length=1,
+        description=f"GPUs per replica, each in [1, {MAX_TENSOR_PARALLEL}]",
+    )
+    disaggregation: Literal["auto", "never", "always"] = Field(
+        default="auto", description="auto: colocated and prefill/decode pools compete on cost"
+    )
+    mixed_gpu_types: bool = Field(
+        default=False,
+        description="true: several configurations and GPU types may serve together (Mélange-style), and "
+        "prefill/decode pools may use different GPU types",
+    )
+    max_num_batched_tokens: tuple[BudgetTokens, ...] | None = Field(
+        default=None,
+        min_length=1,
+        description="token budgets to consider, each in [64, 1048576]; default: a search "
+        f"over [{BUDGET_MIN_TOKENS}, {BUDGET_MAX_TOKENS}]",
+    )
+    max_num_seqs: tuple[Seqs, ...] | None = Field(
+        default=None,
+        min_length=1,
+        description="max_num_seqs values to consider, each in [1, 65536]; default: the smallest value that "
+        "covers the concurrency at the SLO capacity, up to the KV-cache limit",
+    )
+    long_prefill_token_thresholds: tuple[Threshold, ...] = Field(
+        default=(0,),
+        min_length=1,
+        description="long_prefill_token_threshold values for colocated replicas, each in [0, 1048576]; 0 = off",
+    )
+    gpu_memory_utilization: float = Field(default=0.92, gt=0, le=1, description="vLLM's flag; (0, 1]")
+    weight_dtype: Dtype = "bf16"
+    kv_dtype: Dtype = "bf16"
+    kv_transfer_bandwidth_bytes_per_s: float = Field(
+        default=50e9, gt=0, le=1e13, description="prefill -> decode link per GPU, bytes/s; (0, 1e13]"
+    )
+    kv_transfer_latency_s: float = Field(
+        default=1e-3, ge=0, le=10, description="per-transfer setup latency, s; [0, 10]"
+    )
+
+    @field_validator(
+        "tensor_parallel_sizes", "max_num_batched_tokens", "max_num_seqs", "long_prefill_token_thresholds"
+    )
+    @classmethod
+    def _sorted(cls, v: tuple[int, ...] | None) -> tuple[int, ...] | None:
+        return None if v is None else tuple(sorted(set(v)))
+
+    @field_validator("gpus")
+    @classmethod
+    def _gpus(cls, v: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if v is None:
+            return v
+        from planner.catalog.gpus import get_gpu
+
+        names = []
+        for i, name in enumerate(v):
+            try:
+                names.append(get_gpu(name).name)
+            except InvalidInput as exc:
+                raise ValueError(f"[{i}] {exc.reason}") from None
+        return tuple(sorted(set(names)))
+
+
+class GpuPrice(BaseModel):
+    """Price overrides for one GPU type, USD per GPU-hour."""
+
+    model_config = _CONFIG
+    usd_per_gpu_hour: float | None = Field(
+        default=None,
+        gt=0,
+        le=MAX_USD_PER_GPU_HOUR,
+        description="on-demand, USD per GPU-hour; (0, 1000]; default: catalog",
+    )
+    reserved_usd_per_gpu_hour: float | None = Field(
+        default=None,
+        gt=0,
+        le=MAX_USD_PER_GPU_HOUR,
+        description="reserved (billed every hour of the horizon), USD per GPU-hour; (0, 1000]; unset: no "
+        "reserved option",
+    )
+
+
+class SolverOptions(BaseModel):
+    model_config = _CONFIG
+    time_limit_s: float = Field(
+        default=10.0, gt=0, le=MAX_TIME_LIMIT_S, description="MILP wall-clock limit, s; (0, 3600]"
+    )
+    relative_gap: float | None = Field(
+        default=None,
+        ge=0,
+        le=1,
+        description="stop once the MILP's relative gap is below this, [0, 1]; null: prove optimality",
+    )
+
+
+class PlanRequest(BaseModel):
+    """A planning question. `workload` is evaluate's: planner/workload.py's schema or a `trace:`
+    reference (read when the plan runs, relative paths from its `base_dir`)."""
+
+    model_config = _CONFIG
+    model: str = Field(min_length=1, description="catalog model name or a config.json path")
+    slo: PlanSlo
+    workload: WorkloadInput
+    candidates: CandidateSpace = CandidateSpace()
+    pricing: dict[str, GpuPrice] = Field(default_factory=dict, description="per GPU type")
+    inventory: dict[str, int] = Field(
+        default_factory=dict, description="most GPUs of a type in use at any time, each in [0, 1e6]"
+    )
+    headroom: float = Field(
+        default=0.1,
+        ge=0,
+        le=MAX_HEADROOM,
+        description="capacity kept free above each bucket's demand, a fraction; [0, 10]",
+    )
+    solver: SolverOptions = SolverOptions()
+    profile: str = Field(
+        default=DEFAULT_PROFILE,
+        min_length=1,
+        description="auto (calibrated where a profile exists for the GPU, else theoretical), theoretical, "
+        "calibrated, or a profile file",
+    )
+
+    @field_validator("pricing")
+    @classmethod
+    def _pricing(cls, v: dict[str, GpuPrice]) -> dict[str, GpuPrice]:
+        return {_gpu_key(k): p for k, p in sorted(v.items())}
+
+    @field_validator("inventory")
+    @classmethod
+    def _inventory(cls, v: dict[str, int]) -> dict[str, int]:
+        out = {}
+        for k, n in sorted(v.items()):
+            if not 0 <= n <= MAX_INVENTORY_GPUS:
+                raise ValueError(f"{k}: must be in [0, {MAX_INVENTORY_GPUS}] GPUs, got {n}")
+            out[_gpu_key(k)] = n
+        return out
+
+
+def _gpu_key(name: str) -> str:
+    from planner.catalog.gpus import get_gpu
+
+    try:
+        return get_gpu(name).name
+    except InvalidInput as exc:
+        raise ValueError(f"{name}: {exc.reason}") from None
+
+
+def parse_plan_request(data: PlanRequest | Mapping[str, Any]) -> PlanRequest:
+    """A PlanRequest as is, or a mapping (YAML/JSON) validated into one."""
+    return validate_request(PlanRequest, data)
+
+
+def load_plan_file(path: str | Path) -> PlanRequest:
+    """Read and validate a plan file (YAML; JSON is YAML too)."""
+    return parse_plan_request(read_mapping_file(path, "model:, slo: and workload:"))

@@ -1,0 +1,289 @@
+"""Which replica configurations to ask the latency model about, and which to keep.
+
+A *shape* is a GPU type x TP x role (x long_prefill_token_threshold). Within a shape every
+configuration costs the same, so only the one with the most capacity within the SLOs matters
+(the others are dominated: same GPUs, less capacity). Enumerating every budget x `max_num_seqs`
+with a root-find each would cost thousands of root-finds; per shape the search is
+(docs/plan.md, "Search"):
+
+1. Budgets 512, 1024, ..., 16384 (powers of two), from the one vLLM advises for the role
+   (2048 colocated, 8192 for a prefill pool) outwards, `max_num_seqs` at its upper limit (the
+   KV-cache limit, at most the budget), so only the budget and the SLOs bind. The first gets a
+   capacity root-find; each next one is first *screened*: one steady state at the best capacity
+   so far. If it misses the SLOs there, its capacity is lower and it is dropped; otherwise it
+   gets its root-find. A decode pool has no prefill: one configuration.
+2. Refine the budget around the best b: 3b/4 and 3b/2 (multiples of 256), screened alike.
+3. Set `max_num_seqs`: the smallest value of a 16-24-32-48-64-... grid that covers the requests
+   running at capacity plus three standard deviations of their number (Poisson, inflated by the
+   arrivals' peakedness); the capacity is recomputed with it, so the flags a plan emits are the
+   point it modelled. It is kept if the capacity holds (within 0.1%): a lower cap bounds the
+   batch, and with it ITL, under bursts.
+
+A user who lists budgets or `max_num_seqs` values gets exactly those (screened, not refined).
+Across shapes, a replica of m x the GPUs with no more than m x the capacity of a smaller one of
+the same GPU type and role is dominated too (m smaller replicas do its job on the same GPUs):
+`prune_divisible` drops it before the MILP.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from planner.plan.capacity import (
+    CapacityPoint,
+    ReplicaConfig,
+    Role,
+    SearchContext,
+    decode_budget,
+    evaluate_config,
+    meets_at,
+)
+from planner.plan.request import BUDGET_MAX_TOKENS, BUDGET_MIN_TOKENS, CandidateSpace
+
+COARSE_BUDGETS = tuple(BUDGET_MIN_TOKENS << i for i in range(6))  # 512 .. 16384
+assert COARSE_BUDGETS[-1] == BUDGET_MAX_TOKENS
+START_BUDGET = {"colocated": 2048, "prefill": 8192}  # vLLM's advice: chat 2048-4096, throughput 8192+
+BUDGET_STEP = 256
+KEEP_SEQS_RTOL = 1e-3
+# A budget replaces the best so far only with 1% more capacity (differences below that are
+# within the model's error; the incumbent started at vLLM's advice), and is screened at that rate.
+BETTER_RTOL = 0.01
+SEATS_SIGMAS = 3.0
+MIN_SEQS = 16
+
+
+def seqs_grid(upper: int) -> list[int]:
+    """16, 24, 32, 48, 64, 96, 128, ... (steps of 1.5x and 4/3x) up to `upper`."""
+    out, base = [], MIN_SEQS
+    while base <= upper:
+        out.append(base)
+        if base * 3 // 2 <= upper:
+            out.append(base * 3 // 2)
+        base *= 2
+    return sorted(set(out))
+
+
+def seqs_for(running: float, arrival_cv2: float, upper: int) -> int:
+    """The `max_num_seqs` that covers `running` requests on average plus SEATS_SIGMAS standard
+    deviations: the number in service is Poisson for Poisson arrivals, more variable (x the
+    peakedness z = 1 + (c_a^2 - 1) n / (1 + n)) for bursty ones. Capped at `upper`."""
+    z = max(1.0, 1.0 + (arrival_cv2 - 1.0) * running / (1.0 + running))
+    need = running + SEATS_SIGMAS * math.sqrt(z * max(running, 0.0))
+    for s in seqs_grid(upper):
+        if s >= need:
+            return s
+    return upper
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One GPU type x TP x role (x threshold) and the flags to search: `budgets` / `seqs` None
+    = the automatic search."""
+
+    gpu: str
+    tensor_parallel_size: int
+    role: Role
+    long_prefill_token_threshold: int = 0
+    budgets: tuple[int, ...] | None = None
+    seqs: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
+class ShapeResult:
+    """`best`: the feasible configuration with the most capacity (None: none is feasible);
+    `points`: every root-find made; `screened`: configurations a screen showed to be worse."""
+
+    shape: Shape
+    best: CapacityPoint | None
+    points: tuple[CapacityPoint, ...]
+    screened: int
+
+
+def _order(budgets: Sequence[int], start: int) -> list[int]:
+    """From the budget nearest `start` outwards (nearer first, smaller first on ties)."""
+    return sorted(budgets, key=lambda b: (abs(math.log2(b / start)), b))
+
+
+def _refined(b: int, tried: set[int]) -> list[int]:
+    out = []
+    for v in (b * 3 // 4, b * 3 // 2):
+        v = max(BUDGET_STEP, round(v / BUDGET_STEP) * BUDGET_STEP)
+        if BUDGET_MIN_TOKENS <= v <= BUDGET_MAX_TOKENS and v not in tried:
+            out.append(v)
+    return out
+
+
+class _ShapeSearch:
+    def __init__(self, ctx: SearchContext, shape: Shape) -> None:
+        self.ctx, self.shape = ctx, shape
+        self.points: list[CapacityPoint] = []
+        self.best: CapacityPoint | None = None
+        self.screened = 0
+
+    def consider(self, cfg: ReplicaConfig) -> None:
+        b = self.best
+        if b is not None and not meets_at(self.ctx, cfg, b.requests_per_s * (1.0 + BETTER_RTOL)):
+            self.screened += 1
+            return
+        p = evaluate_config(self.ctx, cfg)
+        self.points.append(p)
+        if p.feasible and (b is None or _better(p, b)):
+            self.best = p
+
+    def run(self) -> ShapeResult:
+        sh = self.shape
+        seqs: Sequence[int] = sh.seqs or (0,)
+        if sh.role == "decode":
+            for s in seqs:
+                self.consider(
+                    ReplicaConfig(
+                        sh.gpu, sh.tensor_parallel_size, "decode", 0 if s == 0 else decode_budget(s), s
+                    )
+                )
+        elif sh.budgets is not None:
+            for bud in _order(sh.budgets, START_BUDGET[sh.role]):
+                for s in seqs:
+                    if s <= bud and sh.long_prefill_token_threshold < bud:
+                        self.consider(self._cfg(bud, s))
+        else:
+            self._climb(seqs)
+        return ShapeResult(sh, self.best, tuple(self.points), self.screened)
+
+    def _climb(self, seqs: Sequence[int]) -> None:
+        """From the start budget, doubling (then halving) while a budget beats the best so far,
+        then 3b/4 and 3b/2 around the best b. Capacity against budget rises while TTFT binds
+        (bigger chunks) and falls once ITL or memory binds (longer mixed steps, less KV), so a
+        climb over the grid finds the grid's best."""
+        sh = self.shape
+        grid = [b for b in COARSE_BUDGETS if b > sh.long_prefill_token_threshold]
+        if not grid:
+            return
+        start = min(grid, key=lambda b: (abs(math.log2(b / START_BUDGET[sh.role])), b))
+        i0 = grid.index(start)
+        self._try(start, seqs)
+        for step in (1, -1):
+            i = i0 + step
+            while 0 <= i < len(grid):
+                before = self.best
+                self._try(grid[i], seqs)
+                if self.best is before and before is not None:
+                    break
+                i += step
+        if self.best is not None:
+            tried = {p.config.max_num_batched_tokens for p in self.points}
+            for bud in _refined(self.best.config.max_num_batched_tokens, tried):
+                if sh.long_prefill_token_threshold < bud:
+                    self._try(bud, seqs)
+
+    def _try(self, budget: int, seqs: Sequence[int]) -> None:
+        for s in seqs:
+            if s <= budget:
+                self.consider(self._cfg(budget, s))
+
+    def _cfg(self, budget: int, seqs: int) -> ReplicaConfig:
+        sh = self.shape
+        return ReplicaConfig(
+            sh.gpu, sh.tensor_parallel_size, sh.role, budget, seqs, sh.long_prefill_token_threshold
+        )
+
+
+def _better(p: CapacityPoint, q: CapacityPoint) -> bool:
+    """`p` has BETTER_RTOL more capacity than the incumbent `q`."""
+    return p.requests_per_s > q.requests_per_s * (1.0 + BETTER_RTOL)
+
+
+def search_shape(ctx: SearchContext, shape: Shape) -> ShapeResult:
+    return _ShapeSearch(ctx, shape).run()
+
+
+def lowered_seqs(ctx: SearchContext, best: CapacityPoint) -> ReplicaConfig | None:
+    """The configuration with `max_num_seqs` set from the requests running at capacity (None:
+    already there)."""
+    upper = best.config.max_num_seqs
+    s = seqs_for(best.running_requests, ctx.stats.arrival_cv2, upper)
+    if s >= upper:
+        return None
+    cfg = replace(best.config, max_num_seqs=s)
+    if cfg.role == "decode":
+        cfg = replace(cfg, max_num_batched_tokens=decode_budget(s))
+    return cfg
+
+
+def keep_lowered(best: CapacityPoint, lowered: CapacityPoint) -> bool:
+    return lowered.feasible and lowered.requests_per_s >= best.requests_per_s * (1.0 - KEEP_SEQS_RTOL)
+
+
+def shapes_of(space: CandidateSpace, gpus: Sequence[str], roles: Sequence[Role]) -> list[Shape]:
+    out = []
+    for gpu in gpus:
+        for tp in space.tensor_parallel_sizes:
+            for role in roles:
+                thresholds = space.long_prefill_token_thresholds if role == "colocated" else (0,)
+                for t in thresholds:
+                    out.append(Shape(gpu, tp, role, t, space.max_num_batched_tokens, space.max_num_seqs))
+    return out
+
+
+def prune_divisible(points: Sequence[CapacityPoint]) -> tuple[list[CapacityPoint], int]:
+    """Drop a configuration when one of the same GPU type and role, on a divisor m of its GPUs,
+    has at least 1/m of its capacity: m of those serve as much on the same GPUs, at the same
+    price and inventory, in every bucket. Ties keep the smaller replica. Returns (kept, dropped)."""
+    kept = []
+    for p in points:
+        c = p.config
+        beaten = False
+        for q in points:
+            d = q.config
+            if q is p or (d.gpu, d.role) != (c.gpu, c.role):
+                continue
+            tp_p, tp_q = c.tensor_parallel_size, d.tensor_parallel_size
+            if tp_q <= tp_p and tp_p % tp_q == 0:
+                m = tp_p // tp_q
+                if q.requests_per_s * m >= p.requests_per_s and (
+                    tp_q < tp_p or (q.requests_per_s, d) > (p.requests_per_s, c)
+                ):
+                    beaten = True
+                    break
+        if not beaten:
+            kept.append(p)
+    return kept, len(points) - len(kept)
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """`best`: the candidates (per shape the best, minus the divisibly dominated), sorted by id;
+    `points`: every root-find made, sorted; `unfit`: (gpu, tp, reason) for shapes whose weights
+    do not fit at any budget; `dominated`: configurations dropped as dominated (screened out,
+    beaten within their shape, or beaten by a smaller replica of the same GPU type)."""
+
+    best: tuple[CapacityPoint, ...]
+    points: tuple[CapacityPoint, ...]
+    unfit: tuple[tuple[str, int, str], ...]
+    dominated: int = 0
+    evaluated: int = 0  # root-finds and screens
+
+
+def combine(results: Sequence[ShapeResult], extra: Sequence[CapacityPoint] = ()) -> SearchResult:
+    """The search's answer from the shapes' results (`best` already final, e.g. with lowered
+    `max_num_seqs`); `extra`: further root-finds made (counted and listed)."""
+    points = sorted(
+        {p.config: p for p in [*(p for r in results for p in r.points), *extra]}.values(),
+        key=lambda p: p.config,
+    )
+    best = [r.best for r in results if r.best is not None]
+    kept, dropped = prune_divisible(best)
+    feasible_points = sum(1 for p in points if p.feasible)
+    screened = sum(r.screened for r in results)
+    unfit: dict[tuple[str, int], str] = {}
+    for r in results:
+        if r.points and all(not p.fits for p in r.points):
+            unfit.setdefault((r.shape.gpu, r.shape.tensor_parallel_size), r.points[0].reason)
+    return SearchResult(
+        best=tuple(sorted(kept, key=lambda p: p.config.id)),
+        points=tuple(points),
+        unfit=tuple((g, tp, why) for (g, tp), why in sorted(unfit.items())),
+        dominated=screened + (feasible_points - len(best)) + dropped,
+        evaluated=len(points) + screened,
+    )
