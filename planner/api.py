@@ -63,6 +63,7 @@ if TYPE_CHECKING:
     from planner.costmodel.profile import Profile
     from planner.costmodel.roofline import Replica
     from planner.deployment import Deployment, ResolvedDeployment
+    from planner.plan import PlanReport, PlanRequest
     from planner.simulate.requests import RequestArrays
     from planner.workload import Workload
 
@@ -76,6 +77,7 @@ __all__ = [
     "calibrate",
     "catalog",
     "evaluate",
+    "plan",
     "simulate",
 ]
 
@@ -573,3 +575,23 @@ def catalog(request: CatalogRequest | Mapping[str, Any], *, base_dir: BaseDir = 
             for b in req.batch_tokens
         ]
     return ModelCatalogReport.model_validate({"models": models, "expert_reads": reads})
+
+
+# --- plan ----------------------------------------------------------------------------------------
+
+
+def plan(
+    request: PlanRequest | Mapping[str, Any],
+    *,
+    base_dir: BaseDir = None,
+    verify: bool = False,
+    workers: int | None = None,
+) -> PlanReport:
+    """The cheapest deployment that meets the SLOs for a traffic forecast (planner/plan,
+    docs/plan.md): GPU type and count, TP, vLLM flags, colocated or disaggregated, replicas per
+    bucket, cost, reasons and alternatives; an SLO nothing meets is an INFEASIBLE report with
+    the nearest relaxation. `verify`: simulate the chosen deployment at its peak bucket.
+    `workers`: processes answering capacity questions (None: 2; 1: in this process)."""
+    from planner.plan import plan as plan_
+
+    return plan_(request, base_dir=_dir(base_dir), verify=verify, workers=workers)

@@ -3,8 +3,8 @@ forecast: GPU type and count, TP, `max_num_seqs`, `max_num_batched_tokens`, colo
 disaggregated, replicas per bucket, the exact `vllm serve` flags, the cost and the reasons.
 
 The file is a PlanRequest (planner/plan/request.py, docs/plan.md, examples/chat.yaml). Flags
-override the file's SLOs. `--json` prints the PlanReport; `--verify` adds a simulation of the
-peak bucket.
+override the file's SLOs; `planner.api.plan` answers. `--json` prints the PlanReport; `--verify`
+adds a simulation of the peak bucket.
 """
 
 from __future__ import annotations
@@ -66,12 +66,12 @@ def _workers(text: str | None) -> int | None:
 
 
 def _plan(args: argparse.Namespace) -> None:
-    from planner.plan import plan
+    from planner import api
 
     data, flags = request_from_args(args)
     workers = _workers(args.workers)
     with flags.named():
-        report = plan(data, base_dir=Path(args.file).parent, verify=args.verify, workers=workers)
+        report = api.plan(data, base_dir=Path(args.file).parent, verify=args.verify, workers=workers)
     c.emit(report, args.json, render)
 
 
