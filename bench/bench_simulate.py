@@ -37,7 +37,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from planner.simulate import SLO, EngineConfig, SimResult, simulate
+from planner.simulate import SchedulerConfig, SimResult, Slo, simulate
 
 WEIGHT_BYTES = 16.4e9
 BANDWIDTH = 3.35e12  # B/s
@@ -155,7 +155,7 @@ def main() -> None:
 
     reqs = workload(args.requests, args.rate, args.seed)
     # H100 80 GB at 0.9 utilization minus weights: ~400k KV tokens; vLLM's H100 defaults.
-    cfg = EngineConfig(kv_cache_blocks=25_000, max_num_seqs=1024, max_num_batched_tokens=8192)
+    cfg = SchedulerConfig(kv_cache_blocks=25_000, max_num_seqs=1024, max_num_batched_tokens=8192)
     timer = ToyRoofline()
     print(
         f"requests={args.requests} rate={args.rate}/s input_mean={reqs[1].mean():.0f} "
@@ -163,7 +163,7 @@ def main() -> None:
     )
     walls, result = timed_runs(
         lambda: simulate(
-            reqs, timer, cfg, slo=SLO(ttft_s=2.0, tpot_s=0.05), fast_forward=not args.no_fast_forward
+            reqs, timer, cfg, slo=Slo(ttft_p99_s=2.0, tpot_p99_s=0.05), fast_forward=not args.no_fast_forward
         ),
         args.runs,
     )

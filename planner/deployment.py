@@ -20,55 +20,84 @@ from planner.costmodel.memory import KvCapacity
 from planner.costmodel.profile import THEORETICAL, Profile
 from planner.costmodel.roofline import Replica
 from planner.errors import InvalidInput
+from planner.scheduler_config import SchedulerConfig
 from planner.validation import validate
+from planner.vllm_defaults import GPU_MEMORY_UTILIZATION
 
 __all__ = [
     "DEFAULT_KV_TRANSFER_BANDWIDTH_BYTES_PER_S",
     "DEFAULT_KV_TRANSFER_LATENCY_S",
     "Deployment",
     "Disaggregation",
+    "Mode",
     "ResolvedDeployment",
 ]
+
+Mode = Literal["colocated", "disaggregated"]
 
 # One 400 Gb/s RDMA NIC per GPU (ConnectX-7 / NDR InfiniBand), the usual NixlConnector fabric,
 # and a per-transfer setup latency. Used when a disaggregated deployment names no link.
 DEFAULT_KV_TRANSFER_BANDWIDTH_BYTES_PER_S = 50e9
 DEFAULT_KV_TRANSFER_LATENCY_S = 1e-3
-DEFAULT_GPU_MEMORY_UTILIZATION = 0.92
+
+# Ranges of the fields (inclusive unless said): what a real deployment can ask for, with room.
+MAX_TP = 64  # GPUs in one tensor-parallel group (the GPU's node size also applies)
+MAX_REPLICAS = 100_000  # replicas of a deployment, or of one disaggregated pool
+MAX_NUM_SEQS = 65_536  # vLLM's max_num_seqs
+MAX_NUM_BATCHED_TOKENS = 1_048_576  # vLLM's max_num_batched_tokens (and the prefill threshold)
+MAX_USD_PER_GPU_HOUR = 1_000.0  # exclusive of 0
+MIN_KV_TRANSFER_BANDWIDTH_BYTES_PER_S = 1e6  # 1 MB/s: slower is no serving link
+MAX_KV_TRANSFER_BANDWIDTH_BYTES_PER_S = 1e13  # 10 TB/s: beyond any NIC or NVLink
+MAX_KV_TRANSFER_LATENCY_S = 10.0
 
 _CONFIG = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 class Disaggregation(BaseModel):
     """Prefill/decode disaggregation: `prefill_replicas` replicas compute prompts and the first
-    token, then ship the KV cache over the link to `decode_replicas` replicas that decode."""
+    token, then ship the KV cache over the link to `decode_replicas` replicas that decode.
+    Ranges: replicas 1..MAX_REPLICAS per pool; link bandwidth 1e6..1e13 bytes/s; latency
+    0..10 s."""
 
     model_config = _CONFIG
-    prefill_replicas: int = Field(ge=1)
-    decode_replicas: int = Field(ge=1)
-    kv_transfer_bandwidth_bytes_per_s: float = Field(default=DEFAULT_KV_TRANSFER_BANDWIDTH_BYTES_PER_S, gt=0)
-    kv_transfer_latency_s: float = Field(default=DEFAULT_KV_TRANSFER_LATENCY_S, ge=0)
+    prefill_replicas: int = Field(ge=1, le=MAX_REPLICAS)
+    decode_replicas: int = Field(ge=1, le=MAX_REPLICAS)
+    kv_transfer_bandwidth_bytes_per_s: float = Field(
+        default=DEFAULT_KV_TRANSFER_BANDWIDTH_BYTES_PER_S,
+        ge=MIN_KV_TRANSFER_BANDWIDTH_BYTES_PER_S,
+        le=MAX_KV_TRANSFER_BANDWIDTH_BYTES_PER_S,
+    )
+    kv_transfer_latency_s: float = Field(
+        default=DEFAULT_KV_TRANSFER_LATENCY_S, ge=0, le=MAX_KV_TRANSFER_LATENCY_S
+    )
 
 
 class Deployment(BaseModel):
     """One serving deployment. Unset scheduler flags take vLLM V1's defaults for the GPU
-    (`max_num_batched_tokens` 8192 / `max_num_seqs` 1024 on >= 70 GiB GPUs other than A100,
-    2048 / 256 otherwise); `gpu_memory_utilization` 0.92; `long_prefill_token_threshold` 0 (off).
-    `usd_per_gpu_hour` defaults to the catalog's on-demand price. `replicas` counts colocated
-    replicas; with `disaggregated` the pool sizes are given there instead."""
+    (planner.vllm_defaults: `max_num_batched_tokens` 8192 / `max_num_seqs` 1024 on >= 70 GiB
+    GPUs other than A100, 2048 / 256 otherwise; `gpu_memory_utilization` 0.92);
+    `long_prefill_token_threshold` 0 (off). `usd_per_gpu_hour` defaults to the catalog's
+    on-demand price. `replicas` counts colocated replicas; with `disaggregated` the pool sizes
+    are given there instead.
+
+    Ranges: tp 1..64, replicas 1..100,000, max_num_seqs 1..65,536, max_num_batched_tokens and
+    long_prefill_token_threshold up to 1,048,576 (the threshold from 0), gpu_memory_utilization
+    in (0, 1], usd_per_gpu_hour in (0, 1000]. Whether vLLM can run the combination (heads over
+    TP, node size, budget vs seqs, memory) is `planner.costmodel.feasibility`, checked by
+    `resolve`."""
 
     model_config = _CONFIG
     model: str = Field(min_length=1)
     gpu: str = Field(min_length=1)
-    tp: int = Field(default=1, ge=1)
-    replicas: int = Field(default=1, ge=1)
+    tp: int = Field(default=1, ge=1, le=MAX_TP)
+    replicas: int = Field(default=1, ge=1, le=MAX_REPLICAS)
     weight_dtype: Dtype = "bf16"
     kv_dtype: Dtype = "bf16"
-    max_num_seqs: int | None = Field(default=None, ge=1)
-    max_num_batched_tokens: int | None = Field(default=None, ge=1)
-    long_prefill_token_threshold: int = Field(default=0, ge=0)
-    gpu_memory_utilization: float = Field(default=DEFAULT_GPU_MEMORY_UTILIZATION, gt=0, le=1)
-    usd_per_gpu_hour: float | None = Field(default=None, gt=0)
+    max_num_seqs: int | None = Field(default=None, ge=1, le=MAX_NUM_SEQS)
+    max_num_batched_tokens: int | None = Field(default=None, ge=1, le=MAX_NUM_BATCHED_TOKENS)
+    long_prefill_token_threshold: int = Field(default=0, ge=0, le=MAX_NUM_BATCHED_TOKENS)
+    gpu_memory_utilization: float = Field(default=GPU_MEMORY_UTILIZATION, gt=0, le=1)
+    usd_per_gpu_hour: float | None = Field(default=None, gt=0, le=MAX_USD_PER_GPU_HOUR)
     disaggregated: Disaggregation | None = None
 
     @model_validator(mode="after")
@@ -85,7 +114,7 @@ class Deployment(BaseModel):
         return validate(cls, data, root)
 
     @property
-    def mode(self) -> Literal["colocated", "disaggregated"]:
+    def mode(self) -> Mode:
         return "colocated" if self.disaggregated is None else "disaggregated"
 
     @property
@@ -94,27 +123,29 @@ class Deployment(BaseModel):
         return self.replicas if d is None else d.prefill_replicas + d.decode_replicas
 
     def resolve(self, profile: Profile | None = None, root: str = "deployment") -> ResolvedDeployment:
-        """Catalog look-ups, vLLM defaults and KV sizing. `root` prefixes field names in errors."""
+        """Catalog look-ups, vLLM defaults, the feasibility check and KV sizing. `root` prefixes
+        field names in errors."""
         from planner.catalog.gpus import get_gpu
         from planner.catalog.models import get_model
+        from planner.costmodel.feasibility import feasibility
         from planner.costmodel.memory import kv_capacity
 
         gpu = get_gpu(self.gpu, f"{root}.gpu")
         model = get_model(self.model, f"{root}.model")
-        if self.tp > gpu.max_gpus_per_node:
-            raise InvalidInput(
-                f"{root}.tp", f"{self.tp} exceeds the {gpu.max_gpus_per_node} GPUs of one {gpu.name} node"
-            )
-        if (why := model.tp_error(self.tp)) is not None:
-            raise InvalidInput(f"{root}.tp", why)
+        problems = feasibility(
+            model,
+            gpu,
+            self.tp,
+            self.weight_dtype,
+            self.kv_dtype,
+            self.max_num_batched_tokens,
+            self.max_num_seqs,
+            self.gpu_memory_utilization,
+        )
+        if problems:
+            raise InvalidInput(f"{root}.{problems[0].field}", problems[0].reason)
         seqs = self.max_num_seqs or gpu.vllm_default_max_num_seqs
         budget = self.max_num_batched_tokens or gpu.vllm_default_max_num_batched_tokens
-        if budget < seqs:
-            which = "max_num_batched_tokens" if self.max_num_batched_tokens is not None else "max_num_seqs"
-            raise InvalidInput(
-                f"{root}.{which}",
-                f"vLLM requires max_num_batched_tokens ({budget}) >= max_num_seqs ({seqs})",
-            )
         prof = profile or THEORETICAL
         if prof.gpu is not None and prof.gpu != gpu.name:
             raise InvalidInput("profile", f"profile {prof.name} was fitted on {prof.gpu}, not {gpu.name}")
@@ -127,22 +158,21 @@ class Deployment(BaseModel):
             profile=prof,
         )
         kv = kv_capacity(replica, self.gpu_memory_utilization, budget, seqs)
-        if kv.kv_cache_blocks <= 0:
-            gib = 2**30
+        if kv.kv_cache_blocks <= 0:  # feasibility leaves a block; rounding at the edge may not
             raise InvalidInput(
-                f"{root}.tp",
-                f"{model.name} on {self.tp} x {gpu.name}: weights ({kv.weight_bytes / gib:.1f} GiB per GPU) and "
-                f"activations ({kv.activation_bytes / gib:.1f} GiB) leave no KV cache at "
-                f"gpu_memory_utilization {self.gpu_memory_utilization}; raise tp or gpu_memory_utilization",
+                f"{root}.tp", f"{model.name} on {self.tp} x {gpu.name}: no room for the KV cache"
             )
         d = self.disaggregated
         return ResolvedDeployment(
             spec=self,
             replica=replica,
             kv=kv,
-            max_num_seqs=seqs,
-            max_num_batched_tokens=budget,
-            long_prefill_token_threshold=self.long_prefill_token_threshold,
+            scheduler=SchedulerConfig(
+                kv_cache_blocks=kv.kv_cache_blocks,
+                max_num_seqs=seqs,
+                max_num_batched_tokens=budget,
+                long_prefill_token_threshold=self.long_prefill_token_threshold,
+            ),
             usd_per_gpu_hour=self.usd_per_gpu_hour if self.usd_per_gpu_hour is not None else gpu.price,
             replicas=self.replicas if d is None else 0,
             prefill_replicas=0 if d is None else d.prefill_replicas,
@@ -158,14 +188,14 @@ class Deployment(BaseModel):
 
 @dataclass(frozen=True, eq=False)
 class ResolvedDeployment:
-    """A deployment with every default filled and the catalogs looked up: plain values."""
+    """A deployment with every default filled and the catalogs looked up: plain values.
+    `scheduler` is the one scheduler configuration of every replica (the latency model and
+    the simulator both run it)."""
 
     spec: Deployment
     replica: Replica
     kv: KvCapacity
-    max_num_seqs: int
-    max_num_batched_tokens: int
-    long_prefill_token_threshold: int
+    scheduler: SchedulerConfig
     usd_per_gpu_hour: float
     replicas: int  # colocated replicas (0 when disaggregated)
     prefill_replicas: int  # 0 when colocated
@@ -174,11 +204,23 @@ class ResolvedDeployment:
     kv_transfer_latency_s: float
 
     @property
+    def max_num_seqs(self) -> int:
+        return self.scheduler.max_num_seqs
+
+    @property
+    def max_num_batched_tokens(self) -> int:
+        return self.scheduler.max_num_batched_tokens
+
+    @property
+    def long_prefill_token_threshold(self) -> int:
+        return self.scheduler.long_prefill_token_threshold
+
+    @property
     def disaggregated(self) -> bool:
         return self.prefill_replicas > 0
 
     @property
-    def mode(self) -> str:
+    def mode(self) -> Mode:
         return "disaggregated" if self.disaggregated else "colocated"
 
     @property

@@ -4,6 +4,7 @@ capacity by root-finding, floors, buckets, pools, and the vectorized step times 
 from __future__ import annotations
 
 import math
+import types
 from typing import Any
 
 import numpy as np
@@ -325,6 +326,53 @@ def test_capacity_meets_the_slo_and_just_above_does_not(slo: Slo, binding: str) 
     assert not within(above)
 
 
+class _JumpingEngine:
+    """A hand-built engine (the model's interface, made-up metrics): rate = 0.2 n; TTFT p99 =
+    0.3 + 0.4 rate s, crossing a 1 s target at 1.75 req/s; ITL p99 6 ms up to 1.35 req/s, then
+    108 ms (the share of mixed steps passing 1%), crossing a 50 ms target there. At the
+    capacity (just below 1.35 req/s) TTFT is at 84% of its target and ITL at 12% of its own:
+    the ITL target is the one that fails first, so it binds."""
+
+    has_prefill = has_decode = True
+
+    def boundary(self) -> Any:
+        from planner.latency.engine import Boundary
+
+        return Boundary(n_max=10.0, lam_max=2.0, binding="compute", root=None)
+
+    def state_at(self, x: float) -> Any:
+        return types.SimpleNamespace(n=x, lam=0.2 * x)
+
+    def ttft_p99_s(self, st: Any) -> float:
+        return 0.3 + 0.4 * st.lam
+
+    def itl_p99_s(self, st: Any) -> float:
+        return 0.006 if st.lam < 1.35 else 0.108
+
+    def point(self, st: Any) -> Any:
+        return types.SimpleNamespace(
+            lam=st.lam, n=st.n, ttft_p99_s=self.ttft_p99_s(st), itl_p99_s=self.itl_p99_s(st)
+        )
+
+    def zero_point(self) -> Any:
+        return self.point(self.state_at(0.0))
+
+
+def test_the_binding_limit_is_the_target_that_fails_first() -> None:
+    m = model_for(Deployment(**QWEN_H100), make_workload())
+    slo = Slo(ttft_p99_s=1.0, itl_p99_s=0.050)
+    pool = m._pool_capacity("colocated", _JumpingEngine(), slo)  # type: ignore[arg-type]
+    assert pool.feasible and pool.requests_per_s_per_replica == pytest.approx(1.35, rel=1e-3)
+    assert pool.binding_limit == "itl"
+    # without the ITL target, TTFT binds where it crosses its own
+    ttft_only = m._pool_capacity("colocated", _JumpingEngine(), Slo(ttft_p99_s=1.0))  # type: ignore[arg-type]
+    assert ttft_only.binding_limit == "ttft"
+    assert ttft_only.requests_per_s_per_replica == pytest.approx(1.75, rel=1e-3)
+    # a TTFT target tight enough to fail first binds, though ITL is the further off at its jump
+    tight = m._pool_capacity("colocated", _JumpingEngine(), Slo(ttft_p99_s=0.8, itl_p99_s=0.050))  # type: ignore[arg-type]
+    assert tight.binding_limit == "ttft" and tight.requests_per_s_per_replica == pytest.approx(1.25, rel=1e-3)
+
+
 def test_capacity_below_the_floor_is_an_answer_with_the_floor() -> None:
     dep = Deployment(**QWEN_H100)
     w = make_workload(prompt=CHAT_PROMPTS, output=CHAT_OUTPUTS)
@@ -344,7 +392,7 @@ def test_loose_slo_gives_the_stability_limit() -> None:
     dep = Deployment(**QWEN_H100)
     w = make_workload(prompt=CHAT_PROMPTS, output=CHAT_OUTPUTS)
     m = model_for(dep, w)
-    cap = m.capacity(Slo(ttft_p99_s=1e6, itl_p99_s=1e6))
+    cap = m.capacity(Slo(ttft_p99_s=3600.0, itl_p99_s=3600.0))  # the loosest targets an Slo takes
     assert cap.feasible
     assert cap.max_requests_per_s_within_slo == pytest.approx(m.max_stable_requests_per_s())
     assert cap.binding_limit == m.evaluate().binding_limit

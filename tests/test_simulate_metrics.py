@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from planner.simulate import SLO, EngineConfig, SimRequest, simulate, weighted_percentiles
+from planner.simulate import SchedulerConfig, SimRequest, Slo, simulate, weighted_percentiles
 from planner.simulate.metrics import ItlRecorder, itl_stats
 
 
@@ -73,18 +73,18 @@ class Toy:
 
 
 def test_goodput_counts_requests_meeting_every_slo() -> None:
-    cfg = EngineConfig(kv_cache_blocks=1000, max_num_seqs=8, max_num_batched_tokens=100)
+    cfg = SchedulerConfig(kv_cache_blocks=1000, max_num_seqs=8, max_num_batched_tokens=100)
     # step 1 (0 -> 1.05 ms): A 4 + B 1 tokens: A and B get their first token (B is done, TPOT 0
     # as in vllm bench). step 2 (-> 2.56 ms): A's decode + C's 50-token prompt (C arrived at
     # 0.5 ms: TTFT 2.06 ms). step 3 (-> 3.58 ms): A's last token, C's; A's TPOT 1.265 ms.
     reqs = [SimRequest(0.0, 4, 3), SimRequest(0.0, 1, 1), SimRequest(0.0005, 50, 2)]
-    res = simulate(reqs, Toy(), cfg, slo=SLO(ttft_s=1.1e-3))
+    res = simulate(reqs, Toy(), cfg, slo=Slo(ttft_p99_s=1.1e-3))
     assert res.goodput is not None
     assert res.ttft_s == pytest.approx([1.05e-3, 1.05e-3, 2.06e-3])
     assert res.tpot_s == pytest.approx([(3.58e-3 - 1.05e-3) / 2, 0.0, 1.02e-3])
     assert res.goodput.good_requests == 2
     assert res.goodput.goodput_rps == pytest.approx(2 / res.duration_s)
-    strict = simulate(reqs, Toy(), cfg, slo=SLO(ttft_s=1.1e-3, tpot_s=1.0e-3))
+    strict = simulate(reqs, Toy(), cfg, slo=Slo(ttft_p99_s=1.1e-3, tpot_p99_s=1.0e-3))
     assert strict.goodput is not None and strict.goodput.good_requests == 1  # only the 1-token B
     assert simulate(reqs, Toy(), cfg).goodput is None
 
@@ -94,7 +94,7 @@ def test_minute_series_add_up() -> None:
     n = 3000
     arrival = np.cumsum(rng.exponential(0.05, n))  # ~150 s
     prompt, output = rng.integers(1, 400, n), rng.integers(1, 200, n)
-    cfg = EngineConfig(kv_cache_blocks=2000, max_num_seqs=64, max_num_batched_tokens=1024)
+    cfg = SchedulerConfig(kv_cache_blocks=2000, max_num_seqs=64, max_num_batched_tokens=1024)
     res = simulate((arrival, prompt, output), Toy(), cfg, replicas=2, router="least_outstanding_tokens")
     s = res.series
     assert len(s.minute_start_s) == int(res.duration_s // 60) + 1

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from planner.simulate import EngineConfig, simulate
+from planner.simulate import SchedulerConfig, simulate
 
 
 class CtxTimer:
@@ -41,7 +41,7 @@ class RefResult:
 
 
 def reference(
-    arrival: np.ndarray, prompt: np.ndarray, output: np.ndarray, cfg: EngineConfig, timer: CtxTimer
+    arrival: np.ndarray, prompt: np.ndarray, output: np.ndarray, cfg: SchedulerConfig, timer: CtxTimer
 ) -> RefResult:
     n = len(arrival)
     bs, total, thr = cfg.block_size, cfg.kv_cache_blocks, cfg.long_prefill_token_threshold
@@ -143,15 +143,15 @@ def reference(
 
 
 CONFIGS = {
-    "roomy": EngineConfig(kv_cache_blocks=5000, max_num_seqs=64, max_num_batched_tokens=2048),
-    "kv_pressure": EngineConfig(kv_cache_blocks=150, max_num_seqs=64, max_num_batched_tokens=512),
-    "threshold_small_budget": EngineConfig(
+    "roomy": SchedulerConfig(kv_cache_blocks=5000, max_num_seqs=64, max_num_batched_tokens=2048),
+    "kv_pressure": SchedulerConfig(kv_cache_blocks=150, max_num_seqs=64, max_num_batched_tokens=512),
+    "threshold_small_budget": SchedulerConfig(
         kv_cache_blocks=400, max_num_seqs=32, max_num_batched_tokens=64, long_prefill_token_threshold=24
     ),
-    "seq_cap_prefix_hits": EngineConfig(
+    "seq_cap_prefix_hits": SchedulerConfig(
         kv_cache_blocks=300, max_num_seqs=4, max_num_batched_tokens=300, prefix_cache_hit_fraction=0.4
     ),
-    "block_4": EngineConfig(
+    "block_4": SchedulerConfig(
         kv_cache_blocks=500,
         max_num_seqs=16,
         max_num_batched_tokens=128,
@@ -211,14 +211,14 @@ def _flatten(d: object, prefix: str = "") -> dict[str, object]:
 
 @pytest.mark.parametrize("name", sorted(CONFIGS))
 def test_fast_forward_equals_step_by_step(name: str) -> None:
-    from planner.simulate import SLO
+    from planner.simulate import Slo
 
     cfg = CONFIGS[name]
     rng = np.random.default_rng(11)
     n = 800
     arrival = np.cumsum(rng.exponential(0.02, n))  # lighter load: long decode-only stretches
     prompt, output = rng.integers(1, 500, n), rng.integers(1, 300, n)
-    slo = SLO(ttft_s=0.05, tpot_s=0.0015, e2el_s=1.0)
+    slo = Slo(ttft_p99_s=0.05, tpot_p99_s=0.0015, e2el_p99_s=1.0)
     a = simulate((arrival, prompt, output), CtxTimer(), cfg, slo=slo, replicas=2, fast_forward=True)
     b = simulate((arrival, prompt, output), CtxTimer(), cfg, slo=slo, replicas=2, fast_forward=False)
     fa, fb = _flatten(a.to_dict(include_requests=True)), _flatten(b.to_dict(include_requests=True))

@@ -10,7 +10,7 @@ import pytest
 
 from planner.errors import InvalidInput
 from planner.simulate import (
-    EngineConfig,
+    SchedulerConfig,
     SimRequest,
     StepTrace,
     simulate,
@@ -33,7 +33,7 @@ class Toy:
         return steps * (1 * MS + 0.01 * MS * decode_count)
 
 
-CFG = EngineConfig(kv_cache_blocks=2000, max_num_seqs=64, max_num_batched_tokens=2048)
+CFG = SchedulerConfig(kv_cache_blocks=2000, max_num_seqs=64, max_num_batched_tokens=2048)
 
 
 def replica_of(trace: list[StepTrace], n: int) -> list[int]:
@@ -76,7 +76,7 @@ def test_replicas_split_load_and_stay_deterministic() -> None:
 
 
 def test_disaggregated_ttft_includes_kv_transfer() -> None:
-    cfg = EngineConfig(kv_cache_blocks=100, max_num_seqs=8, max_num_batched_tokens=512)
+    cfg = SchedulerConfig(kv_cache_blocks=100, max_num_seqs=8, max_num_batched_tokens=512)
     reqs = [SimRequest(0.0, 100, 5)]
     per_token = transfer_s_per_token(kv_bytes_per_token=1e5, link_bytes_per_s=1e9)  # 0.1 ms/token
     res = simulate_disaggregated(reqs, Toy(), Toy(), cfg, cfg, kv_transfer=per_token)
@@ -96,7 +96,7 @@ def test_disaggregated_ttft_includes_kv_transfer() -> None:
 
 
 def test_disaggregation_isolates_decodes_from_prefill_chunks() -> None:
-    cfg = EngineConfig(kv_cache_blocks=2000, max_num_seqs=8, max_num_batched_tokens=2048)
+    cfg = SchedulerConfig(kv_cache_blocks=2000, max_num_seqs=8, max_num_batched_tokens=2048)
     reqs = [SimRequest(0.0, 10, 50), SimRequest(0.010, 2000, 2)]
     trace: list[StepTrace] = []
     co = simulate(reqs, Toy(), cfg)
@@ -115,7 +115,7 @@ def test_disaggregation_isolates_decodes_from_prefill_chunks() -> None:
 
 
 def test_disaggregated_prefill_pool_batches_prompts_and_one_token_answers_finish_there() -> None:
-    cfg = EngineConfig(kv_cache_blocks=100, max_num_seqs=8, max_num_batched_tokens=512)
+    cfg = SchedulerConfig(kv_cache_blocks=100, max_num_seqs=8, max_num_batched_tokens=512)
     reqs = [SimRequest(0.0, 100, 1), SimRequest(0.0, 50, 3)]
     trace: list[StepTrace] = []
     res = simulate_disaggregated(reqs, Toy(), Toy(), cfg, cfg, kv_transfer=1e-5, step_trace=trace)
@@ -128,7 +128,7 @@ def test_disaggregated_prefill_pool_batches_prompts_and_one_token_answers_finish
 
 
 def test_disaggregated_invalid_inputs() -> None:
-    cfg = EngineConfig(kv_cache_blocks=100, max_num_seqs=8, max_num_batched_tokens=512)
+    cfg = SchedulerConfig(kv_cache_blocks=100, max_num_seqs=8, max_num_batched_tokens=512)
     with pytest.raises(InvalidInput) as e:
         simulate_disaggregated([SimRequest(0, 10, 2)], Toy(), Toy(), cfg, cfg, kv_transfer=-1.0)
     assert e.value.field == "kv_transfer"

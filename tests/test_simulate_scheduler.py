@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from planner.errors import InvalidInput
-from planner.simulate import SLO, EngineConfig, SimRequest, SimResult, StepTrace, simulate
+from planner.simulate import SchedulerConfig, SimRequest, SimResult, Slo, StepTrace, simulate
 
 MS = 1e-3
 
@@ -62,7 +62,7 @@ def step_ends(timeline: Timeline, start: float = 0.0) -> list[float]:
 
 
 def run(
-    reqs: list[SimRequest], cfg: EngineConfig, fast_forward: bool, **kw: Any
+    reqs: list[SimRequest], cfg: SchedulerConfig, fast_forward: bool, **kw: Any
 ) -> tuple[SimResult, list[StepTrace]]:
     trace: list[StepTrace] = []
     res = simulate(reqs, ToyTimer(), cfg, fast_forward=fast_forward, step_trace=trace, **kw)
@@ -75,7 +75,7 @@ FF = pytest.mark.parametrize("ff", [True, False], ids=["fast_forward", "step_by_
 @FF
 def test_budget_decodes_first_prefill_gets_the_rest(ff: bool) -> None:
     # A decodes; B (20 tokens) arrives during A's 2nd step. Budget 10: A's decode takes 1, B 9.
-    cfg = EngineConfig(kv_cache_blocks=1000, max_num_seqs=4, max_num_batched_tokens=10)
+    cfg = SchedulerConfig(kv_cache_blocks=1000, max_num_seqs=4, max_num_batched_tokens=10)
     reqs = [SimRequest(0.0, 4, 5), SimRequest(0.0015, 20, 2)]
     A, B = 0, 1
     timeline: Timeline = [
@@ -102,7 +102,7 @@ def test_budget_decodes_first_prefill_gets_the_rest(ff: bool) -> None:
 
 @FF
 def test_chunk_sizes_over_steps_next_to_decodes(ff: bool) -> None:
-    cfg = EngineConfig(kv_cache_blocks=1000, max_num_seqs=8, max_num_batched_tokens=8)
+    cfg = SchedulerConfig(kv_cache_blocks=1000, max_num_seqs=8, max_num_batched_tokens=8)
     reqs = [SimRequest(0.0, 2, 10), SimRequest(0.0, 2, 10), SimRequest(0.0015, 20, 1)]
     A1, A2, B = 0, 1, 2
     timeline: Timeline = [
@@ -121,7 +121,7 @@ def test_chunk_sizes_over_steps_next_to_decodes(ff: bool) -> None:
 
 @FF
 def test_max_num_seqs_caps_admission(ff: bool) -> None:
-    cfg = EngineConfig(kv_cache_blocks=1000, max_num_seqs=2, max_num_batched_tokens=100)
+    cfg = SchedulerConfig(kv_cache_blocks=1000, max_num_seqs=2, max_num_batched_tokens=100)
     reqs = [SimRequest(0.0, 2, 3)] * 3
     A, B, C = 0, 1, 2
     timeline: Timeline = [
@@ -138,7 +138,7 @@ def test_max_num_seqs_caps_admission(ff: bool) -> None:
 
 @FF
 def test_long_prefill_token_threshold_caps_chunks(ff: bool) -> None:
-    cfg = EngineConfig(
+    cfg = SchedulerConfig(
         kv_cache_blocks=1000, max_num_seqs=8, max_num_batched_tokens=10, long_prefill_token_threshold=4
     )
     reqs = [SimRequest(0.0, 10, 1), SimRequest(0.0, 3, 1)]
@@ -156,7 +156,7 @@ def test_long_prefill_token_threshold_caps_chunks(ff: bool) -> None:
 @FF
 def test_preempt_newest_front_of_queue_recompute_and_head_of_line(ff: bool) -> None:
     # 7 blocks of 16 tokens. A, B, C: 16-token prompts, 30 output tokens. D arrives later.
-    cfg = EngineConfig(kv_cache_blocks=7, max_num_seqs=8, max_num_batched_tokens=100)
+    cfg = SchedulerConfig(kv_cache_blocks=7, max_num_seqs=8, max_num_batched_tokens=100)
     reqs = [SimRequest(0.0, 16, 30)] * 3 + [SimRequest(0.0195, 16, 1)]
     A, B, C, D = 0, 1, 2, 3
     timeline: Timeline = [
@@ -190,7 +190,7 @@ def test_preempt_newest_front_of_queue_recompute_and_head_of_line(ff: bool) -> N
 
 @FF
 def test_request_preempts_itself_when_newest(ff: bool) -> None:
-    cfg = EngineConfig(kv_cache_blocks=3, max_num_seqs=8, max_num_batched_tokens=100)
+    cfg = SchedulerConfig(kv_cache_blocks=3, max_num_seqs=8, max_num_batched_tokens=100)
     reqs = [SimRequest(0.0, 16, 17)] * 2
     A, B = 0, 1
     timeline: Timeline = [
@@ -213,7 +213,7 @@ def test_request_preempts_itself_when_newest(ff: bool) -> None:
 @FF
 def test_prefix_cache_hit_skips_tokens_but_holds_blocks(ff: bool) -> None:
     timer = ToyTimer()
-    cfg = EngineConfig(
+    cfg = SchedulerConfig(
         kv_cache_blocks=1000, max_num_seqs=8, max_num_batched_tokens=100, prefix_cache_hit_fraction=0.5
     )
     trace: list[StepTrace] = []
@@ -222,7 +222,7 @@ def test_prefix_cache_hit_skips_tokens_but_holds_blocks(ff: bool) -> None:
     assert trace[0].scheduled == ((0, 20),)
     assert timer.calls[0] == (((20, 20),), 0, 0)
     assert res.peak_kv_blocks == 3  # 41 tokens by the end: cached ones hold blocks too
-    cfg = EngineConfig(
+    cfg = SchedulerConfig(
         kv_cache_blocks=1000, max_num_seqs=8, max_num_batched_tokens=100, prefix_cache_hit_fraction=1.0
     )
     full = simulate([SimRequest(0.0, 40, 2)], ToyTimer(), cfg, fast_forward=ff, step_trace=trace)
@@ -232,7 +232,7 @@ def test_prefix_cache_hit_skips_tokens_but_holds_blocks(ff: bool) -> None:
 
 def test_decode_context_passed_to_timer() -> None:
     timer = ToyTimer()
-    cfg = EngineConfig(kv_cache_blocks=1000, max_num_seqs=8, max_num_batched_tokens=100)
+    cfg = SchedulerConfig(kv_cache_blocks=1000, max_num_seqs=8, max_num_batched_tokens=100)
     simulate([SimRequest(0.0, 10, 3), SimRequest(0.0, 5, 2)], timer, cfg, fast_forward=False)
     assert timer.calls == [
         (((10, 0), (5, 0)), 0, 0),
@@ -247,9 +247,9 @@ def test_results_are_deterministic_and_json_ready() -> None:
     rng = np.random.default_rng(7)
     n = 400
     reqs = (np.cumsum(rng.exponential(0.01, n)), rng.integers(1, 600, n), rng.integers(1, 80, n))
-    cfg = EngineConfig(kv_cache_blocks=120, max_num_seqs=16, max_num_batched_tokens=256)
-    a = simulate(reqs, ToyTimer(), cfg, slo=SLO(ttft_s=0.05, tpot_s=0.002))
-    b = simulate(reqs, ToyTimer(), cfg, slo=SLO(ttft_s=0.05, tpot_s=0.002))
+    cfg = SchedulerConfig(kv_cache_blocks=120, max_num_seqs=16, max_num_batched_tokens=256)
+    a = simulate(reqs, ToyTimer(), cfg, slo=Slo(ttft_p99_s=0.05, tpot_p99_s=0.002))
+    b = simulate(reqs, ToyTimer(), cfg, slo=Slo(ttft_p99_s=0.05, tpot_p99_s=0.002))
     ja = json.dumps(a.to_dict(include_requests=True), sort_keys=True)
     assert ja == json.dumps(b.to_dict(include_requests=True), sort_keys=True)
     assert a.preemptions > 0 and a.completed == n
@@ -257,15 +257,15 @@ def test_results_are_deterministic_and_json_ready() -> None:
 
 def test_invalid_inputs_name_the_field() -> None:
     with pytest.raises(InvalidInput) as e:
-        EngineConfig(kv_cache_blocks=10, max_num_seqs=64, max_num_batched_tokens=32)
+        SchedulerConfig(kv_cache_blocks=10, max_num_seqs=64, max_num_batched_tokens=32)
     assert e.value.field == "max_num_batched_tokens"
     with pytest.raises(InvalidInput) as e:
-        EngineConfig(kv_cache_blocks=10, prefix_cache_hit_fraction=1.5)
+        SchedulerConfig(kv_cache_blocks=10, prefix_cache_hit_fraction=1.5)
     assert e.value.field == "prefix_cache_hit_fraction"
     with pytest.raises(InvalidInput) as e:
-        EngineConfig(kv_cache_blocks=10, long_prefill_token_threshold=-1)
+        SchedulerConfig(kv_cache_blocks=10, long_prefill_token_threshold=-1)
     assert e.value.field == "long_prefill_token_threshold"
-    cfg = EngineConfig(kv_cache_blocks=2)
+    cfg = SchedulerConfig(kv_cache_blocks=2)
     with pytest.raises(InvalidInput) as e:  # 40 + 10 - 1 tokens > 32: would preempt itself forever
         simulate([SimRequest(0.0, 40, 10)], ToyTimer(), cfg)
     assert e.value.field == "requests"
@@ -278,7 +278,7 @@ def test_invalid_inputs_name_the_field() -> None:
 
 
 def test_empty_input() -> None:
-    res = simulate([], ToyTimer(), EngineConfig(kv_cache_blocks=10))
+    res = simulate([], ToyTimer(), SchedulerConfig(kv_cache_blocks=10))
     assert res.requests == 0 and res.completed == 0 and res.itl.count == 0
 
 
@@ -294,7 +294,7 @@ def test_accepted_input_shapes_agree() -> None:
         output_tokens: np.ndarray
 
     arrival, prompt, output = np.array([0.0, 0.001, 0.001]), np.array([5, 40, 7]), np.array([3, 1, 9])
-    cfg = EngineConfig(kv_cache_blocks=100, max_num_seqs=8, max_num_batched_tokens=16)
+    cfg = SchedulerConfig(kv_cache_blocks=100, max_num_seqs=8, max_num_batched_tokens=16)
     shapes: list[Any] = [
         (arrival, prompt, output),
         RequestArrays(arrival, prompt, output),

@@ -13,6 +13,7 @@ from importlib import resources
 from pydantic import BaseModel, ConfigDict, Field
 
 from planner.errors import InvalidInput
+from planner.vllm_defaults import default_max_num_batched_tokens, default_max_num_seqs
 
 
 class Sourced(BaseModel):
@@ -70,16 +71,12 @@ class GpuSpec(BaseModel):
 
     @property
     def vllm_default_max_num_batched_tokens(self) -> int:
-        """vLLM V1 online defaults: GPUs with >= 70 GiB (not A100) get 8192, others 2048."""
-        return 8192 if self._big_non_a100 else 2048
+        """vLLM V1's online default for this GPU (planner.vllm_defaults)."""
+        return default_max_num_batched_tokens(self.memory, self.name)
 
     @property
     def vllm_default_max_num_seqs(self) -> int:
-        return 1024 if self._big_non_a100 else 256
-
-    @property
-    def _big_non_a100(self) -> bool:
-        return self.memory >= 70 * 2**30 and not self.name.startswith("a100")
+        return default_max_num_seqs(self.memory, self.name)
 
 
 def _req(s: Sourced) -> float:

@@ -11,6 +11,7 @@ from typing import Any, Literal, Protocol
 
 from planner.costmodel.memory import kv_capacity
 from planner.costmodel.roofline import Replica, chunks
+from planner.vllm_defaults import GPU_MEMORY_UTILIZATION
 
 HOURS_PER_MONTH = 730.0  # 8,760 h / 12, the seed's month
 
@@ -30,7 +31,7 @@ def concurrency_sweep(
     context_tokens: int,
     concurrencies: Sequence[int],
     usd_per_gpu_hour: float,
-    gpu_memory_utilization: float = 0.92,
+    gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION,
 ) -> dict[str, Any]:
     """Decode steady state at n concurrent sequences of mean context c (continuous batching)."""
     cap = kv_capacity(replica, gpu_memory_utilization)
@@ -168,7 +169,7 @@ def utilization(
 def kv_report(
     replica: Replica,
     context_tokens: int,
-    gpu_memory_utilization: float = 0.92,
+    gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION,
     max_num_batched_tokens: int | None = None,
     max_num_seqs: int | None = None,
 ) -> dict[str, Any]:

@@ -12,8 +12,13 @@ import math
 from dataclasses import dataclass
 
 from planner.costmodel.roofline import Replica
+from planner.vllm_defaults import (
+    BLOCK_SIZE_TOKENS,
+    GPU_MEMORY_UTILIZATION,
+    default_max_num_batched_tokens,
+    default_max_num_seqs,
+)
 
-BLOCK_TOKENS = 16  # vLLM KV block size
 NON_TORCH_BYTES = 1.5 * 2**30  # CUDA context + NCCL + CUDA graphs, per GPU (typical vLLM log figure)
 
 
@@ -38,25 +43,27 @@ class KvCapacity:
 
     @property
     def kv_cache_tokens(self) -> int:
-        return self.kv_cache_blocks * BLOCK_TOKENS
+        return self.kv_cache_blocks * BLOCK_SIZE_TOKENS
 
     def max_concurrency(self, context_tokens: int) -> int:
         """Sequences of `context_tokens` that fit at once (whole blocks per sequence)."""
-        return self.kv_cache_blocks // math.ceil(context_tokens / BLOCK_TOKENS)
+        return self.kv_cache_blocks // math.ceil(context_tokens / BLOCK_SIZE_TOKENS)
 
 
 def kv_capacity(
     replica: Replica,
-    gpu_memory_utilization: float = 0.92,
+    gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION,
     max_num_batched_tokens: int | None = None,
     max_num_seqs: int | None = None,
 ) -> KvCapacity:
-    """KV capacity of one replica, counted per GPU (each GPU holds its share of every token)."""
-    budget = max_num_batched_tokens or replica.gpu.vllm_default_max_num_batched_tokens
-    seqs = max_num_seqs or replica.gpu.vllm_default_max_num_seqs
+    """KV capacity of one replica, counted per GPU (each GPU holds its share of every token).
+    Unset scheduler limits take vLLM's defaults for the GPU."""
+    g = replica.gpu
+    budget = max_num_batched_tokens or default_max_num_batched_tokens(g.memory, g.name)
+    seqs = max_num_seqs or default_max_num_seqs(g.memory, g.name)
     act = activation_peak_bytes(replica, budget, seqs) + NON_TORCH_BYTES
     free = replica.gpu.memory * gpu_memory_utilization - replica.weight_bytes_per_gpu - act
-    per_block = replica.kv_bytes_per_token * BLOCK_TOKENS
+    per_block = replica.kv_bytes_per_token * BLOCK_SIZE_TOKENS
     blocks = max(0, int(free // per_block))
     return KvCapacity(
         kv_bytes_per_token=replica.kv_bytes_per_token,

@@ -9,25 +9,30 @@ For many questions on one workload, build `WorkloadStats.of(workload)` once and 
 `LatencyModel(deployment.resolve(profile), stats)` per deployment.
 """
 
+from planner.latency.engine import Role, StabilityLimit
 from planner.latency.model import (
+    BindingLimit,
     CapacityResult,
     Floors,
     LatencyModel,
     PoolCapacity,
     Prediction,
-    Slo,
     capacity,
     evaluate,
 )
 from planner.latency.stats import WorkloadStats
+from planner.slo import Slo
 
 __all__ = [
+    "BindingLimit",
     "CapacityResult",
     "Floors",
     "LatencyModel",
     "PoolCapacity",
     "Prediction",
+    "Role",
     "Slo",
+    "StabilityLimit",
     "WorkloadStats",
     "capacity",
     "evaluate",

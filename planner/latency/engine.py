@@ -46,26 +46,19 @@ import numpy.typing as npt
 from planner.costmodel.steptime import StepCoefficients, step_time_s
 from planner.latency.queueing import NO_WAIT, Wait, gg1_wait, response_quantiles, tail_quantiles
 from planner.latency.stats import WorkloadStats
+from planner.scheduler_config import SchedulerConfig
 from solvers.rootfind import RootResult, find_root
 
 FloatArray = npt.NDArray[np.float64]
 Role = Literal["colocated", "prefill", "decode"]
+# What ends an engine's stable range (the first stability margin to run out).
+StabilityLimit = Literal["compute", "kv_capacity", "max_num_seqs", "max_num_batched_tokens"]
 
 CHUNK_GROUPS = 4  # representatives of a prompt's full chunks (exact up to 4 chunks, else midpoints)
-BLOCK_TOKENS = 16
 GRID_POINTS = 16  # concurrency grid for the stability boundary
 LEVELS = np.array([0.5, 0.99])
 OTHERS_EDGES = np.array([0.25, 0.5, 0.75, 0.9, 0.95, 0.98, 0.99])  # cumulative-probability slices
 HUGE = 1e9  # stands in for an infinite ratio inside root-finding
-
-
-@dataclass(frozen=True)
-class EngineConfig:
-    max_num_seqs: int
-    max_num_batched_tokens: int
-    long_prefill_token_threshold: int
-    kv_cache_tokens: float
-    kv_transfer_s: FloatArray | None = None  # per prompt support point (prefill pool only)
 
 
 class Grid(NamedTuple):
@@ -112,7 +105,7 @@ class Boundary:
 
     n_max: float
     lam_max: float
-    binding: str  # compute | kv_capacity | max_num_seqs | max_num_batched_tokens
+    binding: StabilityLimit
     root: RootResult | None
     grid_n: FloatArray | None = None  # stable grid points (ascending n) and their rates:
     grid_lam: FloatArray | None = None  # brackets for the fixed-point solve
@@ -149,12 +142,20 @@ class Engine:
     metrics need, scalars in plain floats: the root-finding hot path)."""
 
     def __init__(
-        self, coefficients: StepCoefficients, stats: WorkloadStats, config: EngineConfig, role: Role
+        self,
+        coefficients: StepCoefficients,
+        stats: WorkloadStats,
+        config: SchedulerConfig,
+        role: Role,
+        kv_transfer_s: FloatArray | None = None,
     ) -> None:
+        """`kv_transfer_s`: per prompt support point, the KV hand-off a prefill pool's TTFT
+        includes (disaggregated)."""
         self.k = coefficients
         self.stats = stats
         self.config = config
         self.role = role
+        self.half_block = config.block_size / 2.0  # mean unfilled tail of a sequence's last block
         d = stats.decode_steps
         self.has_decode = role != "prefill" and d > 0
         self.has_prefill = role != "decode"
@@ -164,7 +165,7 @@ class Engine:
         self.pw = stats.prompt_probs
         self.pe = stats.prefill_tokens
         self.p0 = stats.cached_tokens
-        self.kv_weight = self.p0 + self.pe / 2.0 + BLOCK_TOKENS / 2  # KV of a prompt mid-prefill
+        self.kv_weight = self.p0 + self.pe / 2.0 + self.half_block  # KV of a prompt mid-prefill
         self.pe_max = float(self.pe.max())
         self.mean_pe = stats.mean_prefill_tokens
         self.a_ctx = stats.prefill_attention_context
@@ -172,7 +173,7 @@ class Engine:
         self.seats_max = float(config.max_num_seqs)
         self.kv_cap = float(config.kv_cache_tokens)
         self.threshold = float(config.long_prefill_token_threshold)
-        self.extra_ttft = config.kv_transfer_s
+        self.extra_ttft = kv_transfer_s
         # Others' prompts sharing a prompt's steps, in a few probability slices (finer in the
         # tail), each at its conditional mean: the mean is exact.
         mid = np.cumsum(self.pw) - 0.5 * self.pw
@@ -225,7 +226,7 @@ class Engine:
                 share_full=math.nan, share_own=math.nan, t_full=math.nan, rho=0.0, busy=0.0,
                 t_step=t_dec, mixed_fraction=0.0, mean_chunks=0.0, chunk_tokens=e, chunk_offset=e,
                 chunk_weight=e, chunk_time=e, own_service=np.empty(0), seats=n,
-                kv_mean=n * (cbar + BLOCK_TOKENS / 2), kv_var=kv_var,
+                kv_mean=n * (cbar + self.half_block), kv_var=kv_var,
             )  # fmt: skip
         ctx = n_arr * cbar
         t_arr = step_time_s(coef, 0.0, 0.0, n_arr, ctx)
@@ -259,7 +260,7 @@ class Engine:
         else:
             t_step, mixed = math.nan, 0.0
         seats = n + lam * float(own @ pw)  # Little: requests being prefilled hold seats too
-        kv_mean = n * (cbar + BLOCK_TOKENS / 2) + lam * float((own * self.kv_weight) @ pw)
+        kv_mean = n * (cbar + self.half_block) + lam * float((own * self.kv_weight) @ pw)
         return State(
             n=n, lam=lam, z=z, n_dec=n_dec, n_arr=n_arr, t_dec=t_dec, t_arr=t_arr,
             share_full=s_f, share_own=s_own, t_full=t_full, rho=rho, busy=busy, t_step=t_step,
@@ -309,8 +310,8 @@ class Engine:
             return -1.0
         return min(v for _, v in self._margins(s))
 
-    def _margins(self, s: State) -> list[tuple[str, float]]:
-        out = [
+    def _margins(self, s: State) -> list[tuple[StabilityLimit, float]]:
+        out: list[tuple[StabilityLimit, float]] = [
             ("max_num_seqs", 1.0 - s.seats / self.seats_max),
             ("kv_capacity", 1.0 - s.kv_mean / self.kv_cap),
         ]
@@ -324,7 +325,7 @@ class Engine:
             out.append(("max_num_batched_tokens", 1.0 - s.n / self.budget))
         return out
 
-    def _binding(self, s: State) -> str:
+    def _binding(self, s: State) -> StabilityLimit:
         return min(self._margins(s), key=lambda kv: kv[1])[0]
 
     # ---- many concurrencies at once (stability scan) ------------------------------------------
@@ -337,7 +338,7 @@ class Engine:
         z = 1.0 + (self.ca2 - 1.0) * n / (1.0 + n)
         n_dec = n + z
         t_dec = step_time_s(coef, 0.0, 0.0, n_dec, n_dec * cbar)
-        kv_dec = n * (cbar + BLOCK_TOKENS / 2)
+        kv_dec = n * (cbar + self.half_block)
         if not self.has_prefill:
             lam = n / (self.d * t_dec)
             slack = np.minimum(
@@ -397,7 +398,7 @@ class Engine:
         return self._boundary
 
     def _find_boundary(self) -> Boundary:
-        cap = min(self.seats_max, self.kv_cap / (self.cbar + BLOCK_TOKENS / 2), self.budget)
+        cap = min(self.seats_max, self.kv_cap / (self.cbar + self.half_block), self.budget)
         grid = cap * np.arange(1, GRID_POINTS + 1, dtype=np.float64) / GRID_POINTS
         gr = self.grid(grid)
         lam, slack = gr.lam, gr.slack

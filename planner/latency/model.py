@@ -11,22 +11,28 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from planner.costmodel.analyses import usd_per_million
-from planner.deployment import Deployment, ResolvedDeployment
+from planner.deployment import Deployment, Mode, ResolvedDeployment
 from planner.errors import InvalidInput
-from planner.latency.engine import HUGE, Boundary, Engine, EngineConfig, Point, State
+from planner.latency.engine import HUGE, Boundary, Engine, Point, Role, StabilityLimit, State
 from planner.latency.stats import WorkloadStats
+from planner.slo import Slo
 from planner.workload import Workload
 from solvers.rootfind import RootResult, find_root
+
+# What limits a capacity: an SLO (its p99 target) or, when the SLO is looser than what the
+# replica can serve at all, the stability limit.
+BindingLimit = Literal["ttft", "itl", "compute", "kv_capacity", "max_num_seqs", "max_num_batched_tokens"]
 
 # Relative precision of the capacity root (on the concurrency axis): 1e-4 of the stable range.
 CAPACITY_RTOL = 1e-4
 
 __all__ = [
+    "BindingLimit",
     "CapacityResult",
     "Floors",
     "LatencyModel",
@@ -36,27 +42,6 @@ __all__ = [
     "capacity",
     "evaluate",
 ]
-
-
-@dataclass(frozen=True)
-class Slo:
-    """p99 targets in seconds; None = no target on that metric (at least one is needed)."""
-
-    ttft_p99_s: float | None = None
-    itl_p99_s: float | None = None
-
-    def __post_init__(self) -> None:
-        if self.ttft_p99_s is None and self.itl_p99_s is None:
-            raise InvalidInput("slo", "give a TTFT or an ITL p99 target (or both)")
-        for name, v in (("slo.ttft_p99_s", self.ttft_p99_s), ("slo.itl_p99_s", self.itl_p99_s)):
-            if v is not None and not (math.isfinite(v) and v > 0):
-                raise InvalidInput(name, f"must be a positive number of seconds, got {v}")
-
-    def to_dict(self) -> dict[str, float | None]:
-        return {
-            "ttft_p99_ms": None if self.ttft_p99_s is None else self.ttft_p99_s * 1e3,
-            "itl_p99_ms": None if self.itl_p99_s is None else self.itl_p99_s * 1e3,
-        }
 
 
 @dataclass(frozen=True)
@@ -82,10 +67,10 @@ class Floors:
 class PoolCapacity:
     """One engine role's capacity: requests/s per replica within the SLO (or stability)."""
 
-    role: str
+    role: Role
     requests_per_s_per_replica: float
     feasible: bool
-    binding_limit: str
+    binding_limit: BindingLimit
     reason: str
     root: RootResult | None
     at_capacity: Point | None
@@ -102,11 +87,11 @@ class CapacityResult:
     feasible: bool
     max_requests_per_s_within_slo: float
     deployment_max_requests_per_s_within_slo: float
-    binding_limit: str
+    binding_limit: BindingLimit
     reason: str
     slo: Slo
     floors: Floors
-    pools: dict[str, PoolCapacity]
+    pools: dict[Role, PoolCapacity]
 
     @property
     def root(self) -> RootResult | None:
@@ -115,7 +100,7 @@ class CapacityResult:
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
-            "slo": self.slo.to_dict(),
+            "slo": {k: v for k, v in self.slo.to_dict().items() if k in ("ttft_p99_ms", "itl_p99_ms")},
             "slo_feasible": self.feasible,
             "max_requests_per_s_within_slo": self.max_requests_per_s_within_slo,
             "deployment_max_requests_per_s_within_slo": self.deployment_max_requests_per_s_within_slo,
@@ -171,7 +156,7 @@ class Prediction:
     pool they describe (decode pool for decode figures, prefill pool for TTFT when
     disaggregated)."""
 
-    mode: str
+    mode: Mode
     requests_per_s: float
     requests_per_s_per_replica: float
     stable: bool
@@ -197,7 +182,7 @@ class Prediction:
     usd_per_hour: float
     usd_per_million_output_tokens: float | None
     usd_per_million_input_tokens: float | None
-    binding_limit: str
+    binding_limit: StabilityLimit
     floors: Floors
     pools: dict[str, dict[str, Any]] = field(default_factory=dict)
     buckets: tuple[BucketPoint, ...] | None = None
@@ -253,18 +238,9 @@ class LatencyModel:
         self.stats = stats
         self.coefficients = deployment.replica.coefficients
         self._floors: Floors | None = None
-
-        def config(transfer: np.ndarray | None = None) -> EngineConfig:
-            return EngineConfig(
-                max_num_seqs=deployment.max_num_seqs,
-                max_num_batched_tokens=deployment.max_num_batched_tokens,
-                long_prefill_token_threshold=deployment.long_prefill_token_threshold,
-                kv_cache_tokens=float(deployment.kv.kv_cache_tokens),
-                kv_transfer_s=transfer,
-            )
-
-        self.engines: dict[str, Engine] = {}
-        self.replicas: dict[str, int]
+        config = deployment.scheduler
+        self.engines: dict[Role, Engine] = {}
+        self.replicas: dict[Role, int]
         if deployment.disaggregated:
             # Each GPU of the TP group ships its share of the prompt's KV over its own NIC.
             kv = deployment.replica.kv_bytes_per_token
@@ -272,24 +248,25 @@ class LatencyModel:
                 stats.prompt_tokens * kv / deployment.kv_transfer_bandwidth_bytes_per_s
                 + deployment.kv_transfer_latency_s
             )
-            self.engines["prefill"] = Engine(self.coefficients, stats, config(transfer), "prefill")
+            k = self.coefficients
+            self.engines["prefill"] = Engine(k, stats, config, "prefill", kv_transfer_s=transfer)
             if stats.decode_steps > 0:
-                self.engines["decode"] = Engine(self.coefficients, stats, config(), "decode")
+                self.engines["decode"] = Engine(k, stats, config, "decode")
             self.replicas = {"prefill": deployment.prefill_replicas, "decode": deployment.decode_replicas}
         else:
-            self.engines["colocated"] = Engine(self.coefficients, stats, config(), "colocated")
+            self.engines["colocated"] = Engine(self.coefficients, stats, config, "colocated")
             self.replicas = {"colocated": deployment.replicas}
 
     # ---- building blocks ------------------------------------------------------------------------
 
-    def boundaries(self) -> dict[str, Boundary]:
+    def boundaries(self) -> dict[Role, Boundary]:
         return {role: e.boundary() for role, e in self.engines.items()}
 
     def max_stable_requests_per_s(self) -> float:
         """The deployment's max stable arrival rate (all replicas)."""
         return min(self.replicas[r] * b.lam_max for r, b in self.boundaries().items())
 
-    def _bottleneck(self) -> str:
+    def _bottleneck(self) -> Role:
         return min(self.boundaries().items(), key=lambda kv: self.replicas[kv[0]] * kv[1].lam_max)[0]
 
     def floors(self) -> Floors:
@@ -325,7 +302,7 @@ class LatencyModel:
                 f"arrival rate varies over {st.bucket_rates.size} buckets "  # type: ignore[union-attr]
                 f"(mean {st.mean_requests_per_s:.3g}/s); evaluated at the peak bucket, {rate:.3g}/s"
             )
-        points: dict[str, Point | None] = {}
+        points: dict[Role, Point | None] = {}
         for role, e in self.engines.items():
             lam = rate / self.replicas[role]
             s = e.solve(lam)
@@ -344,8 +321,8 @@ class LatencyModel:
             )
         served = rate if stable else deploy_max
         cost = self._costs(served)
-        ttft_role = "colocated" if "colocated" in self.engines else "prefill"
-        dec_role = "colocated" if "colocated" in self.engines else "decode"
+        ttft_role: Role = "colocated" if "colocated" in self.engines else "prefill"
+        dec_role: Role = "colocated" if "colocated" in self.engines else "decode"
         tp = points.get(ttft_role)
         dp = points.get(dec_role) if dec_role in self.engines else None
         util = max(
@@ -417,7 +394,7 @@ class LatencyModel:
         flops = served_requests_per_s * tokens * 2.0 * r.model.active_params
         return flops / (self.deployment.gpus * r.gpu.matmul_flops(r.weight_dtype))
 
-    def _pool_dict(self, role: str, rate: float, p: Point | None, b: Boundary) -> dict[str, Any]:
+    def _pool_dict(self, role: Role, rate: float, p: Point | None, b: Boundary) -> dict[str, Any]:
         reps = self.replicas[role]
         return {
             "replicas": reps,
@@ -432,7 +409,7 @@ class LatencyModel:
             "preemption_risk": None if p is None else p.preemption_risk,
         }
 
-    def _notes(self, points: dict[str, Point | None]) -> list[str]:
+    def _notes(self, points: dict[Role, Point | None]) -> list[str]:
         d = self.deployment
         st = self.stats
         out = [
@@ -508,7 +485,14 @@ class LatencyModel:
 
     def capacity(self, slo: Slo) -> CapacityResult:
         """The highest arrival rate meeting `slo`, by bracketed root-finding on each engine's stable
-        branch (over decode concurrency n; over the rate for a prefill-only engine)."""
+        branch (over decode concurrency n; over the rate for a prefill-only engine). TPOT and
+        end-to-end targets are the simulator's; `slo` needs a TTFT or an ITL target."""
+        if not slo.has_latency_targets:
+            raise InvalidInput(
+                "slo",
+                "the analytic capacity needs ttft_p99_s or itl_p99_s; TPOT and end-to-end targets "
+                "are judged by the simulator",
+            )
         floors = self.floors()
         pools = {role: self._pool_capacity(role, e, slo) for role, e in self.engines.items()}
         totals = {role: self.replicas[role] * p.requests_per_s_per_replica for role, p in pools.items()}
@@ -531,28 +515,25 @@ class LatencyModel:
             pools=pools,
         )
 
-    def _pool_capacity(self, role: str, e: Engine, slo: Slo) -> PoolCapacity:
+    def _pool_capacity(self, role: Role, e: Engine, slo: Slo) -> PoolCapacity:
         ttft_t = slo.ttft_p99_s if e.has_prefill else None
         itl_t = slo.itl_p99_s if e.has_decode else None
         b = e.boundary()
         if ttft_t is None and itl_t is None:
             return PoolCapacity(role, b.lam_max, True, b.binding, "", None, None)
 
-        def ratios(st: State) -> tuple[float, float]:
-            rt = e.ttft_p99_s(st) / ttft_t if ttft_t is not None else 0.0
-            ri = e.itl_p99_s(st) / itl_t if itl_t is not None else 0.0
-            return rt, ri
-
-        memo: dict[float, State] = {}
+        # Per point: the state and the p99 / target ratios computed there (None: not needed).
+        memo: dict[float, tuple[State, float | None, float | None]] = {}
 
         def f(x: float) -> float:
-            st = memo[x] = e.state_at(x)
+            st = e.state_at(x)
             # Only the sign matters to the bracket: skip the second metric once one fails.
-            v = -math.inf
-            if itl_t is not None:
-                v = e.itl_p99_s(st) / itl_t - 1.0
-            if ttft_t is not None and v <= 0:
-                v = max(v, e.ttft_p99_s(st) / ttft_t - 1.0)
+            ri = e.itl_p99_s(st) / itl_t if itl_t is not None else None
+            rt = None
+            if ttft_t is not None and (ri is None or ri <= 1.0):
+                rt = e.ttft_p99_s(st) / ttft_t
+            memo[x] = (st, ri, rt)
+            v = max(-math.inf if ri is None else ri - 1.0, -math.inf if rt is None else rt - 1.0)
             return min(v, HUGE) if math.isfinite(v) else HUGE
 
         where = "" if role == "colocated" else f" in the {role} pool"
@@ -571,27 +552,53 @@ class LatencyModel:
                     f"ITL p99 target {itl_t * 1e3:.4g} ms is below the {p0.itl_p99_s * 1e3:.4g} ms floor"
                     f"{where} (a decode step of one sequence on an idle replica)"
                 )
-            binding = "ttft" if rt0 >= ri0 else "itl"
-            return PoolCapacity(role, 0.0, False, binding, "; ".join(parts), None, None)
+            floor_limit: BindingLimit = "ttft" if rt0 >= ri0 else "itl"
+            return PoolCapacity(role, 0.0, False, floor_limit, "; ".join(parts), None, None)
         x_hi = b.n_max if e.has_decode else b.lam_max
         f_hi = f(x_hi)
         if f_hi <= 0:
-            return PoolCapacity(role, b.lam_max, True, b.binding, "", None, e.point(memo[x_hi]))
+            return PoolCapacity(role, b.lam_max, True, b.binding, "", None, e.point(memo[x_hi][0]))
         res = find_root(
             f, 0.0, x_hi, f_lo=max(rt0, ri0) - 1.0, f_hi=f_hi, xtol=CAPACITY_RTOL * x_hi, rtol=CAPACITY_RTOL
         )
         # The answer is the last point that met the SLO (the root lies within tolerance above it;
         # ITL p99 can jump where the share of mixed steps passes 1%).
         x = res.final_bracket[0] if res.final_bracket is not None else 0.0
+        r = res.root
+        if r is not None and r > x and r in memo and all(v is None or v <= 1.0 for v in memo[r][1:]):
+            x = r  # Brent landed exactly on the boundary (piecewise-affine metrics can): it meets
         if x <= 0.0:
             return self._no_positive_rate(role, e, slo, res, where)
-        st = memo.get(x) or e.state_at(x)
+        st = memo[x][0] if x in memo else e.state_at(x)
         at = e.point(st)
-        rt = at.ttft_p99_s / ttft_t if ttft_t is not None and at.ttft_p99_s is not None else 0.0
-        ri = at.itl_p99_s / itl_t if itl_t is not None and at.itl_p99_s is not None else 0.0
-        return PoolCapacity(role, st.lam, True, "ttft" if rt >= ri else "itl", "", res, at)
+        x_fail = res.final_bracket[1] if res.final_bracket is not None else x_hi
+        return PoolCapacity(
+            role, st.lam, True, self._failing_target(e, memo, x_fail, ttft_t, itl_t), "", res, at
+        )
 
-    def _no_positive_rate(self, role: str, e: Engine, slo: Slo, res: RootResult, where: str) -> PoolCapacity:
+    @staticmethod
+    def _failing_target(
+        e: Engine,
+        memo: dict[float, tuple[State, float | None, float | None]],
+        x_fail: float,
+        ttft_t: float | None,
+        itl_t: float | None,
+    ) -> BindingLimit:
+        """The SLO that binds: the target missed at the first failing point of the root-find,
+        just above the capacity (not the one closer to its target at the capacity itself: a
+        p99 can jump there). When both are missed, the one further over its target."""
+        st, ri, rt = memo[x_fail] if x_fail in memo else (e.state_at(x_fail), None, None)
+        if ri is None and itl_t is not None:
+            ri = e.itl_p99_s(st) / itl_t
+        if rt is None and ttft_t is not None:
+            rt = e.ttft_p99_s(st) / ttft_t
+        if ri is None or rt is None:
+            return "ttft" if ri is None else "itl"
+        if (ri > 1.0) != (rt > 1.0):
+            return "itl" if ri > 1.0 else "ttft"
+        return "itl" if ri >= rt else "ttft"
+
+    def _no_positive_rate(self, role: Role, e: Engine, slo: Slo, res: RootResult, where: str) -> PoolCapacity:
         """The idle replica meets the SLO but no positive load does: with bursty (gamma, k < 1)
         arrivals, bursts of about 1/k requests queue behind each other however rare they are, so
         the floor at a vanishing rate sits above the idle one."""
@@ -613,7 +620,7 @@ class LatencyModel:
             f"no positive arrival rate meets the SLO{where}: even at {at.lam:.3g} req/s per replica, "
             f"{' and '.join(parts) or 'a target is missed'}; {why}"
         )
-        binding = "ttft" if parts and parts[0].startswith("TTFT") else "itl"
+        binding: BindingLimit = "ttft" if parts and parts[0].startswith("TTFT") else "itl"
         return PoolCapacity(role, 0.0, False, binding, reason, res, at)
 
 

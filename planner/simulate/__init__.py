@@ -1,14 +1,14 @@
 """Discrete-event simulation of vLLM V1 engines (one, several behind a router, or disaggregated
 prefill/decode pools), to verify plans against the analytic latency model.
 
-    result = simulate(requests, timer, EngineConfig(kv_cache_blocks=20000), replicas=2,
-                      router="least_outstanding_tokens", slo=SLO(ttft_s=2.0, tpot_s=0.05))
+    result = simulate(requests, timer, SchedulerConfig(kv_cache_blocks=20000), replicas=2,
+                      router="least_outstanding_tokens", slo=Slo(ttft_p99_s=2.0, tpot_p99_s=0.05))
     json.dumps(result.to_dict())
 
 `timer` is any planner.costmodel.timer.StepTimer. See scheduler.py for the step semantics.
 """
 
-from planner.simulate.config import SLO, EngineConfig
+from planner.scheduler_config import SchedulerConfig
 from planner.simulate.disagg import simulate_disaggregated, transfer_s_per_token
 from planner.simulate.engine import simulate
 from planner.simulate.metrics import (
@@ -27,11 +27,10 @@ from planner.simulate.router import (
     Router,
 )
 from planner.simulate.scheduler import StepTrace
+from planner.slo import Slo
 
 __all__ = [
     "ROUTER_POLICIES",
-    "SLO",
-    "EngineConfig",
     "Goodput",
     "LatencyStats",
     "LeastOutstandingTokens",
@@ -40,8 +39,10 @@ __all__ = [
     "RequestArrays",
     "RoundRobin",
     "Router",
+    "SchedulerConfig",
     "SimRequest",
     "SimResult",
+    "Slo",
     "StepTrace",
     "as_request_arrays",
     "simulate",

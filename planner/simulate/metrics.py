@@ -492,13 +492,14 @@ def goodput(
 ) -> Goodput:
     """Requests meeting every given objective (as `vllm bench serve --goodput`)."""
     good = np.ones(ttft_s.shape, dtype=bool)
+    limits = slo.goodput_limits_s()  # planner.slo.Slo: per-request thresholds, vLLM's names
     for name, arr in (("ttft_s", ttft_s), ("tpot_s", tpot_s), ("e2el_s", e2el_s)):
-        limit = getattr(slo, name)
+        limit = limits[name]
         if limit is not None:
             good &= arr <= limit
     count = int(good.sum())
     return Goodput(
-        slo={"ttft_s": slo.ttft_s, "tpot_s": slo.tpot_s, "e2el_s": slo.e2el_s},
+        slo=limits,
         good_requests=count,
         goodput_rps=count / duration_s if duration_s > 0 else math.nan,
         good_fraction=count / ttft_s.size if ttft_s.size else math.nan,

@@ -5,7 +5,7 @@ a trace replayed as recorded or time-scaled, tiled past its end).
 
     resolved = Deployment(model="Qwen/Qwen3-8B", gpu="h100-sxm").resolve()
     reqs = trace_requests(builtin_trace("azure-conv-2023"), requests_per_s=20.0)
-    result = run(resolved, reqs, slo=SLO(ttft_s=0.5))
+    result = run(resolved, reqs, slo=Slo(ttft_p99_s=0.5))
 """
 
 from __future__ import annotations
@@ -18,12 +18,13 @@ import numpy as np
 
 from planner.deployment import ResolvedDeployment
 from planner.errors import InvalidInput
-from planner.simulate.config import SLO, EngineConfig
+from planner.scheduler_config import SchedulerConfig
 from planner.simulate.disagg import simulate_disaggregated
 from planner.simulate.engine import simulate
 from planner.simulate.metrics import SimResult
 from planner.simulate.requests import RequestArrays, RequestsLike, as_request_arrays
 from planner.simulate.router import Router
+from planner.slo import Slo
 from planner.traces import Trace
 from planner.workload import Arrivals, RateBucket, Workload
 
@@ -31,16 +32,10 @@ Replay = Literal["recorded", "scaled"]
 REPLAY_MODES: tuple[Replay, ...] = ("recorded", "scaled")
 
 
-def engine_config(resolved: ResolvedDeployment, prefix_cache_hit_fraction: float = 0.0) -> EngineConfig:
-    """The scheduler knobs and KV pool of one replica of the deployment (every pool of a
-    disaggregated deployment uses the same replica shape)."""
-    return EngineConfig(
-        kv_cache_blocks=int(resolved.kv.kv_cache_blocks),
-        max_num_seqs=resolved.max_num_seqs,
-        max_num_batched_tokens=resolved.max_num_batched_tokens,
-        long_prefill_token_threshold=resolved.long_prefill_token_threshold,
-        prefix_cache_hit_fraction=prefix_cache_hit_fraction,
-    )
+def engine_config(resolved: ResolvedDeployment, prefix_cache_hit_fraction: float = 0.0) -> SchedulerConfig:
+    """The scheduler of one replica of the deployment (every pool of a disaggregated deployment
+    uses the same replica shape), serving prompts that hit the prefix cache this much."""
+    return resolved.scheduler.with_prefix_cache_hits(prefix_cache_hit_fraction)
 
 
 def kv_transfer(resolved: ResolvedDeployment) -> Callable[[int], float]:
@@ -61,7 +56,7 @@ def run(
     *,
     prefix_cache_hit_fraction: float = 0.0,
     router: str | Router = "round_robin",
-    slo: SLO | None = None,
+    slo: Slo | None = None,
     fast_forward: bool = True,
 ) -> SimResult:
     """Simulate the deployment serving `requests`: colocated replicas behind `router`, or the
