@@ -21,6 +21,12 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--grace-s", default="30", help="on SIGTERM, seconds calls in flight get to finish (default 30)"
     )
+    p.add_argument(
+        "--drain-delay-s",
+        default="0",
+        help="on SIGTERM, seconds health reports NOT_SERVING while calls are still taken, so load "
+        "balancers stop sending first (default 0)",
+    )
     p.add_argument("--tls-cert", help="PEM certificate chain: serve TLS (with --tls-key)")
     p.add_argument("--tls-key", help="PEM private key of --tls-cert")
     p.add_argument("--tls-client-ca", help="PEM CA: require client certificates it signed (mTLS)")
@@ -71,6 +77,7 @@ def _serve(args: argparse.Namespace) -> int:
         args.host,
         _int("--port", args.port, 0, 65535) or 0,
         grace_s=_seconds("--grace-s", args.grace_s),
+        health_delay_s=_seconds("--drain-delay-s", args.drain_delay_s),
         log_json={"auto": None, "json": True, "console": False}[args.log_format],
         workers=_int("--workers", args.workers, 1, 256),
         queue_size=_int("--queue", args.queue, 0, 100_000),

@@ -319,14 +319,6 @@ def _roots() -> list[tuple[Descriptor, Any]]:
     ]
 
 
-# Fields whose pydantic annotation is narrower than what the request accepts: PlanRequest reads a
-# `workload: {trace: ...}` reference into a Workload (PlanRequest.from_mapping).
-def _overrides() -> dict[tuple[str, str], Any]:
-    from planner.inputs import WorkloadInput
-
-    return {("planner.v1.PlanRequest", "workload"): WorkloadInput}
-
-
 # Proto fields with no pydantic field: arguments of the api call, not of the YAML schema.
 CALL_OPTIONS: dict[str, tuple[str, ...]] = {"planner.v1.PlanRequest": ("verify",)}
 
@@ -380,13 +372,11 @@ def _walk_message(s: _Schema, desc: Descriptor, models: Sequence[type[BaseModel]
         s.mismatches.append(f"{where}: no field {name!r} (pydantic {pyd} has it)")
     for name in sorted(proto_names - set(annotations) - options):
         s.mismatches.append(f"{where}.{name}: not a field of pydantic {pyd}")
-    overrides = _overrides()
     for name, anns in annotations.items():
         fd = desc.fields_by_name.get(name)
         if fd is None:
             continue
         for ann, info in anns:
-            ann = overrides.get((desc.full_name, name), ann)
             members, nullable = _unwrap(ann)
             if nullable:
                 s.nullable.setdefault(desc.full_name, set()).add(name)
