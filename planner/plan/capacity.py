@@ -191,15 +191,34 @@ def unfit(cfg: ReplicaConfig, reason: str) -> CapacityPoint:
     )
 
 
-def evaluate_config(ctx: SearchContext, cfg: ReplicaConfig) -> CapacityPoint:
-    """The capacity of one replica configuration within its role's SLOs (root-finding in the
-    latency model). A configuration that does not fit is an answer (`fits` False), not an error."""
+@dataclass(frozen=True, eq=False)
+class Built:
+    """A configuration made concrete, resolved and modelled (or why it does not fit): built
+    once, asked several questions (a screen, then a root-find)."""
+
+    config: ReplicaConfig
+    resolved: ResolvedDeployment | None
+    model: LatencyModel | None
+    reason: str
+
+
+def build(ctx: SearchContext, cfg: ReplicaConfig) -> Built:
     try:
         cfg = concrete(ctx, cfg)
         resolved = ctx.resolve(cfg)
     except InvalidInput as exc:
-        return unfit(cfg, exc.reason)
-    model = LatencyModel(resolved, ctx.stats)
+        return Built(cfg, None, None, exc.reason)
+    return Built(cfg, resolved, LatencyModel(resolved, ctx.stats), "")
+
+
+def evaluate_config(ctx: SearchContext, cfg: ReplicaConfig, built: Built | None = None) -> CapacityPoint:
+    """The capacity of one replica configuration within its role's SLOs (root-finding in the
+    latency model). A configuration that does not fit is an answer (`fits` False), not an error.
+    `built`: the configuration already built (by a screen)."""
+    b = built if built is not None else build(ctx, cfg)
+    if b.model is None or b.resolved is None:
+        return unfit(b.config, b.reason)
+    cfg, resolved, model = b.config, b.resolved, b.model
     role = cfg.role
     engine = model.engines.get(role)
     if engine is None:  # a decode pool when every answer is one token: nothing to decode
@@ -253,14 +272,13 @@ def evaluate_config(ctx: SearchContext, cfg: ReplicaConfig) -> CapacityPoint:
     )
 
 
-def meets_at(ctx: SearchContext, cfg: ReplicaConfig, rate: float) -> bool:
+def meets_at(ctx: SearchContext, cfg: ReplicaConfig, rate: float, built: Built | None = None) -> bool:
     """Does `cfg` meet its role's SLOs at `rate` requests/s per replica? A cheap screen (one
     steady state instead of a root-find): False means its capacity is below `rate`."""
-    try:
-        cfg = concrete(ctx, cfg)
-        model = LatencyModel(ctx.resolve(cfg), ctx.stats)
-    except InvalidInput:
+    b = built if built is not None else build(ctx, cfg)
+    if b.model is None:
         return False
+    cfg, model = b.config, b.model
     engine = model.engines.get(cfg.role)
     if engine is None:
         return False

@@ -40,9 +40,11 @@ def _init(ctx: SearchContext) -> None:
     _CONTEXT = ctx
 
 
-def _shape(shape: Shape) -> ShapeResult:
+def _shape(task: Shape | ReplicaConfig) -> ShapeResult | CapacityPoint:
     assert _CONTEXT is not None
-    return search_shape(_CONTEXT, shape)
+    if isinstance(task, Shape):
+        return search_shape(_CONTEXT, task)
+    return evaluate_config(_CONTEXT, task)
 
 
 def _config(cfg: ReplicaConfig) -> CapacityPoint:
@@ -91,14 +93,25 @@ class CapacityPool:
     def _parallel(self, n_tasks: int) -> bool:
         return self.workers > 1 and n_tasks >= MIN_PARALLEL_TASKS
 
-    def search(self, shapes: Sequence[Shape]) -> SearchResult:
+    def search(self, shapes: Sequence[Shape], also: Sequence[ReplicaConfig] = ()) -> SearchResult:
         """Search every shape (in parallel when there are workers), then set `max_num_seqs` on
         the shapes' best configurations that no smaller replica dominates (the others never
-        reach the MILP); results in shape order."""
-        if self._parallel(len(shapes)):
-            results = list(self._pool().map(_shape, shapes, chunksize=1))
+        reach the MILP); results in shape order. `also`: single configurations to evaluate
+        alongside (cached for `evaluate`, e.g. vLLM's defaults for the alternatives)."""
+        extra = sorted({c for c in also if c not in self.cache})
+        tasks: list[Shape | ReplicaConfig] = [*shapes, *extra]
+        if self._parallel(len(tasks)):
+            answers = list(self._pool().map(_shape, tasks, chunksize=1))
         else:
-            results = [search_shape(self.ctx, s) for s in shapes]
+            answers = [
+                search_shape(self.ctx, t) if isinstance(t, Shape) else evaluate_config(self.ctx, t)
+                for t in tasks
+            ]
+        results = [a for a in answers if isinstance(a, ShapeResult)]
+        for cfg, a in zip(extra, answers[len(shapes) :], strict=True):
+            assert isinstance(a, CapacityPoint)
+            self.cache[cfg] = a
+        self.questions += len(extra)
         for r in results:
             for p in r.points:
                 self.cache.setdefault(p.config, p)
@@ -107,9 +120,9 @@ class CapacityPool:
         todo: dict[int, ReplicaConfig] = {}
         for i, r in enumerate(results):
             if r.best is not None and r.shape.seqs is None and r.best.config in alive:
-                cfg = lowered_seqs(self.ctx, r.best)
-                if cfg is not None:
-                    todo[i] = cfg
+                low = lowered_seqs(self.ctx, r.best)
+                if low is not None:
+                    todo[i] = low
         lowered = self.evaluate([todo[i] for i in sorted(todo)])
         final = list(results)
         for i, p in zip(sorted(todo), lowered, strict=True):

@@ -44,7 +44,7 @@ from planner.plan.report import (
     SolverSummary,
 )
 from planner.plan.request import PlanRequest, parse_plan_request
-from planner.plan.search import SearchResult, shapes_of
+from planner.plan.search import SearchResult, shapes_of, unfit_shapes
 from planner.plan.solve import HOURS_PER_MONTH, Costed, Forecast, Prices, milp_data, single_configurations
 from planner.workload import Workload
 from solvers.milp import MilpData, MilpResult, solve
@@ -134,6 +134,31 @@ def _context(
 
 
 # --- vLLM flags ----------------------------------------------------------------------------------
+
+
+def default_configs(
+    gpus: Sequence[str], tps: Sequence[int], unfit: Sequence[tuple[str, int, str]] = ()
+) -> list[ReplicaConfig]:
+    """Colocated replicas with vLLM's default budget and `max_num_seqs` for each GPU type."""
+    from planner.catalog.gpus import get_gpu
+
+    skip = {(g, tp) for g, tp, _ in unfit}
+    out = []
+    for g in gpus:
+        spec = get_gpu(g)
+        for tp in tps:
+            if (g, tp) in skip:
+                continue
+            out.append(
+                ReplicaConfig(
+                    g,
+                    tp,
+                    "colocated",
+                    spec.vllm_default_max_num_batched_tokens,
+                    spec.vllm_default_max_num_seqs,
+                )
+            )
+    return out
 
 
 def vllm_args(ctx: SearchContext, cfg: ReplicaConfig) -> list[str]:
@@ -244,7 +269,11 @@ def plan(
     forecast = _forecast(workload)
     prices = [_prices(req, g) for g in sorted(listed)]
     with CapacityPool(ctx, default_workers() if workers is None else workers) as pool:
-        found = pool.search(shapes_of(req.candidates, gpus, roles)) if gpus else SearchResult((), (), ())
+        unfit = unfit_shapes(model, req.candidates, gpus)
+        also = default_configs(gpus, req.candidates.tensor_parallel_sizes, unfit)  # for the alternatives
+        shapes = shapes_of(req.candidates, gpus, roles, unfit)
+        found = pool.search(shapes, also) if shapes else SearchResult((), (), ())
+        found = replace(found, unfit=tuple(sorted({*found.unfit, *unfit})))
         builder = _Builder(req, ctx, workload, stats, forecast, prices, roles, notes, pool, found)
         return builder.build(verify)
 
@@ -848,19 +877,7 @@ class _Builder:
     def _defaults(self, gpus: Sequence[str], base_month: float) -> Alternative:
         from planner.catalog.gpus import get_gpu
 
-        cfgs = []
-        for g in gpus:
-            spec = get_gpu(g)
-            for tp in self.req.candidates.tensor_parallel_sizes:
-                cfgs.append(
-                    ReplicaConfig(
-                        g,
-                        tp,
-                        "colocated",
-                        spec.vllm_default_max_num_batched_tokens,
-                        spec.vllm_default_max_num_seqs,
-                    )
-                )
+        cfgs = default_configs(gpus, self.req.candidates.tensor_parallel_sizes)
         pts = [p for p in self.pool.evaluate(cfgs) if p.feasible]
         label = (
             "vLLM defaults ("

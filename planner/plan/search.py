@@ -36,6 +36,7 @@ from planner.plan.capacity import (
     ReplicaConfig,
     Role,
     SearchContext,
+    build,
     decode_budget,
     evaluate_config,
     meets_at,
@@ -124,10 +125,11 @@ class _ShapeSearch:
 
     def consider(self, cfg: ReplicaConfig) -> None:
         b = self.best
-        if b is not None and not meets_at(self.ctx, cfg, b.requests_per_s * (1.0 + BETTER_RTOL)):
+        built = build(self.ctx, cfg)  # shared by the screen and the root-find
+        if b is not None and not meets_at(self.ctx, cfg, b.requests_per_s * (1.0 + BETTER_RTOL), built):
             self.screened += 1
             return
-        p = evaluate_config(self.ctx, cfg)
+        p = evaluate_config(self.ctx, cfg, built)
         self.points.append(p)
         if p.feasible and (b is None or _better(p, b)):
             self.best = p
@@ -215,10 +217,40 @@ def keep_lowered(best: CapacityPoint, lowered: CapacityPoint) -> bool:
     return lowered.feasible and lowered.requests_per_s >= best.requests_per_s * (1.0 - KEEP_SEQS_RTOL)
 
 
-def shapes_of(space: CandidateSpace, gpus: Sequence[str], roles: Sequence[Role]) -> list[Shape]:
+def unfit_shapes(model: str, space: CandidateSpace, gpus: Sequence[str]) -> list[tuple[str, int, str]]:
+    """(gpu, tp, reason) for the GPU x TP pairs vLLM cannot run the model on at all (the cheap
+    feasibility check at the smallest budget and `max_num_seqs` the search would use)."""
+    from planner.catalog.gpus import get_gpu
+    from planner.catalog.models import get_model
+    from planner.costmodel.feasibility import feasibility
+
+    spec = get_model(model, "model")
+    budget = min(space.max_num_batched_tokens or (BUDGET_MIN_TOKENS,))
+    seqs = min((*(space.max_num_seqs or ()), MIN_SEQS, budget))
+    out = []
+    for gpu in gpus:
+        g = get_gpu(gpu)
+        for tp in space.tensor_parallel_sizes:
+            why = feasibility(
+                spec, g, tp, space.weight_dtype, space.kv_dtype, budget, seqs, space.gpu_memory_utilization
+            )
+            if why:
+                out.append((gpu, tp, why[0].reason))
+    return out
+
+
+def shapes_of(
+    space: CandidateSpace,
+    gpus: Sequence[str],
+    roles: Sequence[Role],
+    unfit: Sequence[tuple[str, int, str]] = (),
+) -> list[Shape]:
+    skip = {(g, tp) for g, tp, _ in unfit}
     out = []
     for gpu in gpus:
         for tp in space.tensor_parallel_sizes:
+            if (gpu, tp) in skip:
+                continue
             for role in roles:
                 thresholds = space.long_prefill_token_thresholds if role == "colocated" else (0,)
                 for t in thresholds:
