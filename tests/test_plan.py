@@ -132,7 +132,7 @@ def _deployment_from_args(model: str, gpu: str, role: str, args: list[str]) -> D
 def test_vllm_args_are_the_modelled_operating_point(disaggregation: str) -> None:
     """The flags a plan prints, read back into a deployment, give exactly the capacity the plan
     sized with (a known weakness of tools whose flags differ from their modelled point)."""
-    from planner.costmodel.profile import resolve_profile
+    from planner.costmodel.profiles import resolve_profile
 
     cands = {"gpus": ["h100-sxm"], "tensor_parallel_sizes": [1, 2], "disaggregation": disaggregation}
     rep = run(request(candidates=cands))

@@ -112,7 +112,7 @@ def _roles(req: PlanRequest, notes: list[str]) -> list[Role]:
 def _context(
     req: PlanRequest, model: str, stats: WorkloadStats, gpus: Sequence[str], base: Path | None
 ) -> SearchContext:
-    from planner.costmodel.profile import BUILTIN_NAMES, resolve_profile
+    from planner.costmodel.profiles import BUILTIN_NAMES, resolve_profile
     from planner.inputs import local_path
 
     spec = req.profile if req.profile in BUILTIN_NAMES else local_path(req.profile, base)
@@ -362,9 +362,9 @@ class _Builder:
 
     def _profile_warnings(self, plan_gpus: Sequence[str] = ()) -> list[str]:
         """A plan compares GPUs, so each needs the same standard of evidence: a roofline GPU next to
-        measured ones looks up to ~2x cheaper than it is."""
+        measured ones looks up to ~2x cheaper than it is; a transferred profile carries its warning."""
         out = []
-        measured = sorted(g for g, p in self.ctx.profiles if p.name != "theoretical")
+        measured = sorted(g for g, p in self.ctx.profiles if p.name != "theoretical" and p.warning is None)
         for g in plan_gpus:
             p = self.ctx.profile(g)
             if p.name == "theoretical" and measured:
@@ -373,8 +373,8 @@ class _Builder:
                     f"the measured {', '.join(measured)}, so the plan may favour it unfairly; calibrate it "
                     "(capplan calibrate) or leave it out of candidates.gpus"
                 )
-            elif "transferred" in p.source.lower() or "transferred" in p.name:
-                out.append(f"{g}: profile {p.name} is transferred from another GPU, not measured on it")
+            elif p.warning:
+                out.append(f"{g}: {p.warning}")
         return out
 
     # -- the answer --
@@ -420,7 +420,7 @@ class _Builder:
         others = [g for g in gpu_names() if g not in listed]
         other_points: list[CapacityPoint] = []
         if others:
-            from planner.costmodel.profile import BUILTIN_NAMES, resolve_profile
+            from planner.costmodel.profiles import BUILTIN_NAMES, resolve_profile
 
             spec = self.req.profile if self.req.profile in BUILTIN_NAMES else "auto"  # a file fits one GPU
             ctx2 = replace(self.ctx, profiles=tuple((g, resolve_profile(spec, g)) for g in sorted(others)))
