@@ -1,16 +1,19 @@
 """Answer many capacity questions at once, on the machine's cores.
 
-Worker processes get the plan's SearchContext once (at start), then shapes to search (each a
-sequence of screens and root-finds, planner/plan/search.py) or single configurations; results
-come back in the order asked, so the plan is the same whatever the worker count. Single
-configurations are cached. `workers=1` answers in this process (no fork: what a threaded server
-should use).
+Worker processes answer shapes to search (each a sequence of screens and root-finds,
+planner/plan/search.py) or single configurations, each task carrying its plan's SearchContext (a
+few kilobytes); results come back in the order asked, so the plan is the same whatever the
+worker count. The worker processes are started once per process and kept for later plans
+(starting them costs about as much as a small plan); `shutdown_workers` (also at exit) stops
+them. `workers=1` answers in this process: no fork, what a threaded server should use.
 """
 
 from __future__ import annotations
 
+import atexit
 import multiprocessing as mp
 import os
+import threading
 from collections.abc import Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import replace
@@ -28,40 +31,54 @@ from planner.plan.search import (
     search_shape,
 )
 
-# Below this many tasks a batch is answered in-process: starting workers costs more.
+# Below this many tasks a batch is answered in-process: handing them out costs more.
 MIN_PARALLEL_TASKS = 2
 DEFAULT_WORKERS = 2
 
-_CONTEXT: SearchContext | None = None
+_EXECUTORS: dict[int, ProcessPoolExecutor] = {}
+_LOCK = threading.Lock()
 
 
-def _init(ctx: SearchContext) -> None:
-    global _CONTEXT
-    _CONTEXT = ctx
-
-
-def _shape(task: Shape | ReplicaConfig) -> ShapeResult | CapacityPoint:
-    assert _CONTEXT is not None
+def _answer(item: tuple[SearchContext, Shape | ReplicaConfig]) -> ShapeResult | CapacityPoint:
+    ctx, task = item
     if isinstance(task, Shape):
-        return search_shape(_CONTEXT, task)
-    return evaluate_config(_CONTEXT, task)
+        return search_shape(ctx, task)
+    return evaluate_config(ctx, task)
 
 
-def _config(cfg: ReplicaConfig) -> CapacityPoint:
-    assert _CONTEXT is not None
-    return evaluate_config(_CONTEXT, cfg)
+def _executor(workers: int) -> Executor:
+    with _LOCK:
+        ex = _EXECUTORS.get(workers)
+        if ex is None:
+            # Forked workers inherit what is imported here: the root-finder's SciPy, once.
+            import scipy.optimize  # noqa: F401
+
+            method = "fork" if "fork" in mp.get_all_start_methods() else None
+            ex = ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context(method))
+            _EXECUTORS[workers] = ex
+        return ex
+
+
+def shutdown_workers() -> None:
+    """Stop the worker processes (they start again on the next parallel plan)."""
+    with _LOCK:
+        for ex in _EXECUTORS.values():
+            ex.shutdown(wait=True, cancel_futures=True)
+        _EXECUTORS.clear()
+
+
+atexit.register(shutdown_workers)
 
 
 class CapacityPool:
-    """Shape searches and cached `evaluate_config`, optionally on worker processes. Use as a
-    context manager."""
+    """Shape searches and cached `evaluate_config` for one plan, optionally on the worker
+    processes. Use as a context manager."""
 
     def __init__(self, ctx: SearchContext, workers: int = DEFAULT_WORKERS) -> None:
         self.ctx = ctx
         self.workers = max(1, int(workers))
         self.cache: dict[ReplicaConfig, CapacityPoint] = {}
         self.questions = 0  # root-finds and screens made
-        self._executor: Executor | None = None
 
     def __enter__(self) -> CapacityPool:
         return self
@@ -69,29 +86,13 @@ class CapacityPool:
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self.close()
+        return None
 
-    def close(self) -> None:
-        if self._executor is not None:
-            self._executor.shutdown(wait=True, cancel_futures=True)
-            self._executor = None
-
-    def _pool(self) -> Executor:
-        if self._executor is None:
-            # Forked workers inherit what is imported here: the root-finder's SciPy, once.
-            import scipy.optimize  # noqa: F401
-
-            method = "fork" if "fork" in mp.get_all_start_methods() else None
-            self._executor = ProcessPoolExecutor(
-                max_workers=self.workers,
-                mp_context=mp.get_context(method),
-                initializer=_init,
-                initargs=(self.ctx,),
-            )
-        return self._executor
-
-    def _parallel(self, n_tasks: int) -> bool:
-        return self.workers > 1 and n_tasks >= MIN_PARALLEL_TASKS
+    def _map(self, tasks: Sequence[Shape | ReplicaConfig]) -> list[ShapeResult | CapacityPoint]:
+        if self.workers > 1 and len(tasks) >= MIN_PARALLEL_TASKS:
+            items = [(self.ctx, t) for t in tasks]
+            return list(_executor(self.workers).map(_answer, items, chunksize=1))
+        return [_answer((self.ctx, t)) for t in tasks]
 
     def search(self, shapes: Sequence[Shape], also: Sequence[ReplicaConfig] = ()) -> SearchResult:
         """Search every shape (in parallel when there are workers), then set `max_num_seqs` on
@@ -99,14 +100,7 @@ class CapacityPool:
         reach the MILP); results in shape order. `also`: single configurations to evaluate
         alongside (cached for `evaluate`, e.g. vLLM's defaults for the alternatives)."""
         extra = sorted({c for c in also if c not in self.cache})
-        tasks: list[Shape | ReplicaConfig] = [*shapes, *extra]
-        if self._parallel(len(tasks)):
-            answers = list(self._pool().map(_shape, tasks, chunksize=1))
-        else:
-            answers = [
-                search_shape(self.ctx, t) if isinstance(t, Shape) else evaluate_config(self.ctx, t)
-                for t in tasks
-            ]
+        answers = self._map([*shapes, *extra])
         results = [a for a in answers if isinstance(a, ShapeResult)]
         for cfg, a in zip(extra, answers[len(shapes) :], strict=True):
             assert isinstance(a, CapacityPoint)
@@ -140,11 +134,8 @@ class CapacityPool:
         new = sorted({c for c in cfgs if c not in self.cache})
         if new:
             self.questions += len(new)
-            if self._parallel(len(new)):
-                points = list(self._pool().map(_config, new, chunksize=1))
-            else:
-                points = [evaluate_config(self.ctx, c) for c in new]
-            for cfg, point in zip(new, points, strict=True):
+            for cfg, point in zip(new, self._map(new), strict=True):
+                assert isinstance(point, CapacityPoint)
                 self.cache[cfg] = point
         return [self.cache[c] for c in cfgs]
 

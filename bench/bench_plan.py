@@ -1,0 +1,148 @@
+"""Wall time of `capplan plan` in-process (planner.plan.plan), imports excluded.
+
+    python3 bench/bench_plan.py [RUNS] [--workers N]     (default 5 runs, 2 workers)
+
+Cases (targets from issue 10, on the 2-core development machine):
+
+* one-gpu: Qwen3-8B chat (examples/chat.yaml's workload), one GPU type (h100-sxm), TP 1/2/4/8,
+  colocated and disaggregated, one bucket: under 200 ms.
+* catalog-week: the whole GPU catalog x TP 1/2/4/8 x budgets x colocated/disaggregated, over 168
+  hourly buckets (examples/week-forecast.yaml's diurnal week, reserved prices): under 3 s.
+
+Each run is a fresh plan (worker processes started, every capacity computed, the MILP solved);
+reported: median and max wall time, the CPU time of all processes (this one, the workers, CBC:
+the machine is shared, and CPU time moves less with its load than wall time), and where the time
+went in the median run (search: capacity screens and root-finds; milp: solvers.milp.solve;
+rest: alternatives, predictions, report).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import os
+import resource
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from planner.plan import plan, pool  # noqa: E402
+from planner.plan import run as plan_run  # noqa: E402
+from planner.plan.pool import CapacityPool  # noqa: E402
+
+TARGETS_S = {"one-gpu": 0.2, "catalog-week": 3.0}
+
+
+def cases() -> dict[str, dict[str, Any]]:
+    chat = yaml.safe_load((ROOT / "examples" / "chat.yaml").read_text())
+    week = yaml.safe_load((ROOT / "examples" / "week-forecast.yaml").read_text())
+    one = copy.deepcopy(chat)
+    one["candidates"] = {
+        "gpus": ["h100-sxm"],
+        "tensor_parallel_sizes": [1, 2, 4, 8],
+        "disaggregation": "auto",
+    }
+    cat = copy.deepcopy(week)
+    cat["candidates"] = {"tensor_parallel_sizes": [1, 2, 4, 8], "disaggregation": "auto"}
+    return {"one-gpu": one, "catalog-week": cat}
+
+
+class Phases:
+    """Wraps the pipeline's stages to time them."""
+
+    def __init__(self) -> None:
+        self.t: dict[str, float] = {}
+        self._search = CapacityPool.search
+        self._solve = plan_run.solve
+
+    def __enter__(self) -> Phases:
+        def search(*a: Any, **k: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return self._search(*a, **k)
+            finally:
+                self.t["search"] = self.t.get("search", 0.0) + time.perf_counter() - t0
+
+        def solve(*a: Any, **k: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return self._solve(*a, **k)
+            finally:
+                self.t["milp"] = self.t.get("milp", 0.0) + time.perf_counter() - t0
+
+        CapacityPool.search = search  # type: ignore[method-assign]
+        plan_run.solve = solve
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        CapacityPool.search = self._search  # type: ignore[method-assign]
+        plan_run.solve = self._solve
+
+
+def _cpu() -> float:
+    """CPU seconds of this process, its finished children (CBC) and the live worker processes
+    (read from /proc: they outlive each plan)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    total = own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+    tick = os.sysconf("SC_CLK_TCK")
+    for ex in pool._EXECUTORS.values():
+        for pid in list(getattr(ex, "_processes", {}) or {}):
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+    return total
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("runs", nargs="?", type=int, default=5)
+    ap.add_argument("--workers", type=int, default=2)
+    args = ap.parse_args()
+    plan(cases()["one-gpu"], base_dir=ROOT / "examples", workers=1)  # warm imports and catalogs
+    ok = True
+    for name, request in cases().items():
+        walls, phases = [], []
+        report = None
+        for _ in range(args.runs):
+            with Phases() as ph:
+                c0 = _cpu()
+                t0 = time.perf_counter()
+                report = plan(request, base_dir=ROOT / "examples", workers=args.workers)
+                wall = time.perf_counter() - t0
+                cpu = _cpu() - c0
+            walls.append(wall)
+            phases.append({**ph.t, "wall": wall, "cpu": cpu})
+        assert report is not None
+        median = statistics.median(walls)
+        mid = sorted(phases, key=lambda p: p["wall"])[len(phases) // 2]
+        rest = mid["wall"] - mid.get("search", 0.0) - mid.get("milp", 0.0)
+        s = report.search
+        target = TARGETS_S[name]
+        ok = ok and median < target
+        cpu = statistics.median(p["cpu"] for p in phases)
+        print(
+            f"{name:<13} median {median * 1e3:7.0f} ms  max {max(walls) * 1e3:7.0f} ms  target {target * 1e3:.0f} ms "
+            f"{'ok' if median < target else 'MISSED'}  ({args.runs} runs, {args.workers} workers; CPU {cpu * 1e3:.0f} ms "
+            f"in all processes; load average {os.getloadavg()[0]:.1f})"
+        )
+        print(
+            f"{'':<13} search {mid.get('search', 0.0) * 1e3:.0f} ms ({s.configurations_evaluated} configurations), "
+            f"milp {mid.get('milp', 0.0) * 1e3:.0f} ms ({s.candidates} candidates, {s.candidates_in_milp} in the model, "
+            f"{s.milp_variables} variables), rest {rest * 1e3:.0f} ms; {report.workload.buckets} buckets; "
+            f"{report.status} ${report.usd_per_month:,.0f}/month"
+        )
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
