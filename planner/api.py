@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, Any
 
 from planner.errors import InvalidInput
 from planner.inputs import (
+    MAX_MEASUREMENTS_FILE_BYTES,
+    MAX_PROFILE_FILE_BYTES,
     MAX_SIMULATED_REQUESTS,
     AnalyzeRequest,
     CalibrateRequest,
@@ -37,6 +39,7 @@ from planner.inputs import (
     SimulateRequest,
     SloTargets,
     build_workload,
+    checked_file,
     local_path,
     resolve_trace,
     validate_request,
@@ -65,6 +68,7 @@ if TYPE_CHECKING:
     from planner.deployment import Deployment, ResolvedDeployment
     from planner.plan import PlanReport, PlanRequest
     from planner.simulate.requests import RequestArrays
+    from planner.slo import Slo
     from planner.workload import Workload
 
 __all__ = [
@@ -102,9 +106,11 @@ def _model_ref(name: str, base: Path | None) -> str:
 
 
 def _profile(spec: str, gpu_name: str, base: Path | None, field: str = "profile") -> Profile:
-    from planner.costmodel.profile import BUILTIN_NAMES, resolve_profile
+    from planner.costmodel.profiles import BUILTIN_NAMES, resolve_profile
 
-    return resolve_profile(spec if spec in BUILTIN_NAMES else local_path(spec, base), gpu_name, field)
+    if spec not in BUILTIN_NAMES:
+        spec = str(checked_file(local_path(spec, base), field, MAX_PROFILE_FILE_BYTES, "profile file"))
+    return resolve_profile(spec, gpu_name, field)
 
 
 def _resolve(
@@ -123,10 +129,8 @@ def _resolve(
 # --- evaluate ------------------------------------------------------------------------------------
 
 
-def _latency_slo(targets: SloTargets | None) -> Any:
+def _latency_slo(targets: SloTargets | None) -> Slo | None:
     """The TTFT/ITL targets the latency model finds a capacity for."""
-    from planner.latency import Slo
-
     if targets is None:
         return None
     for name in ("tpot_p99_ms", "e2el_p99_ms"):
@@ -135,10 +139,7 @@ def _latency_slo(targets: SloTargets | None) -> Any:
                 f"slo.{name}",
                 "evaluate predicts TTFT and ITL p99; TPOT and end-to-end targets are judged by simulate",
             )
-    return Slo(
-        ttft_p99_s=None if targets.ttft_p99_ms is None else targets.ttft_p99_ms / 1e3,
-        itl_p99_s=None if targets.itl_p99_ms is None else targets.itl_p99_ms / 1e3,
-    )
+    return targets.to_slo()
 
 
 def evaluate(request: EvaluateRequest | Mapping[str, Any], *, base_dir: BaseDir = None) -> EvaluateReport:
@@ -281,7 +282,6 @@ def simulate(request: SimulateRequest | Mapping[str, Any], *, base_dir: BaseDir 
     requests sampled from the workload or replayed from a trace. Same request, same report."""
     import numpy as np
 
-    from planner.simulate import SLO
     from planner.simulate.run import engine_config, run
 
     req = validate_request(SimulateRequest, request)
@@ -298,13 +298,10 @@ def simulate(request: SimulateRequest | Mapping[str, Any], *, base_dir: BaseDir 
         "e2el_p99_ms": t.e2el_p99_ms,
         "itl_p99_ms": t.itl_p99_ms,
     }
+    # The simulator judges goodput per request on TTFT, TPOT and E2E; ITL only on the p99.
     goodput = None
     if t.ttft_p99_ms is not None or t.tpot_p99_ms is not None or t.e2el_p99_ms is not None:
-        goodput = SLO(
-            ttft_s=None if t.ttft_p99_ms is None else t.ttft_p99_ms / 1e3,
-            tpot_s=None if t.tpot_p99_ms is None else t.tpot_p99_ms / 1e3,
-            e2el_s=None if t.e2el_p99_ms is None else t.e2el_p99_ms / 1e3,
-        )
+        goodput = t.to_slo()
     try:
         result = run(resolved, reqs, prefix_cache_hit_fraction=hit, router=req.router, slo=goodput)
     except InvalidInput as exc:
@@ -364,10 +361,6 @@ def _replica(req: AnalyzeRequest, base: Path | None) -> Replica:
 
     gpu = get_gpu(req.gpu, "gpu")
     model = get_model(_model_ref(req.model, base), "model")
-    if req.tp > gpu.max_gpus_per_node:
-        raise InvalidInput("tp", f"{req.tp} exceeds the {gpu.max_gpus_per_node} GPUs of one {gpu.name} node")
-    if (why := model.tp_error(req.tp)) is not None:
-        raise InvalidInput("tp", why)
     return Replica(
         model=model,
         gpu=gpu,
@@ -379,22 +372,23 @@ def _replica(req: AnalyzeRequest, base: Path | None) -> Replica:
 
 
 def _check_fits(
-    replica: Replica, gpu_memory_utilization: float, budget: int | None = None, seqs: int | None = None
+    r: Replica,
+    analysis: str,
+    gpu_memory_utilization: float | None = None,
+    budget: int | None = None,
+    seqs: int | None = None,
 ) -> None:
-    """Refuse a model whose weights (with vLLM's activation and runtime reserve) leave no KV
-    cache on the GPU at this TP: vLLM would not start, so no number about it means anything."""
-    from planner.costmodel.memory import kv_capacity
+    """Refuse what vLLM would refuse at startup (weights that do not fit the GPU at this TP, no
+    room for a KV block): no number about such a replica means anything."""
+    from planner.costmodel.feasibility import feasibility
+    from planner.vllm_defaults import GPU_MEMORY_UTILIZATION
 
-    kv = kv_capacity(replica, gpu_memory_utilization, budget, seqs)
-    if kv.kv_cache_blocks <= 0:
-        gib = 2**30
-        raise InvalidInput(
-            "tp",
-            f"{replica.model.name} does not fit {replica.tp} x {replica.gpu.name}: weights "
-            f"({kv.weight_bytes / gib:.1f} GiB per GPU) and activations ({kv.activation_bytes / gib:.1f} GiB) "
-            f"leave no KV cache at gpu_memory_utilization {gpu_memory_utilization}; "
-            "raise tp, use fp8 weights or a larger GPU",
-        )
+    util = GPU_MEMORY_UTILIZATION if gpu_memory_utilization is None else gpu_memory_utilization
+    problems = feasibility(r.model, r.gpu, r.tp, r.weight_dtype, r.kv_dtype, budget, seqs, util)
+    if problems:
+        p = problems[0]
+        given = {"max_num_batched_tokens": budget, "max_num_seqs": seqs}
+        raise InvalidInput(f"{analysis}.{p.field}" if given.get(p.field) is not None else p.field, p.reason)
 
 
 def _context(field: str, value: int, replica: Replica) -> int:
@@ -411,6 +405,14 @@ def analyze(request: AnalyzeRequest | Mapping[str, Any], *, base_dir: BaseDir = 
     req = validate_request(AnalyzeRequest, request)
     which = req.analysis
     r = _replica(req, _dir(base_dir))
+    params = getattr(req, which)
+    _check_fits(
+        r,
+        which,
+        getattr(params, "gpu_memory_utilization", None),
+        getattr(params, "max_num_batched_tokens", None),
+        getattr(params, "max_num_seqs", None),
+    )
     price = req.usd_per_gpu_hour if req.usd_per_gpu_hour is not None else float(r.gpu.price)
     info = ReplicaInfo(
         model=r.model.name,
@@ -423,19 +425,16 @@ def analyze(request: AnalyzeRequest | Mapping[str, Any], *, base_dir: BaseDir = 
     report: AnalyzeReport
     if req.concurrency is not None:
         c = req.concurrency
-        _check_fits(r, c.gpu_memory_utilization)
         ctx = _context("concurrency.context_tokens", c.context_tokens, r)
         data = a.concurrency_sweep(r, ctx, c.concurrency, price, c.gpu_memory_utilization)
         report = ConcurrencyReport.model_validate({**data, "replica": info})
     elif req.static_batching is not None:
         s = req.static_batching
-        _check_fits(r, 0.92)
         ctx = _context("static_batching.context_tokens", s.context_tokens, r)
         data = a.static_batching(r, ctx, s.batch, s.output_lengths, price)
         report = StaticBatchingReport.model_validate({**data, "replica": info})
     elif req.chunked_prefill is not None:
         ch = req.chunked_prefill
-        _check_fits(r, 0.92)
         prompt = _context("chunked_prefill.prompt_tokens", ch.prompt_tokens, r)
         ctx = _context("chunked_prefill.context_tokens", ch.context_tokens, r)
         if ch.reading == "budget":
@@ -449,19 +448,16 @@ def analyze(request: AnalyzeRequest | Mapping[str, Any], *, base_dir: BaseDir = 
         data = a.chunked_prefill(r, prompt, ch.decodes, ctx, sizes, ch.reading)
         report = ChunkedPrefillReport.model_validate({**data, "replica": info})
     elif req.prefill is not None:
-        _check_fits(r, 0.92)
         prompt = _context("prefill.prompt_tokens", req.prefill.prompt_tokens, r)
         report = PrefillReport.model_validate({**a.prefill(r, prompt, price), "replica": info})
     elif req.utilization is not None:
         u = req.utilization
-        _check_fits(r, 0.92)
         ctx = _context("utilization.context_tokens", u.context_tokens, r)
         data = a.utilization(r, ctx, u.output_tokens_per_day, price, u.floor_concurrency)
         report = UtilizationReport.model_validate({**data, "replica": info})
     else:
         k = req.kv_capacity
         assert k is not None and which == "kv_capacity"
-        _check_fits(r, k.gpu_memory_utilization, k.max_num_batched_tokens, k.max_num_seqs)
         ctx = _context("kv_capacity.context_tokens", k.context_tokens, r)
         data = a.kv_report(r, ctx, k.gpu_memory_utilization, k.max_num_batched_tokens, k.max_num_seqs)
         report = KvCapacityReport.model_validate({**data, "replica": info})
@@ -475,7 +471,8 @@ def _measurements(m: MeasurementsInput, base: Path | None) -> Measurements:
     from planner.costmodel.fit_data import load_measurements, parse_json
 
     if m.path is not None:
-        return load_measurements(local_path(m.path, base), "measurements")
+        path = checked_file(local_path(m.path, base), "measurements", MAX_MEASUREMENTS_FILE_BYTES, "file")
+        return load_measurements(str(path) if path.exists() else m.path, "measurements")
     assert m.rows is not None
     # The file format, one row per line, so errors can say which row.
     rows = ",\n".join(json.dumps(r.model_dump(exclude_none=True)) for r in m.rows)
@@ -488,14 +485,16 @@ def calibrate(request: CalibrateRequest | Mapping[str, Any], *, base_dir: BaseDi
     fitted time, the MAPE, the parameters with their uncertainty and the profile itself."""
     from planner.catalog.gpus import get_gpu
     from planner.catalog.models import get_model
-    from planner.costmodel.calibrated import fit_profile
+    from planner.costmodel.fitting import fit_profile
 
     req = validate_request(CalibrateRequest, request)
     base = _dir(base_dir)
     gpu = get_gpu(req.gpu, "gpu")
     model = get_model(_model_ref(req.model, base), "model")
     meas = _measurements(req.measurements, base)
-    cal = fit_profile(meas, model, gpu, name=req.name, fixed=req.fix.given(), field="measurements")
+    cal = fit_profile(
+        meas, model, gpu, name=req.name, fixed=req.fix.given(), field="measurements", force=req.force
+    )
     return CalibrateReport.model_validate(
         {
             "model": cal.model,

@@ -38,8 +38,10 @@ from pydantic import (
 )
 
 from planner.catalog.models import Dtype
-from planner.deployment import Deployment
+from planner.costmodel.profiles import DEFAULT_PROFILE
+from planner.deployment import MAX_TP, MAX_USD_PER_GPU_HOUR, Deployment
 from planner.errors import InvalidInput
+from planner.slo import MAX_SLO_S, Slo
 from planner.validation import error_to_invalid_input, loc_to_path
 from planner.workload import Arrivals, LengthDistribution, Workload
 
@@ -49,14 +51,12 @@ if TYPE_CHECKING:
 # --- ranges --------------------------------------------------------------------------------------
 # Generous for any real service, tight enough that no request can run for minutes or exhaust memory.
 MAX_REQUESTS_PER_S = 1e6  # arrival rate of a whole deployment
-MAX_LATENCY_MS = 3_600_000.0  # an SLO target: one hour
+MAX_LATENCY_MS = MAX_SLO_S * 1e3  # an SLO target: one hour
 MAX_SIMULATED_REQUESTS = 1_000_000  # requests one simulation may generate
 MAX_HORIZON_S = 31_622_400.0  # 366 days of simulated arrivals (the request cap still applies)
 MAX_SEED = 2**63 - 1
-MAX_USD_PER_GPU_HOUR = 1_000.0
 MAX_CONTEXT_TOKENS = 10_000_000  # beyond every model's context; each model's own limit also applies
 MAX_CONCURRENCY = 1_000_000  # sequences, batch sizes, decodes
-MAX_TP = 64
 MAX_TOKEN_BUDGET = 10_000_000  # max_num_batched_tokens, chunk sizes
 MAX_TOKENS_PER_DAY = 1e15
 MAX_LIST_ITEMS = 1_000  # values in one sweep (concurrencies, batches, chunk sizes)
@@ -65,7 +65,6 @@ MAX_BUCKET_S = 31_622_400.0
 MAX_MEASUREMENT_ROWS = 100_000
 
 _CONFIG = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
-DEFAULT_PROFILE = "auto"  # the profile registry's default (planner.costmodel)
 
 # Keys users write for a concept this schema names differently: the error says where it lives.
 MISNOMERS: dict[str, str] = {
@@ -138,6 +137,19 @@ class SloTargets(BaseModel):
         if all(v is None for v in (self.ttft_p99_ms, self.itl_p99_ms, self.tpot_p99_ms, self.e2el_p99_ms)):
             raise ValueError("give ttft_p99_ms, itl_p99_ms or both")
         return self
+
+    def to_slo(self) -> Slo:
+        """The domain's targets (planner.slo.Slo, seconds)."""
+
+        def s(ms: float | None) -> float | None:
+            return None if ms is None else ms / 1e3
+
+        return Slo(
+            ttft_p99_s=s(self.ttft_p99_ms),
+            itl_p99_s=s(self.itl_p99_ms),
+            tpot_p99_s=s(self.tpot_p99_ms),
+            e2el_p99_s=s(self.e2el_p99_ms),
+        )
 
 
 # --- evaluate / simulate -------------------------------------------------------------------------
@@ -476,20 +488,82 @@ def _invalid(err: ValidationError, cls: type[BaseModel]) -> InvalidInput:
 # --- files ---------------------------------------------------------------------------------------
 
 
-def read_mapping_file(path: str | Path, expected: str = "deployment: and workload:") -> dict[str, Any]:
-    """A YAML (or JSON) file holding a mapping; errors name the file."""
+MAX_REQUEST_FILE_BYTES = 16 * 2**20  # a YAML/JSON request
+MAX_PROFILE_FILE_BYTES = 2**20
+MAX_MEASUREMENTS_FILE_BYTES = 64 * 2**20
+MAX_YAML_NODES = 1_000_000  # values once aliases are expanded: a billion-laughs document is refused
+
+
+def checked_file(path: str | Path, field: str, max_bytes: int, what: str = "file") -> Path:
+    """`path` if it is a regular file of at most `max_bytes` (not a device, a FIFO or a folder
+    that would block or never end); else InvalidInput naming `field`. A missing file passes:
+    its reader says so in its own words."""
+    p = Path(path)
+    try:
+        exists, regular = p.exists(), p.is_file()
+        size = p.stat().st_size if regular else 0
+    except (OSError, ValueError) as exc:
+        raise InvalidInput(field, f"cannot read {what} {str(path)!r}: {exc}") from None
+    if not exists:
+        return p
+    if not regular:
+        raise InvalidInput(field, f"{path} is not a regular {what}")
+    if size > max_bytes:
+        raise InvalidInput(field, f"{path} is {size:,} bytes; a {what} takes at most {max_bytes:,}")
+    return p
+
+
+def _expanded_nodes(root: Any, limit: int) -> int:
+    """Nodes of a composed YAML document once aliases are expanded (stops past `limit`); a
+    recursive alias counts as past the limit."""
+    sizes: dict[int, int] = {}
+    stack: list[tuple[Any, bool]] = [(root, False)]
+    open_: set[int] = set()
+    while stack:
+        node, done = stack.pop()
+        if done:
+            open_.discard(id(node))
+            children = _children(node)
+            sizes[id(node)] = min(limit + 1, 1 + sum(sizes[id(c)] for c in children))
+            continue
+        if id(node) in sizes:
+            continue
+        if id(node) in open_:
+            return limit + 1
+        open_.add(id(node))
+        stack.append((node, True))
+        stack.extend((c, False) for c in _children(node) if id(c) not in sizes)
+    return sizes.get(id(root), 0)
+
+
+def _children(node: Any) -> list[Any]:
     import yaml
 
-    p = Path(path)
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [x for pair in node.value for x in pair]
+    return []
+
+
+def read_mapping_file(path: str | Path, expected: str = "deployment: and workload:") -> dict[str, Any]:
+    """A YAML (or JSON) file holding a mapping; errors name the file. Devices, huge files and
+    alias bombs are refused before anything is built from them."""
+    import yaml
+
+    p = checked_file(path, str(path), MAX_REQUEST_FILE_BYTES)
     try:
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise InvalidInput(str(path), "no such file") from None
-    except IsADirectoryError:
-        raise InvalidInput(str(path), "is a directory, not a file") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise InvalidInput(str(path), f"cannot read: {exc}") from None
     try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        if root is not None and _expanded_nodes(root, MAX_YAML_NODES) > MAX_YAML_NODES:
+            raise InvalidInput(
+                str(path), f"expands to more than {MAX_YAML_NODES:,} values (YAML aliases); not a request"
+            )
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
@@ -507,10 +581,13 @@ def read_mapping_file(path: str | Path, expected: str = "deployment: and workloa
 
 def local_path(text: str, base_dir: Path | None) -> str:
     """A path as written, taken from `base_dir` when relative and present there."""
-    if base_dir is None or Path(text).is_absolute():
+    try:
+        if base_dir is None or Path(text).is_absolute():
+            return text
+        candidate = base_dir / text
+        return str(candidate) if candidate.exists() else text
+    except (OSError, ValueError):  # a name no file can have (NUL byte, too long)
         return text
-    candidate = base_dir / text
-    return str(candidate) if candidate.exists() else text
 
 
 def resolve_trace(name_or_path: str, field: str, base_dir: Path | None = None) -> Trace:
@@ -520,10 +597,12 @@ def resolve_trace(name_or_path: str, field: str, base_dir: Path | None = None) -
 
     if name_or_path in BUILTIN_TRACES:
         return builtin_trace(name_or_path)
-    path = Path(name_or_path)
-    if not path.is_absolute() and base_dir is not None:
-        path = base_dir / path
-    if not path.is_file():
+    path = Path(local_path(name_or_path, base_dir))
+    try:
+        regular = path.is_file()
+    except (OSError, ValueError):
+        regular = False
+    if not regular:
         raise InvalidInput(
             field,
             f"{name_or_path!r} is neither a built-in trace ({', '.join(sorted(BUILTIN_TRACES))}) nor an existing file",

@@ -124,7 +124,7 @@ def test_fix_flag(capsys, tmp_path: Path) -> None:
     argv = ["calibrate", str(csv_path), "--model", "Qwen/Qwen3-8B", "--gpu", "h200-sxm"]
     rc, _, err = _run(capsys, argv)
     assert rc == 2 and err.count("\n") == 1
-    assert "cannot pin prefix_kv_passes" in err and "--fix" in err
+    assert "cannot pin prefix_kv_passes" in err and "fix NAME=VALUE" in err
     rc, out, err = _run(capsys, [*argv, "--fix", "prefix_kv_passes=0", "--json"])
     assert rc == 0, err
     assert json.loads(out)["parameters"]["prefix_kv_passes"] == {
@@ -196,3 +196,31 @@ def test_missing_required_flag_is_one_line(capsys) -> None:
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--model" in err
+
+
+def test_a_poor_fit_is_refused_unless_forced(capsys, tmp_path: Path) -> None:
+    """Every other linear/decode/prefill timing made 4x slower: no profile describes both halves."""
+    doc = json.loads(Path(MEAS_PATH).read_text())
+    rows = [
+        {**r, "ms": 4 * r["ms"]} if r["kind"] in ("linear", "decode", "prefill") and i % 2 else r
+        for i, r in enumerate(doc["rows"])
+    ]
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"rows": rows}))
+    argv = [
+        "calibrate",
+        str(bad),
+        "--model",
+        "Qwen/Qwen3-8B",
+        "--gpu",
+        "h200-sxm",
+        "-o",
+        str(tmp_path / "p.json"),
+    ]
+    rc, out, err = _run(capsys, argv)
+    assert rc == 2 and out == "" and err.count("\n") == 1
+    assert err.startswith("capplan: error: MEASUREMENTS: ") and "MAPE over 25%" in err and "force" in err
+    assert not (tmp_path / "p.json").exists()
+    rc, out, err = _run(capsys, [*argv, "--force", "--json"])
+    assert rc == 0, err
+    assert json.loads(out)["mape_percent"] > 25 and (tmp_path / "p.json").exists()

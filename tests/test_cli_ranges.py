@@ -44,6 +44,7 @@ CASES: list[tuple[list[str], str, str]] = [
     (["evaluate", "FILE", "--slo-ttft-p99-ms", "1e9"], "--slo-ttft-p99-ms", "3600000"),
     (["evaluate", "FILE", "--slo-itl-p99-ms", "-1"], "--slo-itl-p99-ms", "greater than 0"),
     (["evaluate", "FILE", "--slo-itl-p99-ms", "inf"], "--slo-itl-p99-ms", "finite number"),
+    (["evaluate", "FILE", "--usd-per-gpu-hour", "5000"], "--usd-per-gpu-hour", "less than or equal to 1000"),
     (["simulate", "FILE", "--requests", str(inputs.MAX_SIMULATED_REQUESTS + 1)], "--requests", "1000000"),
     (["simulate", "FILE", "--requests", "0"], "--requests", "greater than or equal to 1"),
     (["simulate", "FILE", "--horizon-s", big], "--horizon-s", "less than or equal to"),
@@ -99,3 +100,34 @@ def test_out_of_range_is_one_line_naming_the_flag_and_limit(
     assert rc == 2 and out == "", err
     assert err.count("\n") == 1 and err.startswith(f"capplan: error: {flag}: "), err
     assert limit in err, err
+
+
+BOMB = "a: &a [1, 1, 1, 1, 1, 1, 1, 1, 1]\n" + "".join(
+    f"{n}: &{n} [{', '.join(['*' + p] * 9)}]\n" for p, n in zip("abcdefgh", "bcdefghi", strict=True)
+)
+
+
+@pytest.mark.parametrize(
+    ("argv", "field", "reason"),
+    [
+        (["evaluate", "/dev/zero"], "/dev/zero", "not a regular file"),
+        (["simulate", "BOMB"], "BOMB", "expands to more than 1,000,000 values"),
+        (["evaluate", "FILE", "--profile", "/dev/zero"], "--profile", "not a regular profile file"),
+        (
+            ["calibrate", "/dev/zero", "--model", "Qwen/Qwen3-8B", "--gpu", "h200-sxm"],
+            "MEASUREMENTS",
+            "not a regular",
+        ),
+        (["evaluate", "FILE", "--trace", "/dev/zero"], "", "unrecognized arguments"),
+        (["simulate", "FILE", "--trace", "/dev/zero"], "--trace", "neither a built-in trace"),
+    ],
+)
+def test_files_that_never_end_are_refused(
+    argv: list[str], field: str, reason: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    f, bomb = write(tmp_path, FILE), write(tmp_path, BOMB, "bomb.yaml")
+    argv = [str(f) if a == "FILE" else str(bomb) if a == "BOMB" else a for a in argv]
+    field = str(bomb) if field == "BOMB" else field
+    rc, out, err = run_cli(argv, capsys)
+    assert rc == 2 and out == "" and err.count("\n") == 1, err
+    assert err.startswith(f"capplan: error: {field}") and reason in err, err
