@@ -265,16 +265,10 @@ def test_plan_report_round_trips() -> None:
             "candidates": {"gpus": ["h100-sxm"], "tensor_parallel_sizes": [1]},
         }
     )
-    report = convert_plan(request)
+    report = api.plan(request, workers=1)
     _round_trip("Plan", report)
     # the request itself crosses too, as the server receives it
     message = convert.request_from_model(convert.RPCS["Plan"], request, verify=True)
     data, options = convert.request_to_mapping(message)
     assert options == {"verify": True}
     assert parse_plan_request(data) == request
-
-
-def convert_plan(request: PlanRequest) -> Any:
-    from planner.server.jobs import _api_function
-
-    return _api_function("plan")(request, workers=1)

@@ -149,11 +149,9 @@ def test_calibrate(client: PlannerClient) -> None:
 
 
 def test_plan_is_the_local_plan_byte_for_byte(client: PlannerClient) -> None:
-    from planner.server.jobs import _api_function
-
     remote = client.plan(CHAT_PLAN)
     assert remote.status == "OPTIMAL"
-    assert _json(remote) == _json(_api_function("plan")(CHAT_PLAN, workers=1))
+    assert _json(remote) == _json(api.plan(CHAT_PLAN, workers=1))
 
 
 def test_an_unmeetable_slo_is_an_ok_answer(client: PlannerClient) -> None:
@@ -363,7 +361,7 @@ def test_overload_fails_fast_then_recovers() -> None:
 
 def test_one_log_line_per_rpc_with_request_id_and_summary(address: str) -> None:
     with capture_logs() as logs, PlannerClient(address, request_id="req-42") as c:
-        c.plan(CHAT_PLAN)
+        c.plan({**CHAT_PLAN, "headroom": 0.23})  # a request not answered before: computed
     lines = [entry for entry in logs if entry["event"] == "rpc"]
     assert len(lines) == 1
     line = lines[0]
@@ -430,3 +428,28 @@ def test_a_server_error_reaches_the_client_as_a_service_error(client: PlannerCli
     with pytest.raises(ServiceError) as e:
         client.simulate({**_example("chat-qwen3-8b-h100.yaml"), "requests": 6000}, timeout_s=0.2)
     assert e.value.code is grpc.StatusCode.DEADLINE_EXCEEDED
+
+
+def test_a_repeated_request_is_answered_from_the_cache(served: tuple[PlannerServer, str], raw: Any) -> None:
+    server, _ = served
+    reg = server.metrics.registry
+    request = convert.to_message({**CHAT_PLAN, "headroom": 0.37}, pb.PlanRequest)
+
+    def lookups(result: str) -> float:
+        return (
+            reg.get_sample_value("capplan_cache_lookups_total", {"method": "Plan", "result": result}) or 0.0
+        )
+
+    hits = lookups("hit")
+    first = raw.Plan(request, timeout=None)
+    with capture_logs() as logs:
+        again = raw.Plan(request, timeout=None)
+    assert again.SerializeToString() == first.SerializeToString()
+    assert lookups("hit") == hits + 1
+    assert next(e for e in logs if e["event"] == "rpc").get("cache") == "hit"
+    # an answer the deadline shaped (the solver limit cut) is not kept
+    cut = convert.to_message({**CHAT_PLAN, "headroom": 0.41, "solver": {"time_limit_s": 900}}, pb.PlanRequest)
+    raw.Plan(cut, timeout=20)
+    misses = lookups("miss")
+    raw.Plan(cut, timeout=20)
+    assert lookups("miss") == misses + 1

@@ -30,6 +30,9 @@ def register(sub: Any) -> None:
     p.add_argument("--tls-cert", help="PEM certificate chain: serve TLS (with --tls-key)")
     p.add_argument("--tls-key", help="PEM private key of --tls-cert")
     p.add_argument("--tls-client-ca", help="PEM CA: require client certificates it signed (mTLS)")
+    p.add_argument(
+        "--cache-mib", default="64", help="memory for answers to repeated requests, MiB (default 64; 0: none)"
+    )
     p.add_argument("--max-message-mib", default="16", help="largest request accepted, MiB (default 16)")
     p.add_argument("--log-format", choices=("auto", "json", "console"), default="auto",
                    help="auto: JSON lines unless stderr is a terminal")  # fmt: skip
@@ -84,4 +87,5 @@ def _serve(args: argparse.Namespace) -> int:
         tls=tls,
         metrics_port=_int("--metrics-port", args.metrics_port, 0, 65535) or 0,
         limits=Limits(max_message_bytes=mib * 2**20),
+        cache_bytes=(_int("--cache-mib", args.cache_mib, 0, 65536) or 0) * 2**20,
     )

@@ -21,6 +21,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from planner.errors import InvalidInput
+from planner.server.cache import ResponseCache
 from planner.server.interceptors import ServiceInterceptor
 from planner.server.observability import Metrics, configure_logging, logger
 from planner.server.policy import Limits
@@ -36,7 +37,8 @@ DEFAULT_PORT = 50051
 DEFAULT_GRACE_S = 30.0
 DEFAULT_QUEUE_PER_WORKER = 32  # requests admitted per worker beyond the one it computes
 MAX_SEND_MESSAGE_BYTES = 64 * 2**20  # a simulation's per-minute series can be large
-SPARE_THREADS = 16  # health checks, reflection and catalog calls while every job slot is taken
+SPARE_THREADS = 16
+DEFAULT_CACHE_BYTES = 64 * 2**20  # health checks, reflection and catalog calls while every job slot is taken
 
 
 @dataclass(frozen=True)
@@ -127,12 +129,14 @@ def create_server(
     metrics_port: int = 0,
     metrics_host: str = "0.0.0.0",
     limits: Limits | None = None,
+    cache_bytes: int = DEFAULT_CACHE_BYTES,
     warm: bool = True,
 ) -> tuple[PlannerServer, int]:
     """Build and start a server on `address` ("host:port"; port 0 picks a free one). `workers`:
     solver processes (default: one per core); `queue_size`: requests admitted beyond them before
-    RESOURCE_EXHAUSTED (default 32 per worker); `metrics_port` 0: no metrics endpoint. Returns the
-    server and the port it listens on."""
+    RESOURCE_EXHAUSTED (default 32 per worker); `metrics_port` 0: no metrics endpoint;
+    `cache_bytes`: memory for answers to repeated requests (0: none). Returns the server and the
+    port it listens on."""
     limits = limits or Limits()
     n_workers = workers or default_workers()
     queue = DEFAULT_QUEUE_PER_WORKER * n_workers if queue_size is None else queue_size
@@ -153,7 +157,8 @@ def create_server(
                 ("grpc.so_reuseport", 0),
             ],
         )
-        pb_grpc.add_PlannerServiceServicer_to_server(PlannerServicer(pool, limits, metrics), server)
+        servicer = PlannerServicer(pool, limits, metrics, ResponseCache(cache_bytes))
+        pb_grpc.add_PlannerServiceServicer_to_server(servicer, server)
         health_servicer = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
         reflection.enable_server_reflection(

@@ -107,20 +107,12 @@ def _summary(rpc: str, report: Any) -> dict[str, Any]:
     return {}
 
 
-def _api_function(name: str) -> Any:
-    from planner import api
-
-    fn = getattr(api, name, None)
-    if fn is None and name == "plan":  # until planner.api re-exports planner.plan.plan
-        from planner.plan import plan as fn
-    return fn
-
-
 def run_job(
     rpc_name: str, data: dict[str, Any], options: dict[str, Any], deadline: float | None
 ) -> dict[str, Any]:
     """Answer one request: {"response": bytes, "summary": {...}, "compute_s": s, "pid": pid} or
     {"error": {...}} (see raise_error)."""
+    from planner import api
     from planner.server import convert
 
     start = time.time()
@@ -134,7 +126,7 @@ def run_job(
         if rpc_name == "Plan":
             data, cut = _plan_deadline(data, remaining)
             kwargs["workers"] = 1  # this process is the pool's worker: no nested pool
-        report = _api_function(rpc.api)(data, **kwargs)
+        report = getattr(api, rpc.api)(data, **kwargs)
         if rpc_name == "Plan" and cut and report.status == "NO_SOLUTION":
             limit = data["solver"]["time_limit_s"]
             return {
@@ -149,6 +141,7 @@ def run_job(
             "summary": _summary(rpc_name, report),
             "compute_s": time.time() - start,
             "pid": os.getpid(),
+            "cacheable": not cut,  # a plan the deadline cut depends on more than its request
         }
     except InvalidInput as exc:
         return {"error": {"kind": "invalid", "violations": _violations(rpc_name, data, exc)}}

@@ -80,6 +80,12 @@ class Metrics:
         self.sweep_scenarios = Counter(
             "capplan_sweep_scenarios", "Sweep scenarios answered, by status code", ["code"], registry=r
         )
+        self.cache = Counter(
+            "capplan_cache_lookups",
+            "Answers looked up in the response cache, by method and result",
+            ["method", "result"],
+            registry=r,
+        )
         self._http: Any = None
 
     def set_depth(self, running: int, queued: int) -> None:

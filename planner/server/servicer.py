@@ -15,6 +15,7 @@ import grpc
 
 from planner.errors import CapplanError, InvalidInput
 from planner.server import convert, jobs, policy
+from planner.server.cache import ResponseCache
 from planner.server.errors import BadRequest, DeadlineExceeded, LimitExceeded, status_of
 from planner.server.interceptors import annotate
 from planner.server.observability import Metrics
@@ -38,15 +39,21 @@ def _deadline(context: grpc.ServicerContext) -> float | None:
 
 
 class PlannerServicer(pb_grpc.PlannerServiceServicer):
-    def __init__(self, pool: JobPool, limits: policy.Limits, metrics: Metrics) -> None:
+    def __init__(self, pool: JobPool, limits: policy.Limits, metrics: Metrics, cache: ResponseCache) -> None:
         self.pool = pool
         self.limits = limits
         self.metrics = metrics
+        self.cache = cache
 
     # -- unary RPCs --
 
     def _result(
-        self, rpc: str, future: Future[dict[str, Any]], deadline: float | None, submitted: float
+        self,
+        rpc: str,
+        future: Future[dict[str, Any]],
+        deadline: float | None,
+        submitted: float,
+        key: tuple[str, bytes] | None = None,
     ) -> bytes:
         timeout = None if deadline is None else max(0.0, deadline - time.time()) + _RESULT_SLACK_S
         try:
@@ -58,6 +65,15 @@ class PlannerServicer(pb_grpc.PlannerServiceServicer):
         if "error" in result:
             jobs.raise_error(result["error"])
         response: bytes = result["response"]
+        if key is not None and result.get("cacheable"):
+            self.cache.put(key, response)
+        return response
+
+    def _cached(self, rpc: str, key: tuple[str, bytes]) -> bytes | None:
+        response = self.cache.get(key)
+        self.metrics.cache.labels(rpc, "miss" if response is None else "hit").inc()
+        if response is not None:
+            annotate(cache="hit")
         return response
 
     def _account(self, rpc: str, result: dict[str, Any], submitted: float) -> None:
@@ -74,11 +90,15 @@ class PlannerServicer(pb_grpc.PlannerServiceServicer):
         rpc = convert.RPCS[rpc_name]
         data, options = convert.request_to_mapping(request)
         policy.check(rpc_name, data, self.limits)
+        key = (rpc_name, request.SerializeToString(deterministic=True))
+        cached = self._cached(rpc_name, key)
+        if cached is not None:
+            return rpc.response.FromString(cached)
         deadline = _deadline(context)
         submitted = time.perf_counter()
         future = self.pool.submit(rpc_name, data, options, deadline)
         context.add_callback(future.cancel)  # a queued job of a cancelled call is dropped
-        return rpc.response.FromString(self._result(rpc_name, future, deadline, submitted))
+        return rpc.response.FromString(self._result(rpc_name, future, deadline, submitted, key))
 
     def Plan(self, request: pb.PlanRequest, context: grpc.ServicerContext) -> pb.PlanResponse:
         return self._unary("Plan", request, context)
@@ -120,7 +140,7 @@ class PlannerServicer(pb_grpc.PlannerServiceServicer):
             raise LimitExceeded("scenarios", n, self.limits.max_sweep_scenarios, "scenarios")
         annotate(scenarios=n)
         deadline = _deadline(context)
-        pending: dict[Future[dict[str, Any]], tuple[int, str, float]] = {}
+        pending: dict[Future[dict[str, Any]], tuple[int, str, float, tuple[str, bytes]]] = {}
         next_index = 0
         try:
             while next_index < n or pending:
@@ -131,12 +151,20 @@ class PlannerServicer(pb_grpc.PlannerServiceServicer):
                     try:
                         data, options = convert.request_to_mapping(scenario.plan)
                         policy.check("Plan", data, self.limits)
+                        key = ("Plan", scenario.plan.SerializeToString(deterministic=True))
+                        cached = self.cache.get(key)
+                        if cached is not None:
+                            self.metrics.cache.labels("Sweep", "hit").inc()
+                            self.metrics.sweep_scenarios.labels("OK").inc()
+                            report = pb.PlanResponse.FromString(cached).report
+                            yield pb.SweepResponse(index=i, name=scenario.name, report=report)
+                            continue
                         wait_s = None if deadline is None else max(0.0, deadline - time.time())
                         future = self.pool.submit("Plan", data, options, deadline, wait_s=wait_s)
                     except CapplanError as exc:
                         yield self._scenario_error(i, scenario.name, exc)
                         continue
-                    pending[future] = (i, scenario.name, time.perf_counter())
+                    pending[future] = (i, scenario.name, time.perf_counter(), key)
                 if not pending:
                     continue
                 timeout = None if deadline is None else max(0.0, deadline - time.time()) + _RESULT_SLACK_S
@@ -146,14 +174,14 @@ class PlannerServicer(pb_grpc.PlannerServiceServicer):
                         f"the deadline passed with {n - next_index + len(pending)} scenarios unanswered"
                     )
                 for future in sorted(done, key=lambda f: pending[f][0]):
-                    i, name, submitted = pending.pop(future)
-                    yield self._scenario_answer(i, name, future, submitted)
+                    i, name, submitted, key = pending.pop(future)
+                    yield self._scenario_answer(i, name, future, submitted, key)
         finally:
             for future in pending:
                 future.cancel()
 
     def _scenario_answer(
-        self, i: int, name: str, future: Future[dict[str, Any]], submitted: float
+        self, i: int, name: str, future: Future[dict[str, Any]], submitted: float, key: tuple[str, bytes]
     ) -> pb.SweepResponse:
         try:
             result = future.result()
@@ -166,6 +194,8 @@ class PlannerServicer(pb_grpc.PlannerServiceServicer):
             except Exception as exc:
                 return self._scenario_error(i, name, exc)
         self.metrics.sweep_scenarios.labels("OK").inc()
+        if result.get("cacheable"):
+            self.cache.put(key, result["response"])
         report = pb.PlanResponse.FromString(result["response"]).report
         return pb.SweepResponse(index=i, name=name, report=report)
 

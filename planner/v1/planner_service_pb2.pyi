@@ -1318,7 +1318,7 @@ class Ceiling(_message.Message):
     def __init__(self, value: _Optional[float] = ..., fraction_of_datasheet: _Optional[float] = ..., fitted_eta: _Optional[float] = ...) -> None: ...
 
 class Profile(_message.Message):
-    __slots__ = ("name", "gpu", "eta_bandwidth", "eta_matmul", "eta_attention", "step_overhead_s", "prefix_kv_passes", "source")
+    __slots__ = ("name", "gpu", "eta_bandwidth", "eta_matmul", "eta_attention", "step_overhead_s", "prefix_kv_passes", "source", "warning")
     NAME_FIELD_NUMBER: _ClassVar[int]
     GPU_FIELD_NUMBER: _ClassVar[int]
     ETA_BANDWIDTH_FIELD_NUMBER: _ClassVar[int]
@@ -1327,6 +1327,7 @@ class Profile(_message.Message):
     STEP_OVERHEAD_S_FIELD_NUMBER: _ClassVar[int]
     PREFIX_KV_PASSES_FIELD_NUMBER: _ClassVar[int]
     SOURCE_FIELD_NUMBER: _ClassVar[int]
+    WARNING_FIELD_NUMBER: _ClassVar[int]
     name: str
     gpu: str
     eta_bandwidth: float
@@ -1335,7 +1336,8 @@ class Profile(_message.Message):
     step_overhead_s: float
     prefix_kv_passes: float
     source: str
-    def __init__(self, name: _Optional[str] = ..., gpu: _Optional[str] = ..., eta_bandwidth: _Optional[float] = ..., eta_matmul: _Optional[float] = ..., eta_attention: _Optional[float] = ..., step_overhead_s: _Optional[float] = ..., prefix_kv_passes: _Optional[float] = ..., source: _Optional[str] = ...) -> None: ...
+    warning: str
+    def __init__(self, name: _Optional[str] = ..., gpu: _Optional[str] = ..., eta_bandwidth: _Optional[float] = ..., eta_matmul: _Optional[float] = ..., eta_attention: _Optional[float] = ..., step_overhead_s: _Optional[float] = ..., prefix_kv_passes: _Optional[float] = ..., source: _Optional[str] = ..., warning: _Optional[str] = ...) -> None: ...
 
 class CalibrateReport(_message.Message):
     __slots__ = ("model", "gpu", "measurements", "rows", "mape_percent", "max_abs_error_percent", "theoretical_mape_percent", "parameters", "ceilings", "profile", "output")
