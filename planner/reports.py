@@ -14,7 +14,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 from planner.catalog.gpus import GpuSpec
+from planner.catalog.models import Dtype
+from planner.costmodel.analyses import Reading
+from planner.costmodel.fit_data import StepKind
 from planner.costmodel.profile import Profile
+from planner.deployment import Mode
+from planner.inputs import Replay, Router
+from planner.latency.engine import Role, StabilityLimit
+from planner.latency.model import BindingLimit
 
 __all__ = [
     "AnalyzeReport",
@@ -33,15 +40,7 @@ __all__ = [
     "UtilizationReport",
 ]
 
-Dtype = Literal["bf16", "fp8"]
-Mode = Literal["colocated", "disaggregated"]
-Role = Literal["colocated", "prefill", "decode"]
-Router = Literal["round_robin", "least_outstanding_tokens"]
-Replay = Literal["recorded", "scaled"]
-Bound = Literal["memory", "compute"]
-# What caps a replica's rate: a latency target, or (at the stability limit) a resource.
-StabilityLimit = Literal["compute", "kv_capacity", "max_num_seqs", "max_num_batched_tokens"]
-BindingLimit = Literal["ttft", "itl", "compute", "kv_capacity", "max_num_seqs", "max_num_batched_tokens"]
+Bound = Literal["memory", "compute"]  # what limits a step: bytes moved or FLOPs
 
 
 class _Report(BaseModel):
@@ -417,7 +416,7 @@ class ChunkedPrefillRow(_Report):
 
 
 class ChunkedPrefillReport(_Analysis):
-    reading: Literal["chunk", "budget"]
+    reading: Reading
     rows: list[ChunkedPrefillRow]
 
 
@@ -468,7 +467,7 @@ class CalibrationRow(_Report):
     in the JSON (linear: tokens; decode: batch, ctx; prefill: prompt; chunked_prefill: prompt,
     chunk, decodes, ctx)."""
 
-    kind: Literal["linear", "decode", "prefill", "chunked_prefill"]
+    kind: StepKind
     line: int | None
     tokens: int | None = None
     batch: int | None = None
