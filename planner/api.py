@@ -230,9 +230,11 @@ def _sampled(req: SimulateRequest, workload: Workload) -> tuple[RequestArrays, d
         _expected_requests(wl.arrivals.mean_requests_per_s, horizon, horizon_field, why)
     reqs = workload_requests(wl, req.seed, count=count, horizon_s=horizon)
     if len(reqs) == 0:
+        rate = wl.arrivals.mean_requests_per_s
         raise InvalidInput(
             horizon_field,
-            f"no request arrives before {horizon:g} s at {wl.arrivals.mean_requests_per_s:.4g}/s",
+            f"no request arrives before {horizon:g} s at {rate:.4g}/s"
+            + ("; give a number of requests" if horizon_field == "requests" else ""),
         )
     return reqs, {
         "source": "workload",

@@ -22,6 +22,11 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
+def _one_line(message: str) -> str:
+    """Errors are one line whatever their text holds (a file's content, a library's message)."""
+    return " ".join(message.split())
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="capplan",
@@ -39,10 +44,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         rc = args.handler(args)
     except InvalidInput as exc:
-        print(f"capplan: error: {exc.field}: {exc.reason}", file=sys.stderr)
+        print(_one_line(f"capplan: error: {exc.field}: {exc.reason}"), file=sys.stderr)
         return 2
     except CapplanError as exc:
-        print(f"capplan: error: {exc}", file=sys.stderr)
+        print(_one_line(f"capplan: error: {exc}"), file=sys.stderr)
         return 1
     except BrokenPipeError:
         return 0
