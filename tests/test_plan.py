@@ -273,6 +273,27 @@ def test_reserved_gpus_hold_the_base_load() -> None:
     assert rep.usd_per_month == pytest.approx(bill / 24 * 730)
 
 
+def test_e2e_target_lowers_colocated_capacity() -> None:
+    """E2E p99 ~ TTFT p99 + (p99 answer - 1) x the mean decode step: a tighter target caps each
+    replica lower (binding 'e2e') and never makes the plan cheaper; below the idle floor it is
+    an infeasible answer naming the field."""
+    costs = []
+    for e2e in (None, 30000, 15000):
+        slo = {"ttft_p99_ms": 500, "itl_p99_ms": 50, **({"e2e_p99_ms": e2e} if e2e else {})}
+        rep = run(_with_rate(40.0, slo=slo))
+        costs.append(_cost(rep))
+        assert rep.predicted is not None and rep.predicted.e2e_p99_ms is not None
+        if e2e is not None:
+            assert rep.predicted.e2e_p99_ms <= e2e
+            assert {d.binding_limit for d in rep.deployments} == {"e2e"}
+            assert not rep.disaggregated
+    assert costs == sorted(costs), costs
+    rep = run(request(slo={"ttft_p99_ms": 500, "itl_p99_ms": 50, "e2e_p99_ms": 2000}))
+    assert rep.status == "INFEASIBLE" and rep.infeasibility is not None
+    assert rep.infeasibility.constraint == "slo.e2e_p99_ms"
+    assert "below the" in rep.infeasibility.reason
+
+
 # --- infeasible answers --------------------------------------------------------------------------
 
 

@@ -133,6 +133,7 @@ class CapacityPoint:
     kv_limit_seqs: int
     floor_ttft_p99_s: float | None
     floor_itl_p99_s: float | None
+    floor_e2e_p99_s: float | None = None  # colocated: idle TTFT p99 + the p99 answer's idle decode steps
 
 
 def kv_limit_seqs(resolved: ResolvedDeployment, stats: WorkloadStats) -> int:
@@ -269,6 +270,9 @@ def evaluate_config(ctx: SearchContext, cfg: ReplicaConfig, built: Built | None 
         kv_limit_seqs=limit,
         floor_ttft_p99_s=zero.ttft_p99_s if engine.has_prefill else None,
         floor_itl_p99_s=zero.itl_p99_s if engine.has_decode else None,
+        floor_e2e_p99_s=e2e_estimate_s(ctx, zero.ttft_p99_s, zero.mean_step_s)
+        if role == "colocated"
+        else None,
     )
 
 

@@ -41,9 +41,9 @@ def _floor_answer(
     if best is None or getattr(best, attr) <= target_s:
         return None
     floor = getattr(best, attr)
-    field = f"slo.{metric.lower()}_p99_ms"
+    field = f"slo.{metric.lower()}_p99_ms"  # ttft, itl, e2e
     gpus = sorted({p.config.gpu for p in points if p.fits})
-    scope = f"on {best.config.gpu}" if len(gpus) == 1 else f"on every candidate GPU (lowest: {_where(best)})"
+    scope = f"on {_where(best)}" if len(gpus) == 1 else f"on every candidate GPU (lowest: {_where(best)})"
     reason = f"{metric} p99 of {target_s * 1e3:.4g} ms is below the {_ms(floor)} floor of {model} {scope}"
     alt = _lowest([p for p in others if p.config.gpu not in gpus], attr)
     relax = f"{field} >= {floor * 1e3:.4g}"
@@ -59,6 +59,7 @@ def no_candidate(
     model: str,
     ttft_p99_s: float | None,
     itl_p99_s: float | None,
+    e2e_p99_s: float | None,
     points: Sequence[CapacityPoint],
     others: Sequence[CapacityPoint],
     unfit: Sequence[tuple[str, int, str]],
@@ -87,6 +88,14 @@ def no_candidate(
             "ITL", itl_p99_s, "floor_itl_p99_s", model,
             [p for p in points if p.config.role != "prefill"],
             [p for p in others if p.config.role != "prefill"],
+        )  # fmt: skip
+        if ans is not None:
+            return ans
+    if e2e_p99_s is not None:
+        ans = _floor_answer(
+            "E2E", e2e_p99_s, "floor_e2e_p99_s", model,
+            [p for p in points if p.config.role == "colocated"],
+            [p for p in others if p.config.role == "colocated"],
         )  # fmt: skip
         if ans is not None:
             return ans

@@ -432,6 +432,7 @@ class _Builder:
             self.ctx.model,
             self.ctx.ttft_p99_s,
             self.ctx.itl_p99_s,
+            self.ctx.e2e_p99_s,
             self.found.points,
             other_points,
             self.found.unfit,
