@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Literal
 
 from planner.catalog.models import Dtype
@@ -101,7 +102,7 @@ class SearchContext:
         return spec if dis is not None else spec.model_copy(update={"replicas": replicas})
 
     def resolve(self, cfg: ReplicaConfig) -> ResolvedDeployment:
-        return self.deployment(cfg).resolve(self.profile(cfg.gpu))
+        return _resolved(self, cfg)
 
     def role_slo(self, role: Role) -> Slo | None:
         """The targets a pool of this role answers for (None: only stability limits it)."""
@@ -110,6 +111,13 @@ class SearchContext:
         if ttft is None and itl is None:
             return None
         return Slo(ttft_p99_s=ttft, itl_p99_s=itl)
+
+
+@lru_cache(maxsize=256)
+def _resolved(ctx: SearchContext, cfg: ReplicaConfig) -> ResolvedDeployment:
+    """Resolved deployments are immutable: the KV-limit probe and the configuration it settles on
+    are often the same one."""
+    return ctx.deployment(cfg).resolve(ctx.profile(cfg.gpu))
 
 
 @dataclass(frozen=True)
