@@ -34,6 +34,11 @@ def register(sub: Any) -> None:
     p.add_argument("--verify", action="store_true", help="simulate the chosen deployment at its peak bucket")
     p.add_argument("--time-limit-s", help="MILP time limit in seconds (overrides solver.time_limit_s)")
     p.add_argument("--workers", help="processes answering capacity questions (default 2; 1: in-process)")
+    p.add_argument(
+        "--server",
+        metavar="HOST:PORT",
+        help="plan on a `capplan serve` instead (same output); comma-separated addresses are balanced",
+    )
     c.add_profile_flag(p, "auto")
     c.add_json_flag(p)
     p.set_defaults(handler=_plan)
@@ -71,8 +76,26 @@ def _plan(args: argparse.Namespace) -> None:
     data, flags = request_from_args(args)
     workers = _workers(args.workers)
     with flags.named():
-        report = api.plan(data, base_dir=Path(args.file).parent, verify=args.verify, workers=workers)
+        if args.server:
+            report = _remote_plan(args.server, data, Path(args.file).parent, args.verify)
+        else:
+            report = api.plan(data, base_dir=Path(args.file).parent, verify=args.verify, workers=workers)
     c.emit(report, args.json, render)
+
+
+def _remote_plan(server: str, data: dict[str, Any], base: Path, verify: bool) -> Any:
+    """The same request answered by the service (docs/service.md). The service reads no files, so
+    a trace CSV beside the plan file is read here and sent as the workload it makes."""
+    from planner.client import PlannerClient
+    from planner.inputs import TraceWorkload, build_workload
+    from planner.plan.request import parse_plan_request
+    from planner.traces import BUILTIN_TRACES
+
+    request = parse_plan_request(data)
+    if isinstance(request.workload, TraceWorkload) and request.workload.trace not in BUILTIN_TRACES:
+        request = request.model_copy(update={"workload": build_workload(request.workload, "workload", base)})
+    with PlannerClient([a.strip() for a in server.split(",")], timeout_s=None) as client:
+        return client.plan(request, verify=verify)
 
 
 # --- the readable summary ------------------------------------------------------------------------
