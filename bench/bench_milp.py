@@ -1,0 +1,129 @@
+"""Wall time of the sizing MILP (solvers.milp) on synthetic but realistic instances.
+
+    python3 bench/bench_milp.py [RUNS] [--full]     (default 5 runs; --full adds (b) without
+                                                     the reductions, about 30 s)
+
+(a) one resource type, one bucket, 50 candidates (TP x budget x max_num_seqs-like variants, all
+    colocated): the "one GPU type, one bucket" planner case; target under 200 ms for the whole
+    plan, of which this is the solver's share.
+(b) 7 resource types x TP {1,2,4,8} x 8 token budgets x {colocated, prefill, decode} = 672
+    candidates over 168 hourly buckets (a week with a daily cycle, weekday/weekend levels and
+    seeded noise, so every bucket differs), reserved and on-demand prices, one inventory cap;
+    single configuration (the planner's default) and mixed (Mélange-style). Target for the whole
+    plan (candidates + MILP): under 3 s on 2 cores. Mixed over 168 buckets goes bucket-wise (LP
+    bound, then CBC on each bucket): it takes seconds, and its time limit (30 s here, the
+    planner's default is 10 s) bounds it.
+
+Prices $1-6 per unit-hour (reserved about 0.6x), capacities 0.5-70 requests/s: the numbers are
+made up to have the right orders of magnitude, the instance shape is what matters here. Reported:
+median (and max) wall time of `solve()` over RUNS runs, its build and CBC parts, and the model
+size after reductions next to the size without them.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import sys
+import time
+
+import numpy as np
+
+from solvers.milp import Bucket, Candidate, MilpData, MilpResult, Resource, solve
+
+# name, on-demand $/unit-h, reserved $/unit-h, relative speed per unit, inventory cap
+TYPES = (
+    ("l4", 1.00, 0.60, 1.0, None),
+    ("a10g", 1.20, 0.75, 1.2, None),
+    ("l40s", 1.90, 1.15, 2.2, None),
+    ("a100-40gb", 2.60, 1.60, 3.0, None),
+    ("a100-80gb", 3.40, 2.05, 3.3, None),
+    ("h100-sxm", 4.50, 2.70, 6.0, 64),
+    ("h200-sxm", 5.90, 3.50, 7.5, None),
+)
+TPS = (1, 2, 4, 8)
+BUDGET_FACTOR = (0.55, 0.70, 0.85, 0.95, 1.00, 0.97, 0.90, 0.80)  # 512 .. 16384 tokens
+POOL_FACTOR = {"colocated": 1.0, "prefill": 1.7, "decode": 1.35}
+
+
+def week_demand(seed: int = 0) -> list[float]:
+    """168 hourly rates (requests/s): a daily cycle (trough 4 am, peak 3 pm), weekends at 60%,
+    and 5% seeded noise, so no two hours are equal."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for h in range(168):
+        day, hour = divmod(h, 24)
+        cycle = 0.5 - 0.5 * math.cos(2 * math.pi * (hour - 3) / 24)
+        level = 1.0 if day < 5 else 0.6
+        out.append(float(level * (15.0 + 105.0 * cycle) * (1.0 + 0.05 * rng.standard_normal())))
+    return out
+
+
+def instance_b(single_config: bool, seed: int = 0) -> MilpData:
+    rng = np.random.default_rng(seed + 1)
+    resources = tuple(Resource(n, od, rs, cap) for n, od, rs, _, cap in TYPES)
+    cands = []
+    for name, _, _, speed, _ in TYPES:
+        for tp in TPS:
+            for j, bf in enumerate(BUDGET_FACTOR):
+                for pool, pf in POOL_FACTOR.items():
+                    cap = 0.9 * speed * tp**0.85 * bf * pf * float(rng.uniform(0.95, 1.05))
+                    cands.append(Candidate(f"{name}/tp{tp}/b{j}/{pool}", name, tp, round(cap, 4), pool, name))
+    buckets = tuple(Bucket(d, 1.0) for d in week_demand(seed))
+    return MilpData(
+        buckets, resources, tuple(cands), headroom=0.1, single_config=single_config, time_limit_s=30.0
+    )
+
+
+def instance_a(seed: int = 0) -> MilpData:
+    rng = np.random.default_rng(seed + 2)
+    cands = []
+    for i in range(50):
+        tp = TPS[i % 4]
+        cap = 6.0 * tp**0.85 * float(rng.uniform(0.5, 1.0))
+        cands.append(Candidate(f"h100/tp{tp}/v{i}", "h100-sxm", tp, round(cap, 4)))
+    return MilpData((Bucket(37.0, 1.0),), (Resource("h100-sxm", 4.5, 2.7),), tuple(cands), headroom=0.1)
+
+
+def timed(data: MilpData, runs: int, **kw: bool) -> tuple[list[float], MilpResult]:
+    times = []
+    result = solve(data, **kw)  # warm imports and the CBC binary's page cache
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        result = solve(data, **kw)
+        times.append(time.perf_counter() - t0)
+    return times, result
+
+
+def report(label: str, times: list[float], result: MilpResult) -> None:
+    s = result.stats
+    cost = "no solution" if result.objective_usd is None else f"${result.objective_usd:,.2f}"
+    if result.gap is not None:
+        cost += f" (gap {result.gap:.2%} to the bound ${result.best_bound_usd:,.2f})"
+    print(
+        f"{label}: median {statistics.median(times) * 1e3:.0f} ms (max {max(times) * 1e3:.0f} ms), "
+        f"last run build {s.build_s * 1e3:.0f} ms, CBC {s.solver_s * 1e3:.0f} ms ({s.method}); {result.status} "
+        f"{cost}; model {s.variables} variables, {s.constraints} constraints "
+        f"({s.candidates_in_model}/{s.candidates_in} candidates: {s.candidates_pruned} dominated, "
+        f"{s.options_in_model}/{s.options_evaluated} single configurations; "
+        f"{s.buckets_in_model}/{s.buckets_in} buckets); selected {', '.join(result.selected)}"
+    )
+
+
+def main() -> None:
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    runs = int(args[0]) if args else 5
+    a = instance_a()
+    report("(a) 1 type, 1 bucket, 50 candidates", *timed(a, max(runs, 20)))
+    for single in (True, False):
+        b = instance_b(single)
+        label = "single configuration" if single else "mixed"
+        report(f"(b) 7 types x 4 TP x 8 budgets x 3 pools, 168 buckets, {label}", *timed(b, runs))
+    if "--full" in sys.argv:  # ~30 s: what the reductions save
+        b = instance_b(True)
+        t, r = timed(b, 1, reduce=False)
+        report("(b) single configuration without reductions (full model)", t, r)
+
+
+if __name__ == "__main__":
+    main()
