@@ -453,3 +453,27 @@ def test_a_repeated_request_is_answered_from_the_cache(served: tuple[PlannerServ
     misses = lookups("miss")
     raw.Plan(cut, timeout=20)
     assert lookups("miss") == misses + 1
+
+
+def test_cheap_calls_overtake_queued_plans() -> None:
+    slow = {**_example("chat-qwen3-8b-h100.yaml"), "requests": 4000}
+    with running_server(workers=1, queue_size=4, cache_bytes=0) as (server, address):
+        channel, s = stub(address)
+        busy = s.Simulate.future(convert.to_message(slow, pb.SimulateRequest), timeout=60)
+        end = time.monotonic() + 10
+        while server.pool.admitted == 0 and time.monotonic() < end:
+            time.sleep(0.01)
+        done: list[str] = []
+        plan = s.Plan.future(convert.to_message(CHAT_PLAN, pb.PlanRequest), timeout=60)
+        plan.add_done_callback(lambda _: done.append("Plan"))
+        while server.pool.admitted < 2 and time.monotonic() < end:
+            time.sleep(0.01)
+        evaluate = s.Evaluate.future(
+            convert.to_message(_example("chat-qwen3-8b-h100.yaml"), pb.EvaluateRequest), timeout=60
+        )
+        evaluate.add_done_callback(lambda _: done.append("Evaluate"))
+        assert busy.result().report.requests == 4000
+        plan.result()
+        evaluate.result()
+        assert done == ["Evaluate", "Plan"]  # queued after the plan, run before it
+        channel.close()

@@ -59,7 +59,7 @@ def _violations(rpc: str, data: Mapping[str, Any], first: InvalidInput) -> list[
     except ValidationError as err:
         for e in err.errors(include_url=False):
             path = loc_to_path("", e["loc"])
-            if path == first.field or (rpc == "Plan" and path.startswith("workload")):
+            if path == first.field:
                 continue
             msg = str(e["msg"])
             for noise in ("Value error, ", "Assertion failed, "):  # as planner.validation drops them

@@ -19,7 +19,7 @@ from planner.server.cache import ResponseCache
 from planner.server.errors import BadRequest, DeadlineExceeded, LimitExceeded, status_of
 from planner.server.interceptors import annotate
 from planner.server.observability import Metrics
-from planner.server.pool import JobPool
+from planner.server.pool import PRIORITY, JobPool
 from planner.v1 import planner_service_pb2 as pb
 from planner.v1 import planner_service_pb2_grpc as pb_grpc
 
@@ -160,7 +160,9 @@ class PlannerServicer(pb_grpc.PlannerServiceServicer):
                             yield pb.SweepResponse(index=i, name=scenario.name, report=report)
                             continue
                         wait_s = None if deadline is None else max(0.0, deadline - time.time())
-                        future = self.pool.submit("Plan", data, options, deadline, wait_s=wait_s)
+                        future = self.pool.submit(
+                            "Plan", data, options, deadline, wait_s=wait_s, priority=PRIORITY["Sweep"]
+                        )
                     except CapplanError as exc:
                         yield self._scenario_error(i, scenario.name, exc)
                         continue
