@@ -15,21 +15,20 @@ import numpy as np
 import pulp
 import pytest
 
-from solvers.milp import (  # and three internals whose contract is tested below
+from solvers.milp import (
     Bucket,
     Candidate,
     MilpData,
     MilpResult,
     Resource,
-    _better_elsewhere,
-    _log_bound,
-    _read_status,
     build,
     prune_dominated,
     solve,
     solve_model,
 )
+from solvers.milp_bucketwise import better_elsewhere
 from solvers.milp_data import LIMIT_PREFIX, MAX_BUCKETS
+from solvers.milp_model import log_bound, read_status
 
 # ---------------------------------------------------------------------------------------------
 # Helpers
@@ -446,7 +445,7 @@ def random_many_buckets(rng: np.random.Generator, priced: bool) -> MilpData:
         for t in range(2)
     ]
     resources.append(Resource("t2", 1.2))  # no cap, no reserved price: its "slow" replica is
-    # beaten in every bucket by "small" (more capacity for $1 < $1.2), see _better_elsewhere
+    # beaten in every bucket by "small" (more capacity for $1 < $1.2), see solvers.milp_bucketwise.better_elsewhere
     cands = [
         Candidate("slow", "t2", 1, round(float(rng.uniform(0.5, 0.75)), 2)),
         Candidate("small", "t0", 1, round(float(rng.uniform(0.8, 1.5)), 2)),
@@ -584,8 +583,8 @@ def test_better_elsewhere_only_for_uncapped_rivals_and_unreserved_losers():
         Candidate("P", "dear", 1, 1.0, pool="prefill"),  # another pool: never compared with A
     )
     data = one_bucket(1.0, res, cands, single_config=False)
-    assert _better_elsewhere(data, np.array([0, 0, 0])) == {1: 0}
-    assert _better_elsewhere(data, np.array([0, 2, 0])) == {}
+    assert better_elsewhere(data, np.array([0, 0, 0])) == {1: 0}
+    assert better_elsewhere(data, np.array([0, 2, 0])) == {}
 
 
 def test_same_data_same_answer():
@@ -654,20 +653,20 @@ def test_every_constraint_is_named():
 
 
 def test_cbc_log_bound_and_status_readers():
-    # Lines as CBC 2.10 prints them (see the PuLP 3.3 runs noted in solvers/milp.py).
+    # Lines as CBC 2.10 prints them (see the PuLP 3.3 runs noted in solvers/milp_model.py).
     partial = (
         "Cbc0010I After 0 nodes, 1 on tree, 14.026 best solution, best possible 0.024682053 (0.43 seconds)\n"
         "Cbc0005I Partial search - best objective 14.026 (best possible 0.024682053), took 5533 iterations\n"
     )
-    assert _log_bound(partial, 14.026) == pytest.approx(0.024682053)
-    assert _log_bound(
+    assert log_bound(partial, 14.026) == pytest.approx(0.024682053)
+    assert log_bound(
         "Cbc0011I Exiting as integer gap of 9.6076679 less than 1e-10 or 20%", 340.4
     ) == pytest.approx(340.4 - 9.6076679)
-    assert _log_bound("Cbc0005I Partial search - best objective 1e+50 (best possible 1e+50)", 0.0) is None
+    assert log_bound("Cbc0005I Partial search - best objective 1e+50 (best possible 1e+50)", 0.0) is None
     # A search run to the end: its progress lines' "best possible" is not the final bound.
     done = "Cbc0010I After 0 nodes, 1 on tree, 25.2 best solution, best possible 25.066252 (0.06 seconds)\n"
     assert (
-        _log_bound(
+        log_bound(
             done + "Cbc0001I Search completed - best objective 25.2\nResult - Optimal solution found", 25.2
         )
         is None
@@ -677,12 +676,12 @@ def test_cbc_log_bound_and_status_readers():
         def __init__(self, status, sol):
             self.status, self.sol_status = status, sol
 
-    assert _read_status(Stub(pulp.LpStatusOptimal, pulp.LpSolutionOptimal)) == "OPTIMAL"
-    assert _read_status(Stub(pulp.LpStatusOptimal, pulp.LpSolutionIntegerFeasible)) == "FEASIBLE"
-    assert _read_status(Stub(pulp.LpStatusNotSolved, pulp.LpSolutionNoSolutionFound)) == "NO_SOLUTION"
-    assert _read_status(Stub(pulp.LpStatusInfeasible, pulp.LpSolutionInfeasible)) == "INFEASIBLE"
+    assert read_status(Stub(pulp.LpStatusOptimal, pulp.LpSolutionOptimal)) == "OPTIMAL"
+    assert read_status(Stub(pulp.LpStatusOptimal, pulp.LpSolutionIntegerFeasible)) == "FEASIBLE"
+    assert read_status(Stub(pulp.LpStatusNotSolved, pulp.LpSolutionNoSolutionFound)) == "NO_SOLUTION"
+    assert read_status(Stub(pulp.LpStatusInfeasible, pulp.LpSolutionInfeasible)) == "INFEASIBLE"
     with pytest.raises(RuntimeError):
-        _read_status(Stub(pulp.LpStatusUndefined, pulp.LpSolutionInfeasible))
+        read_status(Stub(pulp.LpStatusUndefined, pulp.LpSolutionInfeasible))
 
 
 @pytest.mark.parametrize(
