@@ -261,11 +261,14 @@ class PlannerClient:
         chunks = [(start, items[start : start + size]) for start in range(0, len(items), size)]
         timeout = self.timeout_s if timeout_s is None else timeout_s
         results: queue.Queue[SweepResult | BaseException | None] = queue.Queue()
+        calls: list[Any] = []
 
         def run(offset: int, chunk: list[tuple[str, pb.PlanRequest]]) -> None:
             request = pb.SweepRequest(scenarios=[pb.SweepScenario(name=n, plan=p) for n, p in chunk])
             try:
-                for r in self.stub.Sweep(request, timeout=timeout, metadata=self._metadata):
+                call = self.stub.Sweep(request, timeout=timeout, metadata=self._metadata)
+                calls.append(call)
+                for r in call:
                     results.put(self._scenario(offset, r))
             except grpc.RpcError as exc:
                 results.put(_error(exc))
@@ -278,14 +281,18 @@ class PlannerClient:
         for t in threads:
             t.start()
         finished = 0
-        while finished < len(threads):
-            item = results.get()
-            if item is None:
-                finished += 1
-            elif isinstance(item, BaseException):
-                raise item
-            else:
-                yield item
+        try:
+            while finished < len(threads):
+                item = results.get()
+                if item is None:
+                    finished += 1
+                elif isinstance(item, BaseException):
+                    raise item
+                else:
+                    yield item
+        finally:  # the caller stopped early or a stream failed: the other streams stop too
+            for call in list(calls):
+                call.cancel()
 
     def _scenario(self, offset: int, r: pb.SweepResponse) -> SweepResult:
         index = offset + r.index
