@@ -2,7 +2,8 @@
 colocated or disaggregated (prefill / decode pools joined by a KV-transfer link).
 
 `Deployment` is what a user writes (YAML `deployment:`); `Deployment.resolve(profile)` looks up
-the catalogs, fills vLLM's defaults for the GPU and sizes the KV cache, giving a
+the catalogs, resolves the profile (default `auto`), checks that vLLM can run it
+(planner.costmodel.feasibility), fills vLLM's defaults for the GPU and sizes the KV cache, giving a
 `ResolvedDeployment` of plain values for the latency model's hot path. Every error names the
 field as the user wrote it (`deployment.max_num_seqs`).
 """
@@ -17,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from planner.catalog.gpus import GpuSpec
 from planner.catalog.models import Dtype, ModelSpec
 from planner.costmodel.memory import KvCapacity
-from planner.costmodel.profile import THEORETICAL, Profile
+from planner.costmodel.profile import Profile
 from planner.costmodel.roofline import Replica
 from planner.errors import InvalidInput
 from planner.scheduler_config import SchedulerConfig
@@ -122,9 +123,10 @@ class Deployment(BaseModel):
         d = self.disaggregated
         return self.replicas if d is None else d.prefill_replicas + d.decode_replicas
 
-    def resolve(self, profile: Profile | None = None, root: str = "deployment") -> ResolvedDeployment:
-        """Catalog look-ups, vLLM defaults, the feasibility check and KV sizing. `root` prefixes
-        field names in errors."""
+    def resolve(self, profile: Profile | str | None = None, root: str = "deployment") -> ResolvedDeployment:
+        """Catalog look-ups, vLLM defaults, the feasibility check and KV sizing. `profile`: a
+        Profile, or a name or file the registry resolves for this GPU (planner.costmodel.profiles;
+        None = DEFAULT_PROFILE, `auto`). `root` prefixes field names in errors."""
         from planner.catalog.gpus import get_gpu
         from planner.catalog.models import get_model
         from planner.costmodel.feasibility import feasibility
@@ -146,7 +148,12 @@ class Deployment(BaseModel):
             raise InvalidInput(f"{root}.{problems[0].field}", problems[0].reason)
         seqs = self.max_num_seqs or gpu.vllm_default_max_num_seqs
         budget = self.max_num_batched_tokens or gpu.vllm_default_max_num_batched_tokens
-        prof = profile or THEORETICAL
+        if profile is None or isinstance(profile, str):
+            from planner.costmodel.profiles import DEFAULT_PROFILE, resolve_profile
+
+            prof = resolve_profile(DEFAULT_PROFILE if profile is None else profile, gpu.name, "profile")
+        else:
+            prof = profile
         if prof.gpu is not None and prof.gpu != gpu.name:
             raise InvalidInput("profile", f"profile {prof.name} was fitted on {prof.gpu}, not {gpu.name}")
         replica = Replica(

@@ -8,19 +8,21 @@ import math
 import random
 from dataclasses import replace
 from importlib import resources
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planner.catalog.gpus import get_gpu
+from planner.catalog.gpus import get_gpu, gpu_names
 from planner.catalog.models import get_model
 from planner.costmodel.calibrated import (
     FITTED_MEASUREMENTS,
+    MAX_FIT_MAPE,
     PARAMETERS,
-    TRANSFERRED_GPUS,
     UnderdeterminedFit,
     builtin_calibrated,
+    check_gpu_matches,
     fit_builtin,
     fit_profile,
     mape,
@@ -28,7 +30,8 @@ from planner.costmodel.calibrated import (
     predict,
 )
 from planner.costmodel.fit_data import Measurements, parse_json
-from planner.costmodel.profile import THEORETICAL, Profile, resolve_profile
+from planner.costmodel.profile import THEORETICAL, Profile
+from planner.costmodel.profiles import measured_gpus, nearest_measured_gpu, resolve_profile
 from planner.costmodel.roofline import Replica
 from planner.errors import InvalidInput
 
@@ -91,19 +94,24 @@ def test_shipped_h200_profile_equals_a_fresh_fit(fitted) -> None:
     assert "least squares" in shipped["source"]
 
 
-@pytest.mark.parametrize("gpu", TRANSFERRED_GPUS)
-def test_transferred_hopper_profiles_carry_the_h200_numbers_and_say_so(fitted, gpu: str) -> None:
-    prof = builtin_calibrated(gpu)
-    assert prof.gpu == gpu
-    assert "transferred" in prof.name
-    assert prof.source.startswith("Transferred, not measured")
-    for k in PARAMETERS:
-        assert getattr(prof, k) == pytest.approx(getattr(fitted.profile, k), rel=1e-6, abs=1e-12)
+def test_unmeasured_gpus_carry_the_nearest_measured_numbers_and_say_so() -> None:
+    for gpu in gpu_names():
+        if gpu in measured_gpus():
+            continue
+        prof = resolve_profile("auto", gpu)
+        origin = builtin_calibrated(nearest_measured_gpu(gpu) or "")
+        assert prof.gpu == gpu and "transferred" in prof.name
+        assert prof.source.startswith("Transferred, not measured")
+        for k in PARAMETERS:
+            assert getattr(prof, k) == getattr(origin, k)
 
 
 def test_calibrated_resolves_per_gpu_and_is_refused_elsewhere() -> None:
     assert resolve_profile("calibrated", "h200-sxm").name == "h200-sxm-calibrated"
-    for gpu in ("a100-80gb-sxm", "l40s", "b200", "mi300x"):
+    for gpu in gpu_names():
+        if gpu in measured_gpus():
+            assert resolve_profile("calibrated", gpu).gpu == gpu
+            continue
         with pytest.raises(InvalidInput, match=f"no calibrated profile ships for {gpu}"):
             resolve_profile("calibrated", gpu, "--profile")
 
@@ -202,7 +210,7 @@ def test_too_few_rows_for_the_parameters() -> None:
 def test_mismatched_model_or_gpu_or_moe_is_refused() -> None:
     with pytest.raises(InvalidInput, match="KV bytes per token") as exc:
         fit_profile(MEAS, get_model("Qwen/Qwen3-32B"), H200)
-    assert exc.value.field == "--model"
+    assert exc.value.field == "model"
     with pytest.raises(InvalidInput, match="mixture of experts"):
         fit_profile(MEAS, get_model("Qwen/Qwen3-30B-A3B"), H200)
     tagged = replace(MEAS, info={**MEAS.info, "gpu": "h100-sxm"})
@@ -212,3 +220,58 @@ def test_mismatched_model_or_gpu_or_moe_is_refused() -> None:
         fit_profile(MEAS, QWEN8, H200, fixed={"eta_nope": 0.5})
     with pytest.raises(InvalidInput, match="must be in"):
         fit_profile(MEAS, QWEN8, H200, fixed={"eta_matmul": 1.5})
+
+
+@pytest.mark.parametrize(
+    "device", ["NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe", "AMD Instinct MI300X", "NVIDIA A100-SXM4-80GB"]
+)
+def test_rows_from_another_device_are_refused(device: str) -> None:
+    tagged = replace(MEAS, info={**MEAS.info, "device": device})
+    with pytest.raises(InvalidInput) as exc:
+        fit_profile(tagged, QWEN8, H200)
+    assert exc.value.field == "gpu" and device in exc.value.reason and "h200-sxm" in exc.value.reason
+
+
+def test_rows_from_the_same_device_are_accepted() -> None:
+    assert MEAS.info["device"] == "NVIDIA H200"  # as tools/measure_steps.py recorded it
+    same = replace(MEAS, info={**MEAS.info, "device": "NVIDIA H100 80GB HBM3"})
+    check_gpu_matches(same, get_gpu("h100-sxm"))  # an H100 SXM's driver name
+    with pytest.raises(InvalidInput):
+        check_gpu_matches(same, get_gpu("h100-pcie"))
+
+
+def _scaled(factor_of_row: Any) -> Measurements:
+    rows = []
+    for i, r in enumerate(MEAS.rows):
+        f = factor_of_row(i)
+        worst = None if r.worst_step_s is None else r.worst_step_s * f
+        rows.append(replace(r, time_s=r.time_s * f, worst_step_s=worst))
+    return _subset(rows)
+
+
+def test_a_fit_that_misses_by_more_than_25_percent_is_refused_unless_forced() -> None:
+    """Every other row 4x slower, the rest 2x faster: no profile describes both (best MAPE ~53%)."""
+    scrambled = _scaled(lambda i: 4.0 if i % 2 else 0.5)
+    with pytest.raises(InvalidInput) as exc:
+        fit_profile(scrambled, QWEN8, H200)
+    assert exc.value.field == "measurements" and "MAPE over 25%" in exc.value.reason
+    forced = fit_profile(scrambled, QWEN8, H200, force=True)
+    assert forced.mape > MAX_FIT_MAPE
+
+
+def test_a_fit_with_every_parameter_on_a_bound_is_refused_unless_forced() -> None:
+    """Rows that are exactly the roofline's predictions (not measurements): every efficiency
+    lands on 1 and the overhead and re-reads on 0, a perfect fit the bounds chose."""
+    pred = iter(predict(MEAS.rows, QWEN8, H200, THEORETICAL))
+    rows = []
+    for r in MEAS.rows:
+        if r.kind == "chunked_prefill":
+            total, worst = next(pred), next(pred)
+            rows.append(replace(r, time_s=total, worst_step_s=worst))
+        else:
+            rows.append(replace(r, time_s=next(pred)))
+    with pytest.raises(InvalidInput) as exc:
+        fit_profile(_subset(rows), QWEN8, H200)
+    assert exc.value.field == "measurements" and "every fitted parameter sits on a bound" in exc.value.reason
+    forced = fit_profile(_subset(rows), QWEN8, H200, force=True)
+    assert forced.mape < 1e-6 and all(p.at_bound for p in forced.parameters)

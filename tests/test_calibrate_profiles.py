@@ -1,4 +1,5 @@
-"""Profile files: round trip, corrupt or mismatched files refused with a clear error."""
+"""Profile files (round trip, corrupt or mismatched files refused with a clear error) and the
+registry: built-in measured profiles, `auto` transferring the nearest measured GPU's."""
 
 from __future__ import annotations
 
@@ -7,21 +8,37 @@ from pathlib import Path
 
 import pytest
 
-from planner.costmodel.calibrated import builtin_calibrated, builtin_gpus
+from planner.catalog.gpus import get_gpu, gpu_names
+from planner.costmodel import profiles
 from planner.costmodel.profile import (
     REQUIRED_FILE_FIELDS,
     THEORETICAL,
     Profile,
     load_profile_file,
     profile_to_json,
-    resolve_profile,
     save_profile_file,
 )
+from planner.costmodel.profiles import (
+    DEFAULT_PROFILE,
+    architecture,
+    builtin_profile,
+    measured_gpus,
+    nearest_measured_gpu,
+    resolve_profile,
+)
+from planner.deployment import Deployment
 from planner.errors import InvalidInput
 
+builtin_calibrated = builtin_profile
 
-def test_builtin_gpus() -> None:
-    assert builtin_gpus() == ["h100-pcie", "h100-sxm", "h200-sxm"]
+
+def test_every_shipped_profile_is_measured_on_its_own_gpu() -> None:
+    shipped = measured_gpus()
+    assert "h200-sxm" in shipped and "h100-pcie" not in shipped  # h100-pcie is transferred, not shipped
+    for gpu in shipped:
+        p = builtin_profile(gpu)
+        assert p.gpu == gpu and p.warning is None
+        assert "transferred" not in p.name.lower() and not p.source.startswith("Transferred")
 
 
 @pytest.mark.parametrize(
@@ -109,10 +126,71 @@ def test_gpu_agnostic_file_applies_anywhere(tmp_path: Path) -> None:
     assert resolve_profile(str(path), "l40s").eta_matmul == data["eta_matmul"]
 
 
-def test_auto_profile_is_calibrated_where_one_ships_else_theoretical() -> None:
-    from planner.costmodel.profile import THEORETICAL, resolve_profile
+def test_auto_is_the_default_and_never_silently_the_roofline() -> None:
+    assert DEFAULT_PROFILE == "auto"
+    assert Deployment(model="Qwen/Qwen3-8B", gpu="h200-sxm").resolve().replica.profile == resolve_profile(
+        "auto", "h200-sxm"
+    )
+    for gpu in gpu_names():
+        p = resolve_profile("auto", gpu)
+        assert p.gpu == gpu and p != THEORETICAL
+        if gpu in measured_gpus():
+            assert p == resolve_profile("calibrated", gpu) and p.warning is None
+        else:
+            assert p.name.startswith("calibrated (transferred from ") and p.warning
+    assert resolve_profile("theoretical", "mi300x") is THEORETICAL
 
-    assert resolve_profile("auto", "h200-sxm") == resolve_profile("calibrated", "h200-sxm")
-    assert resolve_profile("auto", "h100-sxm").name == "h100-sxm-transferred-from-h200-sxm"
-    assert resolve_profile("auto", "l40s") is THEORETICAL
-    assert resolve_profile("auto", "a100-80gb-sxm") is THEORETICAL
+
+@pytest.mark.parametrize(("gpu", "source"), [("h100-pcie", "h100-sxm"), ("mi300x", "h200-sxm")])
+def test_auto_transfers_the_nearest_measured_gpu_and_says_so(gpu: str, source: str) -> None:
+    """h100-pcie: the same Hopper family, and the H100 SXM is closer in bandwidth and FLOP rate
+    than the H200 (2.0 vs 3.35 / 4.8 TB/s). mi300x: no AMD GPU is measured; the H200 is the
+    closest in bandwidth (5.3 vs 4.8 TB/s) and FLOP rate (1307 vs 989 TFLOP/s)."""
+    assert nearest_measured_gpu(gpu) == source
+    p = resolve_profile("auto", gpu)
+    origin = builtin_profile(source)
+    assert p.name == f"calibrated (transferred from {source})" and p.gpu == gpu
+    assert p.source.startswith("Transferred, not measured") and origin.source in p.source
+    assert p.warning is not None and gpu in p.warning and source in p.warning
+    for k in ("eta_bandwidth", "eta_matmul", "eta_attention", "step_overhead_s", "prefix_kv_passes"):
+        assert getattr(p, k) == getattr(origin, k)
+    r = Deployment(model="Qwen/Qwen3-8B", gpu=gpu).resolve()
+    assert r.replica.profile == p  # the warning travels with the deployment
+
+
+def test_calibrated_is_the_gpus_own_profile_only() -> None:
+    with pytest.raises(InvalidInput) as e:
+        resolve_profile("calibrated", "mi300x")
+    assert e.value.field == "profile"
+    assert "no calibrated profile ships for mi300x" in e.value.reason and "h200-sxm" in e.value.reason
+
+
+def test_architecture_families() -> None:
+    fam = {g: architecture(get_gpu(g)) for g in gpu_names()}
+    assert fam["h100-sxm"] == fam["h100-pcie"] == fam["h200-sxm"] == "nvidia-hopper"
+    assert fam["a100-80gb-sxm"] == "nvidia-ampere" and fam["l40s"] == "nvidia-ada"
+    assert fam["b200"] == "nvidia-blackwell" and fam["mi300x"] == "amd-cdna3"
+
+
+def test_transfers_pick_up_whatever_is_measured(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The registry reads the data folder: with only the H200 and A100 measured, h100-pcie takes
+    the H200's (same family) and l40s the A100's (no Ada GPU; the nearest NVIDIA one); a new
+    file for h100-sxm takes over h100-pcie at once."""
+    real = profiles._profiles_dir()
+    for g in ("h200-sxm", "a100-80gb-sxm"):
+        (tmp_path / f"{g}.json").write_text((real / f"{g}.json").read_text())
+    monkeypatch.setattr(profiles, "_profiles_dir", lambda: tmp_path)
+    assert measured_gpus() == ["a100-80gb-sxm", "h200-sxm"]
+    assert nearest_measured_gpu("h100-pcie") == "h200-sxm"
+    assert nearest_measured_gpu("l40s") == "a100-80gb-sxm"
+    assert resolve_profile("auto", "h100-sxm").name == "calibrated (transferred from h200-sxm)"
+    (tmp_path / "h100-sxm.json").write_text((real / "h100-sxm.json").read_text())
+    assert nearest_measured_gpu("h100-pcie") == "h100-sxm"
+
+
+def test_nothing_measured_is_the_roofline_with_a_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(profiles, "_profiles_dir", lambda: tmp_path)
+    p = resolve_profile("auto", "h200-sxm")
+    assert p.name == "theoretical" and p.warning and "roofline" in p.warning

@@ -10,9 +10,12 @@ from typing import Any
 import numpy as np
 import pytest
 
+from planner.costmodel.profile import THEORETICAL, Profile
 from planner.costmodel.roofline import chunks
 from planner.deployment import Deployment
-from planner.latency import LatencyModel, Slo, WorkloadStats, capacity, evaluate
+from planner.latency import LatencyModel, Slo, WorkloadStats
+from planner.latency import capacity as latency_capacity
+from planner.latency import evaluate as latency_evaluate
 from planner.workload import Workload
 
 QWEN_H100: dict[str, Any] = {"model": "Qwen/Qwen3-8B", "gpu": "h100-sxm"}
@@ -41,8 +44,26 @@ def make_workload(
     )
 
 
+# The hand derivations below are the roofline's: every deployment here is resolved with the
+# theoretical profile (the library's default is `auto`).
+
+
+def evaluate(
+    deployment: Deployment,
+    workload: Workload,
+    profile: Profile = THEORETICAL,
+    *,
+    requests_per_s: float | None = None,
+) -> Any:
+    return latency_evaluate(deployment, workload, profile, requests_per_s=requests_per_s)
+
+
+def capacity(deployment: Deployment, workload: Workload, slo: Slo, profile: Profile = THEORETICAL) -> Any:
+    return latency_capacity(deployment, workload, slo, profile)
+
+
 def model_for(deployment: Deployment, workload: Workload) -> LatencyModel:
-    return LatencyModel(deployment.resolve(), WorkloadStats.of(workload))
+    return LatencyModel(deployment.resolve(THEORETICAL), WorkloadStats.of(workload))
 
 
 # ---- limiting cases ----------------------------------------------------------------------------
@@ -52,7 +73,7 @@ def test_idle_limit_ttft_is_the_prefill_time_and_itl_a_decode_step() -> None:
     """Rate -> 0: no queue, no other requests. TTFT = the prompt's chunked prefill alone; ITL =
     a decode step of one sequence at the mean decode context."""
     dep = Deployment(**QWEN_H100)
-    res = dep.resolve()
+    res = dep.resolve(THEORETICAL)
     replica = res.replica
     prompt, out = 20_000, 101
     pred = evaluate(dep, make_workload(prompt=prompt, output=out), requests_per_s=1e-9)
@@ -72,7 +93,7 @@ def test_idle_limit_ttft_is_the_prefill_time_and_itl_a_decode_step() -> None:
 
 def test_idle_limit_follows_the_prompt_distribution() -> None:
     dep = Deployment(**QWEN_H100)
-    replica = dep.resolve().replica
+    replica = dep.resolve(THEORETICAL).replica
     w = make_workload(prompt={"pairs": [[500, 0.5], [3000, 0.495], [9000, 0.005]]})
     pred = evaluate(dep, w, requests_per_s=1e-9)
     # P(prompt <= 500) = 0.5 and P(prompt <= 3000) = 0.995: p50 is 500, p99 is 3000.
@@ -82,7 +103,7 @@ def test_idle_limit_follows_the_prompt_distribution() -> None:
 
 def test_idle_limit_with_prefix_cache_hits_and_a_chunk_threshold() -> None:
     dep = Deployment(**QWEN_H100, long_prefill_token_threshold=512)
-    replica = dep.resolve().replica
+    replica = dep.resolve(THEORETICAL).replica
     pred = evaluate(dep, make_workload(prompt=4000, hit=0.5), requests_per_s=1e-9)
     # Half of the 4000-token prompt is cached: 2000 tokens from offset 2000, 512 per step.
     want = sum(replica.step_time_s([(c, 2000 + p)], 0, 0) for c, p in chunks(2000, 512))
@@ -99,7 +120,7 @@ def test_idle_limit_disaggregated_adds_the_kv_transfer() -> None:
             "kv_transfer_bandwidth_bytes_per_s": 1e10,
         },
     )
-    replica = d.resolve().replica
+    replica = d.resolve(THEORETICAL).replica
     pred = evaluate(d, make_workload(prompt=3000), requests_per_s=1e-9)
     transfer = 3000 * replica.kv_bytes_per_token / 1e10 + 1e-3  # default 1 ms latency
     assert pred.ttft_p99_s == pytest.approx(replica.prefill_time_s(3000) + transfer, rel=1e-6)

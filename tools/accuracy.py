@@ -34,7 +34,7 @@ from typing import Literal
 
 import numpy as np
 
-from planner.costmodel.profile import resolve_profile
+from planner.costmodel.profiles import resolve_profile
 from planner.deployment import Deployment, ResolvedDeployment
 from planner.latency import LatencyModel, WorkloadStats
 from planner.latency.queueing import gg1_wait

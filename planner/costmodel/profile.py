@@ -5,6 +5,9 @@ bandwidth and FLOP rates, a fixed per-step overhead covers launches, scheduling 
 `prefix_kv_passes` charges chunked prefill for re-reading the prefix KV (see
 docs/calibration.md). `theoretical` (all 1, no overhead, no re-reads) reproduces the seed
 article's numbers exactly; every field added since defaults to the theoretical value.
+
+This module is a leaf (the profile and its file format); which profile a name means is the
+registry's business (planner.costmodel.profiles), fitting one is planner.costmodel.fitting's.
 """
 
 from __future__ import annotations
@@ -30,6 +33,9 @@ class Profile(BaseModel):
     # not hidden under the step's compute (0 = the roofline's single, overlapped read).
     prefix_kv_passes: float = Field(default=0.0, ge=0, le=1000)
     source: str = ""
+    # Set when the profile stands in for a missing one (transferred from another GPU): callers
+    # show it beside every number the profile produced.
+    warning: str | None = None
 
 
 THEORETICAL = Profile(
@@ -37,11 +43,11 @@ THEORETICAL = Profile(
     source="Roofline bound: datasheet bandwidth and dense FLOP/s at 100%, no per-step overhead.",
 )
 
-BUILTIN_NAMES = ("theoretical", "calibrated", "auto")
+BUILTIN_NAMES = ("theoretical", "calibrated", "auto")  # the names planner.costmodel.profiles resolves
 
 # What a profile file must spell out: every number, so a truncated or hand-mangled file is refused
-# rather than silently filled with theoretical defaults. `source` is optional prose.
-REQUIRED_FILE_FIELDS = tuple(k for k in Profile.model_fields if k != "source")
+# rather than silently filled with theoretical defaults. `source` and `warning` are optional prose.
+REQUIRED_FILE_FIELDS = tuple(k for k in Profile.model_fields if k not in ("source", "warning"))
 
 
 def profile_from_data(data: Any, what: str, field: str = "profile") -> Profile:
@@ -75,33 +81,16 @@ def load_profile_file(path: str | Path, field: str = "profile") -> Profile:
 
 
 def profile_to_json(profile: Profile) -> str:
-    """The file format `load_profile_file` reads back: every field, floats at full precision."""
-    return json.dumps(profile.model_dump(), indent=2) + "\n"
+    """The file format `load_profile_file` reads back: every field (a warning only when set),
+    floats at full precision."""
+    data = profile.model_dump()
+    if data["warning"] is None:
+        del data["warning"]
+    return json.dumps(data, indent=2) + "\n"
 
 
-def save_profile_file(profile: Profile, path: str | Path, field: str = "-o") -> None:
+def save_profile_file(profile: Profile, path: str | Path, field: str = "output") -> None:
     try:
         Path(path).write_text(profile_to_json(profile))
     except OSError as exc:
         raise InvalidInput(field, f"cannot write profile {path}: {exc.strerror or exc}") from None
-
-
-def resolve_profile(spec: str, gpu_name: str, field: str = "profile") -> Profile:
-    """`theoretical`, `calibrated` (the built-in profile for this GPU), `auto` (calibrated where
-    one ships for this GPU, else theoretical: the planning default, so predictions are as
-    realistic as the data allows and say which they used) or a profile file path.
-    A file made for another GPU is refused: its efficiencies describe different hardware."""
-    if spec == "theoretical":
-        return THEORETICAL
-    if spec == "auto":
-        from planner.costmodel.calibrated import builtin_calibrated, builtin_gpus
-
-        return builtin_calibrated(gpu_name, field) if gpu_name in builtin_gpus() else THEORETICAL
-    if spec == "calibrated":
-        from planner.costmodel.calibrated import builtin_calibrated
-
-        return builtin_calibrated(gpu_name, field)
-    prof = load_profile_file(spec, field)
-    if prof.gpu is not None and prof.gpu != gpu_name:
-        raise InvalidInput(field, f"profile {spec} was fitted on {prof.gpu}, not {gpu_name}")
-    return prof

@@ -1,0 +1,485 @@
+"""Fitting a profile to measured step times (`fit_profile`, what `capplan calibrate` runs).
+
+The fit predicts every measured row with the planner's own step-time formula
+(`steptime.step_time_s`, all rows in one array call: a fitted profile means the same thing when
+the planner uses it) and solves for the profile's parameters by bounded least squares on
+relative residuals (`solvers.fit`), from a few spread-out starts. It refuses, naming the field:
+
+* rows of another model (KV bytes per token, parameter count) or another GPU (the `gpu` or
+  `device` the file names), and a mixture-of-experts model (fit the GPU on a dense one);
+* a fit the rows cannot determine (`UnderdeterminedFit`, naming each parameter and the rows
+  that would pin it);
+* unless `force`: a fit that misses the rows by more than MAX_FIT_MAPE on average (the cost
+  model cannot describe them: wrong model, wrong units, a broken run), or one whose every
+  fitted parameter sits on a bound (the bounds, not the data, chose it).
+
+See docs/calibration.md. Which profile a name means is planner.costmodel.profiles'.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from planner.catalog.gpus import GpuSpec
+from planner.catalog.models import ModelSpec
+from planner.costmodel.fit_data import CEILINGS, Measurements, StepRow
+from planner.costmodel.profile import THEORETICAL, Profile
+from planner.costmodel.roofline import Replica, chunks
+from planner.costmodel.steptime import linear_layers_coefficients, step_coefficients, step_time_s
+from planner.errors import InvalidInput
+
+MAX_FIT_MAPE = 0.25  # a fit missing the rows by more, on average, is refused unless forced
+
+# --- predicting a measured row ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One measured number: a row's step time, or for a chunked_prefill row its total
+    (`prefill_ms`) or its worst step (`worst_step_ms`)."""
+
+    row: StepRow
+    quantity: str  # "ms", "prefill_ms" or "worst_step_ms"
+    measured_s: float
+
+
+def observations(rows: Sequence[StepRow]) -> list[Observation]:
+    out: list[Observation] = []
+    for r in rows:
+        if r.kind == "chunked_prefill":
+            assert r.worst_step_s is not None
+            out.append(Observation(r, "prefill_ms", r.time_s))
+            out.append(Observation(r, "worst_step_ms", r.worst_step_s))
+        else:
+            out.append(Observation(r, "ms", r.time_s))
+    return out
+
+
+class Predictor:
+    """Every observation of `rows` as the cost model predicts it, all at once: the rows' steps
+    as arrays for the one step-time formula (`steptime.step_time_s`), then a total or a worst
+    step per chunked row. `linear` rows time the layers alone (`linear_layers_coefficients`);
+    a chunked row is the seed's reading: chunk = the prompt's share, the decodes ride on top,
+    their context held at `ctx` (as measured)."""
+
+    def __init__(self, rows: Sequence[StepRow]) -> None:
+        lin: list[float] = []
+        single: list[tuple[float, float, float, float]] = []  # (chunk, offset, decodes, context)
+        chunked: list[tuple[float, float, float, float]] = []  # every chunked row's steps, in turn
+        starts: list[int] = []  # where each chunked row's steps begin in `chunked`
+        kinds: list[tuple[str, int]] = []  # per observation: which group, which index
+        for r in rows:
+            if r.kind == "linear":
+                kinds.append(("lin", len(lin)))
+                lin.append(float(r.tokens))
+            elif r.kind == "decode":
+                kinds.append(("step", len(single)))
+                single.append((0.0, 0.0, float(r.batch), float(r.batch * r.ctx)))
+            elif r.kind == "prefill":
+                kinds.append(("step", len(single)))
+                single.append((float(r.prompt), 0.0, 0.0, 0.0))
+            else:
+                kinds += [("sum", len(starts)), ("max", len(starts))]
+                starts.append(len(chunked))
+                s = float(r.decodes * r.ctx)
+                chunked.extend(
+                    (float(c), float(p), float(r.decodes), s) for c, p in chunks(r.prompt, r.chunk)
+                )
+        self._lin = np.array(lin)
+        self._steps = np.array(single + chunked, dtype=np.float64).reshape(-1, 4).T.copy()
+        self._singles = len(single)
+        self._starts = np.array(starts, dtype=np.intp)
+        # The values, concatenated: [linear rows | single steps | chunked totals | chunked worsts].
+        base = {"lin": 0, "step": len(lin), "sum": len(lin) + len(single)}
+        base["max"] = base["sum"] + len(starts)
+        self._order = np.array([base[kind] + i for kind, i in kinds], dtype=np.intp)
+
+    def __call__(self, model: ModelSpec, gpu: GpuSpec, profile: Profile) -> np.ndarray:
+        """Predicted seconds, one per observation (in `observations(rows)` order)."""
+        parts: list[np.ndarray] = [self._lin]
+        if self._lin.size:
+            parts[0] = step_time_s(linear_layers_coefficients(model, gpu, profile), 0.0, 0.0, self._lin, 0.0)
+        c, p, n, s = self._steps
+        t = step_time_s(step_coefficients(model, gpu, profile), c, p, n, s) if c.size else c
+        parts.append(t[: self._singles])
+        if self._starts.size:
+            steps = t[self._singles :]
+            parts += [np.add.reduceat(steps, self._starts), np.maximum.reduceat(steps, self._starts)]
+        return np.concatenate(parts)[self._order]
+
+
+def linear_layers_time_s(replica: Replica, tokens: int) -> float:
+    """A `linear` row: every layer's projections and MLP for `tokens` tokens, nothing else."""
+    k = linear_layers_coefficients(
+        replica.model, replica.gpu, replica.profile, replica.tp, replica.weight_dtype
+    )
+    return step_time_s(k, 0.0, 0.0, float(tokens), 0.0)
+
+
+# --- the fit ------------------------------------------------------------------------------------
+
+PARAMETERS = ("eta_bandwidth", "eta_matmul", "eta_attention", "step_overhead_s", "prefix_kv_passes")
+BOUNDS: dict[str, tuple[float, float]] = {
+    "eta_bandwidth": (0.01, 1.0),
+    "eta_matmul": (0.01, 1.0),
+    "eta_attention": (0.01, 1.0),
+    "step_overhead_s": (0.0, 0.1),
+    "prefix_kv_passes": (0.0, 1000.0),
+}
+# Typical magnitudes (scipy x_scale) and a few spread-out starts: the objective has kinks (the
+# roofline's max), so the fit runs from each start and keeps the best.
+SCALES = {
+    "eta_bandwidth": 0.5,
+    "eta_matmul": 0.5,
+    "eta_attention": 0.5,
+    "step_overhead_s": 1e-3,
+    "prefix_kv_passes": 10.0,
+}
+STARTS = (
+    {
+        "eta_bandwidth": 0.7,
+        "eta_matmul": 0.7,
+        "eta_attention": 0.5,
+        "step_overhead_s": 1e-3,
+        "prefix_kv_passes": 1.0,
+    },
+    {
+        "eta_bandwidth": 0.5,
+        "eta_matmul": 0.5,
+        "eta_attention": 0.3,
+        "step_overhead_s": 1e-4,
+        "prefix_kv_passes": 10.0,
+    },
+    {
+        "eta_bandwidth": 0.9,
+        "eta_matmul": 0.9,
+        "eta_attention": 0.9,
+        "step_overhead_s": 2e-3,
+        "prefix_kv_passes": 0.1,
+    },
+    {
+        "eta_bandwidth": 0.3,
+        "eta_matmul": 0.3,
+        "eta_attention": 0.1,
+        "step_overhead_s": 5e-3,
+        "prefix_kv_passes": 50.0,
+    },
+)
+# A parameter is refused when its Jacobian column is (nearly) a combination of the others':
+# independence = sine of the angle to their span. Real, well-covered data give ~0.7; 0.05 means
+# the data barely tell it apart (a 1% timing error moves it ~20x more than if it stood alone).
+MIN_INDEPENDENCE = 0.05
+NOISE_FLOOR = 0.01  # timing rows are never better than ~1%: the floor for standard errors
+
+HINTS = {
+    "eta_bandwidth": "add memory-bound rows: linear rows with few tokens (1-64) or decode rows",
+    "eta_matmul": "add compute-bound rows: linear rows with >= 1024 tokens, or long prefills",
+    "eta_attention": "add attention-heavy rows: prefills of >= 8k tokens or chunked_prefill rows "
+    "with long prompts, beside linear rows of many tokens",
+    "step_overhead_s": "add whole steps (decode at small batch, short prefills) beside linear rows",
+    "prefix_kv_passes": "add chunked_prefill rows (several chunk sizes over a long prompt)",
+}
+
+
+class UnderdeterminedFit(InvalidInput):
+    """The rows cannot pin one or more parameters; `parameters` names them."""
+
+    def __init__(self, field: str, reason: str, parameters: Sequence[str]) -> None:
+        super().__init__(field, reason)
+        self.parameters = tuple(parameters)
+
+
+@dataclass(frozen=True)
+class ParameterReport:
+    name: str
+    value: float
+    fixed: bool
+    std_error: float | None
+    independence: float | None
+    at_bound: bool
+
+
+@dataclass(frozen=True)
+class Calibration:
+    profile: Profile
+    model: str
+    gpu: str
+    source: str
+    rows: list[dict[str, Any]]
+    parameters: list[ParameterReport]
+    ceilings: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    @property
+    def errors(self) -> list[float]:
+        return [r["error"] for r in self.rows]
+
+    @property
+    def mape(self) -> float:
+        return mape(self.errors)
+
+    @property
+    def max_abs_error(self) -> float:
+        return max(abs(e) for e in self.errors)
+
+    @property
+    def theoretical_mape(self) -> float:
+        return mape([r["theoretical_ms"] / r["measured_ms"] - 1 for r in self.rows])
+
+
+def mape(errors: Sequence[float]) -> float:
+    """Mean absolute relative error, as a fraction."""
+    return math.fsum(abs(e) for e in errors) / len(errors)
+
+
+def _profile(values: Mapping[str, float], gpu: str, name: str, source: str) -> Profile:
+    return Profile.model_validate(
+        {"name": name, "gpu": gpu, "source": source, **{k: float(values[k]) for k in PARAMETERS}}
+    )
+
+
+def predict(rows: Sequence[StepRow], model: ModelSpec, gpu: GpuSpec, profile: Profile) -> list[float]:
+    """Predicted seconds for every observation of `rows` (chunked rows give two)."""
+    return [float(v) for v in Predictor(rows)(model, gpu, profile)]
+
+
+def check_model_matches(meas: Measurements, model: ModelSpec, field: str = "model") -> None:
+    """The info row (if any) says which model shape was timed; refuse a different model."""
+    info = meas.info
+    kv = info.get("kv_bytes_per_token")
+    params = info.get("params")
+    mine_kv = model.kv_bytes_per_token("bf16")
+    if kv is not None and int(kv) != mine_kv:
+        raise InvalidInput(
+            field,
+            f"{meas.source} was measured on a model with {int(kv):,} KV bytes per token; "
+            f"{model.name} has {mine_kv:,} (pass the model that was timed)",
+        )
+    if params is not None and abs(float(params) / model.total_params - 1) > 0.01:
+        raise InvalidInput(
+            field,
+            f"{meas.source} was measured on a model of {float(params) / 1e9:.3g}e9 parameters; "
+            f"{model.name} has {model.total_params / 1e9:.3g}e9 (pass the model that was timed)",
+        )
+
+
+# GPU model names as they appear in a catalog name or a driver's device string ("NVIDIA H100 80GB
+# HBM3", "NVIDIA A100-SXM4-80GB", "AMD Instinct MI300X"), longest first so "h200" is not "h20".
+_GPU_MODEL = re.compile(
+    r"(?<![a-z0-9])(gh200|gb200|mi300x|mi325x|mi300a|h200|h100|h800|h20|b200|b300|a100|a800|a10g|a10|a30|"
+    r"l40s|l40|l4|v100|t4)(?![a-z0-9])"
+)
+
+
+def _gpu_model(text: str) -> str | None:
+    m = _GPU_MODEL.search(text.lower().replace("_", " ").replace("-", " "))
+    return m.group(1) if m else None
+
+
+def check_gpu_matches(meas: Measurements, gpu: GpuSpec, field: str = "gpu") -> None:
+    """The info row's `gpu` (a catalog name) or `device` (the driver's name for the card, as
+    tools/measure_steps.py records it) must be the GPU the profile is fitted for: the same GPU
+    model, and the same form factor where the device says it (an H100 PCIe is not an SXM)."""
+    named = meas.info.get("gpu")
+    if named is not None and str(named).lower() != gpu.name:
+        raise InvalidInput(field, f"{meas.source} was measured on {named}, not {gpu.name}")
+    device = meas.info.get("device")
+    if device is None:
+        return
+    mine = _gpu_model(gpu.name)
+    theirs = _gpu_model(str(device))
+    pcie = "pcie" in str(device).lower()
+    if theirs is not None and mine is not None and (theirs != mine or pcie != ("pcie" in gpu.name)):
+        raise InvalidInput(
+            field,
+            f"{meas.source} was measured on a {device}, not a {gpu.display_name} ({gpu.name}); "
+            "pass the GPU the rows were timed on",
+        )
+
+
+def fit_profile(
+    meas: Measurements,
+    model: ModelSpec,
+    gpu: GpuSpec,
+    *,
+    name: str | None = None,
+    fixed: Mapping[str, float] | None = None,
+    field: str = "measurements",
+    source_label: str | None = None,
+    force: bool = False,
+) -> Calibration:
+    """Least-squares fit of the profile's parameters to `meas` (relative residuals, bounded).
+    `fixed` holds parameters at given values instead of fitting them. Raises UnderdeterminedFit
+    naming every parameter the rows cannot pin, and (unless `force`) refuses a fit with a MAPE
+    over MAX_FIT_MAPE or every fitted parameter on a bound. Errors name `field` (the
+    measurements), `model`, `gpu` or `fix` (the held parameters)."""
+    from solvers.fit import least_squares_fit
+
+    if model.is_moe:
+        raise InvalidInput(
+            "model",
+            f"{model.name} is a mixture of experts; fit the GPU's profile on a dense model "
+            "(a profile describes the GPU and stack, and transfers to other models)",
+        )
+    check_model_matches(meas, model)
+    check_gpu_matches(meas, gpu)
+    fixed = dict(fixed or {})
+    for k, v in fixed.items():
+        if k not in PARAMETERS:
+            raise InvalidInput("fix", f"unknown parameter {k!r}; valid: {', '.join(PARAMETERS)}")
+        lo, hi = BOUNDS[k]
+        if not lo <= v <= hi or (k.startswith("eta_") and v <= 0):
+            raise InvalidInput(f"fix.{k}", f"must be in [{lo:g}, {hi:g}], got {v:g}")
+    free = [k for k in PARAMETERS if k not in fixed]
+    obs = observations(meas.rows)
+    measured = [o.measured_s for o in obs]
+    predictor = Predictor(meas.rows)
+    if len(obs) < len(free):
+        raise UnderdeterminedFit(
+            field,
+            f"{len(obs)} timings cannot pin {len(free)} parameters ({', '.join(free)}); "
+            "add rows or hold some fixed",
+            free,
+        )
+
+    def values(x: Sequence[float] | np.ndarray) -> dict[str, float]:
+        return {**fixed, **{k: float(v) for k, v in zip(free, x, strict=True)}}
+
+    trial = THEORETICAL.model_copy(update={"name": "fit", "gpu": gpu.name})
+
+    measured_arr = np.array(measured)
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        # model_copy skips validation: the solver keeps x within BOUNDS
+        return predictor(model, gpu, trial.model_copy(update=values(x))) / measured_arr - 1.0
+
+    result = least_squares_fit(
+        residuals,
+        free,
+        [[s[k] for k in free] for s in STARTS],
+        [BOUNDS[k][0] for k in free],
+        [BOUNDS[k][1] for k in free],
+        x_scale=[SCALES[k] for k in free],
+        noise_floor=NOISE_FLOOR,
+    )
+    bad = result.unidentifiable(MIN_INDEPENDENCE)
+    if bad:
+        raise UnderdeterminedFit(field, _underdetermined_message(bad, meas), [d.name for d in bad])
+    fitted = values(result.x)
+    err_pct = 100 * float(np.mean(np.abs(result.residuals)))
+    if not force:
+        _refuse_a_poor_fit(field, meas, err_pct / 100, {k: fitted[k] for k in free})
+    label = source_label or meas.source
+    source = (
+        f"Fitted by capplan calibrate: least squares on relative errors of {len(obs)} step timings "
+        f"({', '.join(sorted(meas.kinds()))}) of {model.name} on {gpu.name} from {label}"
+        + (f" ({meas.info['device']})" if "device" in meas.info else "")
+        + f"; MAPE {err_pct:.1f}%"
+        + (f"; held fixed: {', '.join(f'{k}={v:g}' for k, v in fixed.items())}" if fixed else "")
+        + "."
+    )
+    profile = _profile(fitted, gpu.name, name or f"{gpu.name}-calibrated", source)
+    pred = predictor(model, gpu, profile).tolist()
+    theo = predictor(model, gpu, THEORETICAL).tolist()
+    rows = [
+        {
+            "kind": o.row.kind,
+            "line": o.row.line,
+            "shape": o.row.shape(),
+            "quantity": o.quantity,
+            "measured_ms": m * 1e3,
+            "fitted_ms": p * 1e3,
+            "theoretical_ms": t * 1e3,
+            "error": p / m - 1.0,
+        }
+        for o, m, p, t in zip(obs, measured, pred, theo, strict=True)
+    ]
+    diag = {d.name: d for d in result.diagnostics}
+    params = [
+        ParameterReport(
+            name=k,
+            value=fitted[k],
+            fixed=k in fixed,
+            std_error=None if k in fixed else diag[k].std_error,
+            independence=None if k in fixed else diag[k].independence,
+            at_bound=False if k in fixed else diag[k].binding_bound,
+        )
+        for k in PARAMETERS
+    ]
+    return Calibration(
+        profile=profile,
+        model=model.name,
+        gpu=gpu.name,
+        source=meas.source,
+        rows=rows,
+        parameters=params,
+        ceilings=_ceilings(meas, gpu, profile),
+    )
+
+
+def on_bound(name: str, value: float) -> bool:
+    """Is a fitted value on (within 1e-6 of the span of) one of its BOUNDS?"""
+    lo, hi = BOUNDS[name]
+    return min(value - lo, hi - value) <= 1e-6 * (hi - lo)
+
+
+def _refuse_a_poor_fit(field: str, meas: Measurements, fit_mape: float, free: Mapping[str, float]) -> None:
+    if fit_mape > MAX_FIT_MAPE:
+        raise InvalidInput(
+            field,
+            f"the best fit misses the rows of {meas.source} by {100 * fit_mape:.1f}% on average "
+            f"(MAPE over {100 * MAX_FIT_MAPE:.0f}%): the cost model cannot describe these timings "
+            "(another model or GPU, milliseconds vs seconds, a disturbed run?); check them, or force "
+            "the fit to keep it anyway",
+        )
+    if free and all(on_bound(k, v) for k, v in free.items()):
+        where = ", ".join(f"{k}={v:g}" for k, v in free.items())
+        raise InvalidInput(
+            field,
+            f"every fitted parameter sits on a bound ({where}): the bounds chose them, not the rows "
+            f"of {meas.source}; check the timings, or force the fit to keep it anyway",
+        )
+
+
+def _underdetermined_message(bad: Sequence[Any], meas: Measurements) -> str:
+    parts = []
+    for d in bad:
+        if d.sensitivity == 0.0 or d.most_aligned is None:
+            why = "no row's fitted time depends on it"
+        else:
+            why = (
+                f"its effect cannot be separated from {d.most_aligned}'s (independence {d.independence:.2g})"
+            )
+        parts.append(f"{d.name}: {why}; {HINTS[d.name]}")
+    kinds = ", ".join(sorted(meas.kinds()))
+    names = ", ".join(d.name for d in bad)
+    return (
+        f"underdetermined fit: the rows ({kinds}) cannot pin {names}. "
+        + " | ".join(parts)
+        + " | or hold it fixed at a value (fix NAME=VALUE)"
+    )
+
+
+def _ceilings(meas: Measurements, gpu: GpuSpec, profile: Profile) -> dict[str, dict[str, float]]:
+    """Measured peaks as fractions of the datasheet, beside the fitted efficiencies they cap."""
+    out: dict[str, dict[str, float]] = {}
+    if "d2d_copy_TBps" in meas.ceilings:
+        v = meas.ceilings["d2d_copy_TBps"] * CEILINGS["d2d_copy_TBps"]
+        out["d2d_copy_TBps"] = {
+            "value": meas.ceilings["d2d_copy_TBps"],
+            "fraction_of_datasheet": v / gpu.bandwidth,
+            "fitted_eta": profile.eta_bandwidth,
+        }
+    if "bf16_gemm_TFLOPs" in meas.ceilings:
+        v = meas.ceilings["bf16_gemm_TFLOPs"] * CEILINGS["bf16_gemm_TFLOPs"]
+        out["bf16_gemm_TFLOPs"] = {
+            "value": meas.ceilings["bf16_gemm_TFLOPs"],
+            "fraction_of_datasheet": v / gpu.matmul_flops("bf16"),
+            "fitted_eta": profile.eta_matmul,
+        }
+    return out
