@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, Literal, Union, get_args, get_origin
 
-from google.protobuf import json_format
 from google.protobuf.descriptor import Descriptor, EnumDescriptor, FieldDescriptor
 from google.protobuf.message import Message
 from pydantic import BaseModel
@@ -175,10 +174,7 @@ def _enum_words(enum: EnumDescriptor) -> list[str]:
 def _fill(msg: Message, data: Any, path: str) -> None:
     desc = msg.DESCRIPTOR
     if desc.full_name == _VALUE:
-        try:
-            json_format.ParseDict(data, msg)
-        except (json_format.ParseError, TypeError, ValueError) as exc:
-            raise InvalidInput(path, f"not a JSON value: {exc}") from None
+        _set_value(msg, data, path)
         return
     data = _shorthand(desc, data)
     if not isinstance(data, Mapping):
@@ -222,6 +218,48 @@ def _fill(msg: Message, data: Any, path: str) -> None:
             setattr(msg, key, _scalar(fd, value, p))
 
 
+def _set_value(msg: Any, data: Any, path: str, depth: int = 0) -> None:
+    """A google.protobuf.Value from a JSON-like value (numbers as they are, infinities included:
+    validation, not the conversion, refuses them)."""
+    if depth > 32:
+        raise InvalidInput(path, "nested too deeply")
+    if data is None:
+        msg.null_value = 0
+    elif isinstance(data, bool):
+        msg.bool_value = data
+    elif isinstance(data, int | float):
+        msg.number_value = float(data)
+    elif isinstance(data, str):
+        msg.string_value = data
+    elif isinstance(data, Mapping):
+        for k, v in data.items():
+            _set_value(msg.struct_value.fields[str(k)], v, _join(path, str(k)), depth + 1)
+        msg.struct_value.SetInParent()
+    elif isinstance(data, Sequence) and not isinstance(data, bytes):
+        msg.list_value.SetInParent()
+        for i, v in enumerate(data):
+            _set_value(msg.list_value.values.add(), v, f"{path}[{i}]", depth + 1)
+    else:
+        raise InvalidInput(path, f"expected a number, a string or null, got {type(data).__name__}")
+
+
+def _value_to_python(v: Any, depth: int = 0) -> Any:
+    kind = v.WhichOneof("kind")
+    if kind == "number_value":
+        return v.number_value
+    if kind == "string_value":
+        return v.string_value
+    if kind == "bool_value":
+        return v.bool_value
+    if depth > 32:  # deeper than any field takes: let validation refuse a placeholder
+        return []
+    if kind == "struct_value":
+        return {k: _value_to_python(x, depth + 1) for k, x in v.struct_value.fields.items()}
+    if kind == "list_value":
+        return [_value_to_python(x, depth + 1) for x in v.list_value.values]
+    return None
+
+
 def to_message(data: Any, cls: type[Message], path: str = "") -> Message:
     """A message from a YAML-like mapping (or a report's `model_dump(mode="json")`); a key, type
     or word the message does not have is an InvalidInput naming its dotted path."""
@@ -236,7 +274,7 @@ def to_message(data: Any, cls: type[Message], path: str = "") -> Message:
 def _value_of(fd: FieldDescriptor, v: Any, complete: bool) -> Any:
     if fd.message_type is not None:
         if fd.message_type.full_name == _VALUE:
-            return json_format.MessageToDict(v)
+            return _value_to_python(v)
         return to_mapping(v, complete=complete)
     if fd.enum_type is not None:
         if v == 0:
