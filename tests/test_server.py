@@ -477,3 +477,26 @@ def test_cheap_calls_overtake_queued_plans() -> None:
         evaluate.result()
         assert done == ["Evaluate", "Plan"]  # queued after the plan, run before it
         channel.close()
+
+
+def test_no_plan_within_a_deadline_cut_limit_is_deadline_exceeded(monkeypatch: pytest.MonkeyPatch) -> None:
+    from planner.server import jobs
+
+    real = api.plan(CHAT_PLAN, workers=1)
+    asked: list[float] = []
+
+    def no_solution(request: dict[str, Any], **_: Any) -> Any:  # what the solver says when time runs out
+        asked.append(request.get("solver", {}).get("time_limit_s", jobs.DEFAULT_SOLVER_TIME_LIMIT_S))
+        return real.model_copy(update={"status": "NO_SOLUTION"})
+
+    monkeypatch.setattr(api, "plan", no_solution)
+    result = jobs.run_job("Plan", dict(CHAT_PLAN), {}, time.time() + 4.0)
+    assert result["error"]["kind"] == "deadline" and asked[-1] <= 3.0  # 75% of the 4 s left
+    # the caller's own time limit (no deadline cut it): NO_SOLUTION is the answer
+    result = jobs.run_job("Plan", dict(CHAT_PLAN), {}, None)
+    assert "response" in result and asked[-1] == jobs.DEFAULT_SOLVER_TIME_LIMIT_S
+    # a deadline that leaves more than the limit asked for does not cut it
+    result = jobs.run_job("Plan", {**CHAT_PLAN, "solver": {"time_limit_s": 1}}, {}, time.time() + 60)
+    assert "response" in result and asked[-1] == 1
+    # queued past its deadline: not started
+    assert jobs.run_job("Plan", dict(CHAT_PLAN), {}, time.time() - 1)["error"]["kind"] == "deadline"
