@@ -4,12 +4,14 @@ disaggregated, replicas per bucket, the exact `vllm serve` flags, the cost and t
 
 The file is a PlanRequest (planner/plan/request.py, docs/plan.md, examples/chat.yaml). Flags
 override the file's SLOs; `planner.api.plan` answers. `--json` prints the PlanReport; `--verify`
-adds a simulation of the peak bucket.
+adds a simulation of the peak bucket; `--emit vllm-args|k8s` prints what a pipeline applies
+(planner/export.py, docs/report.md).
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +43,12 @@ def register(sub: Any) -> None:
     )
     c.add_profile_flag(p, "auto")
     c.add_json_flag(p)
+    p.add_argument(
+        "--emit",
+        choices=("vllm-args", "k8s"),
+        help="instead of the summary: the `vllm serve` line per deployment, or Kubernetes manifests "
+        "(Deployment + Service each) for the vLLM servers",
+    )
     p.set_defaults(handler=_plan)
 
 
@@ -80,6 +88,14 @@ def _plan(args: argparse.Namespace) -> None:
             report = _remote_plan(args.server, data, Path(args.file).parent, args.verify)
         else:
             report = api.plan(data, base_dir=Path(args.file).parent, verify=args.verify, workers=workers)
+    if args.emit is not None:
+        from planner.errors import InvalidInput
+        from planner.export import emit
+
+        if args.json:
+            raise InvalidInput("--emit", "prints manifests or command lines, not JSON: drop --json")
+        sys.stdout.write(emit(report, args.emit))
+        return
     c.emit(report, args.json, render)
 
 

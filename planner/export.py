@@ -1,0 +1,372 @@
+"""A plan as something a deployment pipeline applies (`capplan plan FILE --emit ...`): the exact
+`vllm serve` command lines, or Kubernetes manifests for the vLLM servers. Both take the flags
+from the plan's `vllm_args` untouched, so what runs is the operating point the plan modelled.
+
+    from planner import api, export
+    report = api.plan(request)
+    print(export.vllm_commands(report))        # one `vllm serve` line per deployment
+    print(export.k8s_yaml(report))             # Deployment + Service per deployment
+
+The manifests pin vLLM's image (VLLM_IMAGE), ask `nvidia.com/gpu` = tensor_parallel_size per pod
+(NVIDIA's device plugin), place pods on the catalog GPU through GPU Feature Discovery's
+`nvidia.com/gpu.product` label, probe vLLM's `/health`, mount a memory-backed /dev/shm (NCCL
+between tensor-parallel workers), and carry the plan's metrics to watch as annotations.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Literal
+
+import yaml
+
+from planner.errors import Infeasible, InvalidInput
+
+if TYPE_CHECKING:
+    from planner.plan import PlanReport
+    from planner.plan.report import PlanDeployment
+
+__all__ = [
+    "GPU_PRODUCT_LABELS",
+    "VLLM_IMAGE",
+    "VLLM_PORT",
+    "Emit",
+    "emit",
+    "k8s_manifests",
+    "k8s_yaml",
+    "vllm_commands",
+]
+
+Emit = Literal["vllm-args", "k8s"]
+
+# The vLLM release the shipped calibrated profiles were measured on (docs/calibration.md: vLLM
+# 0.11.0), which serves every flag a plan emits and the metrics annotated below
+# (`vllm:inter_token_latency_seconds` is new in 0.11). Docker Hub: vllm/vllm-openai:v0.11.0.
+VLLM_IMAGE = "vllm/vllm-openai:v0.11.0"
+VLLM_PORT = 8000  # `vllm serve`'s default --port
+# NixlConnector's handshake port (VLLM_NIXL_SIDE_CHANNEL_PORT, default 5600): vLLM's
+# docs/features/nixl_connector_usage.md, "Environment Variables".
+NIXL_SIDE_CHANNEL_PORT = 5600
+SHM_SIZE_LIMIT = "2Gi"
+DISAGGREGATED_NOTE = (
+    "# prefill/decode pools: --kv-transfer-config is the plan's NixlConnector JSON. vLLM's NixlConnector\n"
+    "# usage guide (docs/features/nixl_connector_usage.md) names kv_role kv_producer for prefill and\n"
+    "# kv_consumer for decode instances, kv_both for either, and says NixlConnector does not act on it:\n"
+    "# a proxy in front (its toy_proxy_server.py, or a P/D router) picks the prefill pod, then the decode\n"
+    "# pod, which pulls the KV cache over NIXL (VLLM_NIXL_SIDE_CHANNEL_HOST/PORT set below). The image\n"
+    "# needs NIXL: vLLM's Dockerfile installs it with --build-arg INSTALL_KV_CONNECTORS=true.\n"
+)
+
+# `nvidia.com/gpu.product` as NVIDIA GPU Feature Discovery sets it: the name nvidia-smi reports,
+# spaces replaced by dashes (a MIG or shared GPU gets a suffix and is not matched). Values as
+# found on clusters running these GPUs; a cluster that labels differently needs its own value.
+GPU_PRODUCT_LABELS: Mapping[str, tuple[str, ...]] = {
+    "a100-80gb-sxm": ("NVIDIA-A100-SXM4-80GB",),
+    "b200": ("NVIDIA-B200",),
+    "h100-pcie": ("NVIDIA-H100-PCIe",),
+    "h100-sxm": ("NVIDIA-H100-80GB-HBM3",),
+    "h200-sxm": ("NVIDIA-H200",),
+    "l40s": ("NVIDIA-L40S",),
+}
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+GPU_RESOURCE = "nvidia.com/gpu"
+ANNOTATION_PREFIX = "capplan/"
+MAX_NAME = 63  # a Service name is a DNS-1035 label
+
+
+def _deployments(report: PlanReport) -> list[PlanDeployment]:
+    if not report.deployments:
+        why = report.infeasibility.reason if report.infeasibility is not None else "no deployment"
+        raise Infeasible(f"the plan is {report.status}: {why}; nothing to emit")
+    return list(report.deployments)
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _replicas_text(reps: list[int]) -> str:
+    lo, hi = min(reps), max(reps)
+    return str(hi) if lo == hi else f"{lo}-{hi} over {len(reps)} buckets"
+
+
+def vllm_command(model: str, dep: PlanDeployment) -> list[str]:
+    """`vllm serve MODEL` and the plan's flags, exactly."""
+    return ["vllm", "serve", model, *dep.vllm_args]
+
+
+def vllm_commands(report: PlanReport) -> str:
+    """One shell line per deployment (shlex-quoted), each after a comment naming its role, GPU
+    and replicas at the peak."""
+    lines = []
+    for dep in _deployments(report):
+        lines.append(
+            f"# {dep.role}: {_plural(dep.replicas_peak, 'replica')} at the peak on {dep.gpu} x TP"
+            f"{dep.tensor_parallel_size} (replicas by bucket: {_replicas_text(dep.replicas_by_bucket)})"
+        )
+        lines.append(shlex.join(vllm_command(report.model, dep)))
+    return "\n".join(lines) + "\n"
+
+
+# --- Kubernetes ----------------------------------------------------------------------------------
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def _names(report: PlanReport) -> list[str]:
+    """`vllm-<model>-<role>-<gpu>-tp<n>`, a DNS-1035 label (63 chars; the model part shortened
+    first), with the configuration appended where two deployments would share a name."""
+    deps = report.deployments
+    model = _slug(report.model.rsplit("/", 1)[-1]) or "model"
+    tails = [f"{d.role}-{_slug(d.gpu)}-tp{d.tensor_parallel_size}" for d in deps]
+    if len(set(tails)) < len(tails):
+        tails = [
+            f"{t}-b{d.max_num_batched_tokens}-s{d.max_num_seqs}" for t, d in zip(tails, deps, strict=True)
+        ]
+    out = []
+    for tail in tails:
+        room = MAX_NAME - len("vllm--") - len(tail)
+        head = model[: max(room, 0)].strip("-")
+        name = f"vllm-{head}-{tail}" if head else f"vllm-{tail}"
+        out.append(name[:MAX_NAME].rstrip("-"))
+    return out
+
+
+def _gpu_products(gpu: str) -> list[str]:
+    from planner.catalog.gpus import get_gpu
+
+    spec = get_gpu(gpu, "deployments.gpu")
+    if spec.vendor != "nvidia" or gpu not in GPU_PRODUCT_LABELS:
+        raise InvalidInput(
+            "--emit",
+            f"k8s manifests request {GPU_RESOURCE} (NVIDIA's device plugin); {gpu} ({spec.display_name}) "
+            "has no such resource: use --emit vllm-args",
+        )
+    return list(GPU_PRODUCT_LABELS[gpu])
+
+
+def _num(x: float) -> float:
+    """Six significant digits: annotations are read by people and alert rules, not recomputed."""
+    return float(f"{x:.6g}")
+
+
+def _json(value: Mapping[str, Any]) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def _p99_alert(metric: str, name: str, slo_s: float) -> str:
+    """PromQL: the pods' p99 over 5 minutes above the target. The `pod` label is the one a
+    PodMonitor (or the usual kubernetes_sd relabelling) attaches."""
+    return (
+        f'histogram_quantile(0.99, sum by (le) (rate({metric}_bucket{{pod=~"{name}-.*"}}[5m]))) > {slo_s:g}'
+    )
+
+
+def _annotations(report: PlanReport, dep: PlanDeployment, name: str) -> dict[str, str]:
+    """What the plan expects of this deployment at its peak, next to the vLLM metric that shows it
+    (docs/report.md lists them): TTFT/ITL histograms with the SLO and the predicted p50/p99,
+    KV-cache use, running and waiting requests."""
+    slo, at = report.slo, dep.at_peak
+    plan = {
+        "model": report.model,
+        "role": dep.role,
+        "gpu": dep.gpu,
+        "tensor_parallel_size": dep.tensor_parallel_size,
+        "replicas_peak": dep.replicas_peak,
+        "replicas_by_bucket": dep.replicas_by_bucket,
+        "requests_per_s_per_replica_capacity": _num(dep.requests_per_s_per_replica),
+        "binding_limit": dep.binding_limit,
+        "usd_per_gpu_hour": _num(dep.usd_per_gpu_hour),
+        "plan_status": report.status,
+    }
+    out = {ANNOTATION_PREFIX + "plan": _json(plan)}
+    watch: dict[str, dict[str, Any]] = {}
+    hist = (
+        ("ttft", "vllm:time_to_first_token_seconds", slo.ttft_p99_ms, "decode"),
+        ("itl", "vllm:inter_token_latency_seconds", slo.itl_p99_ms, "prefill"),
+    )
+    for key, metric, target_ms, skip_role in hist:
+        if dep.role == skip_role:
+            continue  # a prefill pool emits no ITL; a decode pool's TTFT is not the user's
+        p50 = None if at is None else getattr(at, f"{key}_p50_ms")
+        p99 = None if at is None else getattr(at, f"{key}_p99_ms")
+        entry: dict[str, Any] = {"metric": metric, "type": "histogram"}
+        if target_ms is not None:
+            entry["slo_p99_s"] = _num(target_ms / 1e3)
+            entry["alert_promql"] = _p99_alert(metric, name, entry["slo_p99_s"])
+        if p50 is not None:
+            entry["predicted_p50_s"] = _num(p50 / 1e3)
+        if p99 is not None:
+            entry["predicted_p99_s"] = _num(p99 / 1e3)
+        watch[key] = entry
+    kv: dict[str, Any] = {"metric": "vllm:kv_cache_usage_perc", "type": "gauge", "unit": "fraction"}
+    if at is not None and at.kv_cache_usage is not None:
+        kv["predicted_at_peak"] = _num(at.kv_cache_usage)
+    if at is not None and at.preemption_risk is not None:
+        kv["predicted_preemption_risk"] = _num(at.preemption_risk)
+    watch["kv-cache-usage"] = kv
+    running: dict[str, Any] = {
+        "metric": "vllm:num_requests_running",
+        "type": "gauge",
+        "max_num_seqs": dep.max_num_seqs,
+    }
+    if at is not None and at.running_requests is not None:
+        running["predicted_at_peak"] = _num(at.running_requests)
+    watch["num-requests-running"] = running
+    waiting: dict[str, Any] = {
+        "metric": "vllm:num_requests_waiting",
+        "type": "gauge",
+        "meaning": "a queue that stays above zero means more than the planned load per replica",
+        "requests_per_s_per_replica_capacity": _num(dep.requests_per_s_per_replica),
+    }
+    if at is not None:
+        waiting["requests_per_s_per_replica_at_peak"] = _num(at.requests_per_s_per_replica)
+    watch["num-requests-waiting"] = waiting
+    for key, entry in watch.items():
+        out[f"{ANNOTATION_PREFIX}watch.{key}"] = _json(entry)
+    return out
+
+
+def _container(report: PlanReport, dep: PlanDeployment, image: str) -> dict[str, Any]:
+    gpus = dep.tensor_parallel_size
+    health = {"path": "/health", "port": "http"}
+    ports: list[dict[str, Any]] = [{"name": "http", "containerPort": VLLM_PORT, "protocol": "TCP"}]
+    env: list[dict[str, Any]] = [
+        {
+            "name": "HF_TOKEN",
+            "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token", "optional": True}},
+        }
+    ]
+    if dep.role != "colocated":
+        # NixlConnector: the decode pod reads the prompt's KV blocks from the prefill pod that
+        # computed them, after a handshake on this host and port (vLLM's NixlConnector usage guide).
+        ports.append({"name": "nixl", "containerPort": NIXL_SIDE_CHANNEL_PORT, "protocol": "TCP"})
+        env += [
+            {"name": "VLLM_NIXL_SIDE_CHANNEL_HOST", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+            {"name": "VLLM_NIXL_SIDE_CHANNEL_PORT", "value": str(NIXL_SIDE_CHANNEL_PORT)},
+        ]
+    return {
+        "name": "vllm",
+        "image": image,
+        "command": ["vllm", "serve", report.model],
+        "args": list(dep.vllm_args),
+        "ports": ports,
+        "env": env,
+        "resources": {"limits": {GPU_RESOURCE: gpus}, "requests": {GPU_RESOURCE: gpus}},
+        # Loading (and downloading) weights takes minutes: the startup probe holds the others off.
+        "startupProbe": {"httpGet": health, "periodSeconds": 10, "failureThreshold": 180},
+        "readinessProbe": {"httpGet": health, "periodSeconds": 5, "failureThreshold": 3},
+        "livenessProbe": {"httpGet": health, "periodSeconds": 15, "failureThreshold": 4},
+        "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
+    }
+
+
+def _deployment(
+    report: PlanReport, dep: PlanDeployment, name: str, image: str, labels: dict[str, str]
+) -> dict[str, Any]:
+    products = _gpu_products(dep.gpu)
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": GPU_PRODUCT_LABEL, "operator": "In", "values": products}]}
+                ]
+            }
+        }
+    }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "labels": labels, "annotations": _annotations(report, dep, name)},
+        "spec": {
+            "replicas": dep.replicas_peak,
+            "selector": {"matchLabels": {"app.kubernetes.io/instance": name}},
+            # A new pod comes up before an old one goes: the planned capacity holds during a
+            # rollout (it needs one replica's GPUs spare).
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
+            "template": {
+                "metadata": {
+                    "labels": labels,
+                    "annotations": {
+                        "prometheus.io/scrape": "true",
+                        "prometheus.io/port": str(VLLM_PORT),
+                        "prometheus.io/path": "/metrics",
+                    },
+                },
+                "spec": {
+                    "affinity": affinity,
+                    "tolerations": [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}],
+                    "containers": [_container(report, dep, image)],
+                    # NCCL between tensor-parallel workers uses shared memory; a container's
+                    # default /dev/shm is 64 MiB.
+                    "volumes": [
+                        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": SHM_SIZE_LIMIT}}
+                    ],
+                },
+            },
+        },
+    }
+
+
+def _service(name: str, labels: dict[str, str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {
+            "type": "ClusterIP",
+            "selector": {"app.kubernetes.io/instance": name},
+            "ports": [{"name": "http", "port": VLLM_PORT, "targetPort": "http", "protocol": "TCP"}],
+        },
+    }
+
+
+def k8s_manifests(report: PlanReport, *, image: str = VLLM_IMAGE) -> list[dict[str, Any]]:
+    """A Deployment and a Service per plan deployment, in the plan's order. Disaggregated plans
+    get prefill and decode Deployments whose flags carry the plan's `--kv-transfer-config`; the
+    router that sends each request to a prefill and then a decode pod is not part of them."""
+    deps = _deployments(report)
+    model = _slug(report.model.rsplit("/", 1)[-1])[:MAX_NAME].strip("-") or "model"
+    docs: list[dict[str, Any]] = []
+    for dep, name in zip(deps, _names(report), strict=True):
+        labels = {
+            "app.kubernetes.io/name": "vllm",
+            "app.kubernetes.io/instance": name,
+            "app.kubernetes.io/component": dep.role,
+            "app.kubernetes.io/part-of": model,
+            "app.kubernetes.io/managed-by": "capplan",
+        }
+        docs += [_deployment(report, dep, name, image, labels), _service(name, labels)]
+    return docs
+
+
+class _Dumper(yaml.SafeDumper):
+    """Plain YAML: no `&id001` anchors for the labels and probes the documents repeat."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def k8s_yaml(report: PlanReport, *, image: str = VLLM_IMAGE) -> str:
+    """The manifests as one multi-document YAML stream (`kubectl apply -f -`)."""
+    header = (
+        f"# capplan plan for {report.model}: {report.status}, {_plural(report.gpu_count_peak, 'GPU')} at the peak"
+        + ("" if report.usd_per_month is None else f", ${report.usd_per_month:,.0f}/month")
+        + f"\n# image {image}; container args exactly the plan's vllm_args (docs/report.md)\n"
+    )
+    if any(d.role != "colocated" for d in report.deployments):
+        header += DISAGGREGATED_NOTE
+    docs = k8s_manifests(report, image=image)
+    body = "---\n".join(yaml.dump(d, Dumper=_Dumper, sort_keys=False, width=2**16) for d in docs)
+    return header + "---\n" + body
+
+
+def emit(report: PlanReport, kind: Emit) -> str:
+    if kind == "vllm-args":
+        return vllm_commands(report)
+    return k8s_yaml(report)
