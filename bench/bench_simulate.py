@@ -25,15 +25,27 @@ requests per wall-clock second (median of 3 runs).
     python bench/bench_simulate.py [--requests 100000] [--rate 24.0] [--runs 3] [--no-fast-forward]
 
 Target: 100,000 requests in under 10 s on one core.
+
+`--example FILE` (e.g. examples/chat-qwen3-8b-h100.yaml): the file's deployment (default
+profile) serving `--requests` requests sampled lazily from its workload (a RequestStream: the
+simulator holds a chunk of input at a time), the memory check of issue 8:
+
+    python3 bench/bench_simulate.py --example examples/chat-qwen3-8b-h100.yaml --requests 1000000 --runs 1
+
+Every mode prints the wall time of each run and the process's peak RSS (getrusage ru_maxrss,
+imports and the cost model included).
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import resource
 import statistics
+import sys
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import numpy as np
 
@@ -109,8 +121,45 @@ def report(requests: int, walls: list[float], result: SimResult) -> None:
     )
     wall = statistics.median(walls)
     print(f"wall runs: {', '.join(f'{w:.2f}s' for w in walls)}")
+    print(f"peak RSS: {peak_rss_mib():,.0f} MiB (whole process)")
     print(f"simulated requests per second: {requests / wall:,.0f} (median of {len(walls)})")
     print(f"target: {requests:,} requests in under 10 s:", "met" if wall < 10.0 else "NOT met")
+
+
+def peak_rss_mib() -> float:
+    """Peak resident set size of this process so far (Linux reports KiB, macOS bytes)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / (2**20 if sys.platform == "darwin" else 2**10)
+
+
+def example_mode(args: argparse.Namespace) -> None:
+    import yaml
+
+    from planner.deployment import Deployment
+    from planner.simulate.run import run, workload_stream
+    from planner.workload import Workload
+
+    data = yaml.safe_load(Path(args.example).read_text())
+    resolved = Deployment.from_mapping(data["deployment"], "deployment").resolve()
+    wl = Workload.from_mapping(data["workload"], "workload")
+    print(
+        f"{args.example}: requests={args.requests:,} (sampled lazily, seed {args.seed}) "
+        f"rate={wl.arrivals.mean_requests_per_s:g}/s {resolved.model.name} on {resolved.gpu.name} "
+        f"x{resolved.replicas} budget={resolved.max_num_batched_tokens} kv_blocks={resolved.kv.kv_cache_blocks}"
+    )
+    print(f"peak RSS before simulating: {peak_rss_mib():,.0f} MiB")
+
+    def once() -> SimResult:
+        stream = workload_stream(wl, args.seed, count=args.requests)
+        return run(
+            resolved,
+            stream,
+            prefix_cache_hit_fraction=wl.prefix_cache_hit_fraction,
+            fast_forward=not args.no_fast_forward,
+        )
+
+    walls, result = timed_runs(once, args.runs)
+    report(args.requests, walls, result)
 
 
 def trace_mode(args: argparse.Namespace) -> None:
@@ -148,7 +197,11 @@ def main() -> None:
     ap.add_argument("--model", default="Qwen/Qwen3-8B")
     ap.add_argument("--gpu", default="h100-sxm")
     ap.add_argument("--max-num-batched-tokens", type=int, default=8192)
+    ap.add_argument("--example", help="an evaluate/simulate YAML: its deployment on requests sampled from it")
     args = ap.parse_args()
+    if args.example is not None:
+        example_mode(args)
+        return
     if args.trace is not None:
         trace_mode(args)
         return

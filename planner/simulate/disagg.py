@@ -26,18 +26,21 @@ import numpy as np
 
 from planner.costmodel.timer import StepTimer
 from planner.errors import InvalidInput
-from planner.simulate.config import SLO, EngineConfig
-from planner.simulate.engine import (
-    arrival_order,
+from planner.scheduler_config import SchedulerConfig
+from planner.simulate.metrics import MinuteAccumulator, MinuteTotals, SimResult
+from planner.simulate.pool import (
+    Feed,
     build_result,
     check_fits,
+    ordered_chunks,
     replica_stats,
     run_pool,
+    times_of,
 )
-from planner.simulate.metrics import MinuteAccumulator, SimResult
-from planner.simulate.requests import RequestsLike, as_request_arrays
+from planner.simulate.requests import RequestsLike, RequestStream, as_request_arrays
 from planner.simulate.router import Router, make_router
-from planner.simulate.scheduler import Engine, RequestTable, StepTrace
+from planner.simulate.scheduler import Engine, EventBudget, RequestTable, StepTrace
+from planner.slo import Slo
 
 
 def transfer_s_per_token(kv_bytes_per_token: float, link_bytes_per_s: float) -> float:
@@ -50,18 +53,18 @@ def transfer_s_per_token(kv_bytes_per_token: float, link_bytes_per_s: float) -> 
 
 
 def simulate_disaggregated(
-    requests: RequestsLike,
+    requests: RequestsLike | RequestStream,
     prefill_timer: StepTimer,
     decode_timer: StepTimer,
-    prefill_config: EngineConfig,
-    decode_config: EngineConfig,
+    prefill_config: SchedulerConfig,
+    decode_config: SchedulerConfig,
     *,
     prefill_replicas: int = 1,
     decode_replicas: int = 1,
     kv_transfer: float | Callable[[int], float] = 0.0,
     prefill_router: str | Router = "round_robin",
     decode_router: str | Router = "round_robin",
-    slo: SLO | None = None,
+    slo: Slo | None = None,
     fast_forward: bool = True,
     step_trace: list[StepTrace] | None = None,
 ) -> SimResult:
@@ -72,69 +75,91 @@ def simulate_disaggregated(
             raise InvalidInput(name, f"must be >= 1, got {v}")
     if not callable(kv_transfer) and not (math.isfinite(kv_transfer) and kv_transfer >= 0):
         raise InvalidInput("kv_transfer", f"must be >= 0 seconds per token, got {kv_transfer}")
-    reqs = as_request_arrays(requests)
+    reqs = requests.collect() if isinstance(requests, RequestStream) else as_request_arrays(requests)
     n = len(reqs)
-    prompt = [int(x) for x in reqs.prompt_tokens]
-    target = [int(x) for x in reqs.output_tokens]
-    check_fits(prompt, prompt, prefill_config, "requests")
-    check_fits(prompt, [p + o - 1 for p, o in zip(prompt, target, strict=True)], decode_config, "requests")
+    prompt = reqs.prompt_tokens
+    feed = Feed(reqs, prefill_config, lambda p, o: p)
+    check_fits(np.arange(n), prompt + reqs.output_tokens - 1, decode_config)
+    origin = feed.origin_s
+    budget = EventBudget()
+    totals = MinuteTotals(origin)
 
-    # Prefill pool.
-    order = arrival_order(reqs.arrival_s)
-    times = [float(reqs.arrival_s[i]) for i in order]
-    origin = times[0] if times else 0.0
-    p_table = RequestTable(prompt, [1] * n)
-    p_accs = [MinuteAccumulator(origin) for _ in range(prefill_replicas)]
+    # Prefill pool. A prefill replica's completion is the end of the prompt, not of the request:
+    # its completions are not counted.
+    p_table = RequestTable(n)
     p_engines = [
-        Engine(prefill_config, prefill_timer, p_table, p_accs[i], fast_forward, i, step_trace)
+        Engine(
+            prefill_config,
+            prefill_timer,
+            p_table,
+            MinuteAccumulator(origin),
+            fast_forward,
+            i,
+            step_trace,
+            budget,
+        )
         for i in range(prefill_replicas)
     ]
-    for a in times:
-        p_accs[0].arrivals[p_accs[0].bin(a)] += 1
-    run_pool(p_engines, make_router(prefill_router, "prefill_router"), order, times)
-    # A prefill replica's completion is the end of the prompt, not of the request.
-    for acc in p_accs:
-        acc.completions = [0] * len(acc.completions)
+
+    def prefill(rid: int, prompt: int, output: int, t: float) -> None:
+        p_table.add(rid, prompt, 1)
+
+    p_router = make_router(prefill_router, "prefill_router")
+    run_pool(p_engines, p_router, feed.chunks(p_table.grow), prefill, totals, completions=False)
 
     # Hand-off.
-    prefilled = np.asarray(p_table.finish, dtype=np.float64)
+    prefilled = times_of(p_table.finish)
     if callable(kv_transfer):
-        xfer = np.asarray([float(kv_transfer(p)) for p in prompt], dtype=np.float64)
+        xfer = np.asarray([float(kv_transfer(p)) for p in prompt.tolist()], dtype=np.float64)
         if n and not (np.all(np.isfinite(xfer)) and float(xfer.min()) >= 0.0):
             raise InvalidInput("kv_transfer", "the callable must return finite seconds >= 0")
     else:
-        xfer = np.asarray(prompt, dtype=np.float64) * float(kv_transfer)
+        xfer = prompt.astype(np.float64) * float(kv_transfer)
     handoff = prefilled + xfer
     first = handoff.copy()
     finish = np.full(n, math.nan)
     one = reqs.output_tokens <= 1
     finish[one] = handoff[one]
 
-    # Decode pool.
-    d_table = RequestTable(prompt, target)
-    for i in range(n):
-        d_table.comp[i] = prompt[i]
-        d_table.out[i] = 1
-        d_table.last_emit[i] = float(handoff[i])
-        d_table.first_token[i] = float(handoff[i])
-    d_order = [i for i in arrival_order(handoff) if not one[i]]
-    d_times = [float(handoff[i]) for i in d_order]
-    d_accs = [MinuteAccumulator(origin) for _ in range(decode_replicas)]
+    # Decode pool: requests arrive with their prompt computed and one token out.
+    d_table = RequestTable(n)
     d_engines = [
         Engine(
-            decode_config, decode_timer, d_table, d_accs[i], fast_forward, prefill_replicas + i, step_trace
+            decode_config,
+            decode_timer,
+            d_table,
+            MinuteAccumulator(origin),
+            fast_forward,
+            prefill_replicas + i,
+            step_trace,
+            budget,
         )
         for i in range(decode_replicas)
     ]
-    run_pool(d_engines, make_router(decode_router, "decode_router"), d_order, d_times)
-    decoded = np.asarray(d_table.finish, dtype=np.float64)
+
+    def decode(rid: int, prompt: int, output: int, t: float) -> None:
+        d_table.add(rid, prompt, output, prompt, 1, t)
+
+    d_order = np.argsort(handoff, kind="stable")
+    d_order = d_order[~one[d_order]]
+    d_chunks = ordered_chunks(d_order, handoff, prompt, reqs.output_tokens)
+    d_router = make_router(decode_router, "decode_router")
+    run_pool(d_engines, d_router, d_chunks, decode, totals, count_arrivals=False)
+    decoded = times_of(d_table.finish)
     finish[~one] = decoded[~one]
-    if one.any():
-        for t_one in finish[one]:
-            d_accs[0].completions[d_accs[0].bin(float(t_one))] += 1
+    for t_one in finish[one].tolist():
+        totals.count("completions", t_one)
 
     end = float(np.nanmax(finish)) - origin if n else 0.0
     stats = replica_stats("prefill", p_engines, end) + replica_stats("decode", d_engines, end)
     return build_result(
-        "disaggregated", reqs, first, finish, p_engines + d_engines, stats, p_accs + d_accs, origin, slo
+        "disaggregated",
+        reqs.arrival_s,
+        reqs.output_tokens,
+        first,
+        finish,
+        p_engines + d_engines,
+        stats,
+        totals,
+        slo,
     )

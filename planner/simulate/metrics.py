@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from planner.costmodel.timer import StepTimer
+from planner.errors import InvalidInput
 
 PERCENTILES = (50.0, 90.0, 99.0)
 MINUTE_S = 60.0
@@ -168,13 +169,14 @@ def itl_stats(recorders: Sequence[ItlRecorder]) -> LatencyStats:
     if not groups:
         by_rank = dict(zip(ranks, _order_stats(pv, pw, ranks), strict=True))
     else:
-        by_rank = _StretchSelect(pv, pw, groups).order_stats(ranks)
+        by_rank = _StretchSelect(pv, pw, groups, ranks).order_stats(ranks)
     pct = [_lerp(by_rank[lo], by_rank[hi], g) for lo, hi, g in plan]
     return LatencyStats(total, mean, pct[0], pct[1], pct[2], by_rank[total - 1])
 
 
 class _StretchSelect:
-    """Exact order statistics of points and stretches, evaluating few step times.
+    """Exact order statistics of points and stretches, evaluating few step times, in memory that
+    does not grow with the number of records.
 
     A stretch's step times never fall as its context grows (true of the roofline and of any
     calibrated profile), so a run of its steps [a, b) lies in [f(a), f(b - 1)]. Every stretch
@@ -186,37 +188,105 @@ class _StretchSelect:
     each), which narrows the brackets, until no piece straddles: then the order statistics of
     the pieces' lower bounds are exact. Step times are computed O(stretches near a statistic x
     log steps), never a stretch's every step.
+
+    The first brackets come from histograms of the bounds (`_BINS` geometric bins), built over
+    the records a chunk at a time; only pieces inside them are kept (the others are summed per
+    gap between brackets), so memory follows the pieces near the statistics.
     """
 
     _SPLIT = 4
     _EXPAND = 8  # pieces this short are expanded step by step
+    _BINS = 8192
+    _CHUNK = 1 << 18
 
-    def __init__(self, pv: FloatArray, pw: IntArray, groups: Sequence[ItlRecorder]) -> None:
+    def __init__(
+        self, pv: FloatArray, pw: IntArray, groups: Sequence[ItlRecorder], ranks: Sequence[int]
+    ) -> None:
         self.timers = [g.timer for g in groups]
-        gid = np.concatenate([np.full(len(g.s_k), i, dtype=np.int64) for i, g in enumerate(groups)])
-        n = np.concatenate([_i64(g.s_n) for g in groups])
-        ctx = np.concatenate([_i64(g.s_ctx) for g in groups])
-        k = np.concatenate([_i64(g.s_k) for g in groups])
-        first = np.concatenate([_f64(g.s_first) for g in groups])
-        tot = np.concatenate([_f64(g.s_total) for g in groups])
-        # Upper bound of each stretch's values (padded against rounding of the closed form).
-        hi = np.maximum(first, tot - (k - 1) * first) * (1.0 + 1e-9) + 1e-15
-        hi = np.where(k > 1, hi, first)
-        keep = pw > 0
-        m = int(keep.sum())
-        # Pieces: lower/upper bound, weight of each element, first/end step, stretch (-1: a point).
-        self.lo = np.concatenate([pv[keep], first])
-        self.hi = np.concatenate([pv[keep], hi])
-        self.w = np.concatenate([pw[keep], n])
-        self.a = np.zeros(m + k.size, dtype=np.int64)
-        self.b = np.concatenate([np.ones(m, dtype=np.int64), k])
-        self.sid = np.concatenate([np.full(m, -1, dtype=np.int64), np.arange(k.size, dtype=np.int64)])
-        self.s_gid, self.s_n, self.s_ctx = gid, n, ctx
         self._memo: dict[tuple[int, int, int], float] = {}
+        # Sources of pieces: (lower bounds, upper bounds, weight per element, steps, group, ctx).
+
+        def sources() -> Iterator[tuple[FloatArray, FloatArray, IntArray, IntArray, IntArray, IntArray]]:
+            return self._sources(pv, pw, groups)
+
+        vmin = min(float(lo.min()) for lo, *_ in sources())
+        vmax = max(float(hi.max()) for _, hi, *_ in sources())
+        if vmin > 0.0 and vmax > vmin:
+            edges = np.geomspace(vmin, vmax, self._BINS + 1)
+        else:
+            edges = np.linspace(vmin, max(vmax, vmin + 1.0), self._BINS + 1)
+        edges[0], edges[-1] = vmin, max(vmax, edges[-1])
+        h_lo = np.zeros(self._BINS)
+        h_hi = np.zeros(self._BINS)
+        for lo, hi, w, k, _, _ in sources():
+            weight = (w * k).astype(np.float64)
+            h_lo += np.bincount(self._bin(edges, lo), weights=weight, minlength=self._BINS)
+            h_hi += np.bincount(self._bin(edges, hi), weights=weight, minlength=self._BINS)
+        r = np.asarray(ranks, dtype=np.float64)
+        j_lo = np.searchsorted(np.cumsum(h_lo), r, side="right")
+        j_hi = np.searchsorted(np.cumsum(h_hi), r, side="right")
+        brackets = sorted(
+            (float(edges[min(a, self._BINS - 1)]), float(edges[min(b, self._BINS - 1) + 1]))
+            for a, b in zip(j_lo.tolist(), j_hi.tolist(), strict=True)
+        )
+        merged = _merge_intervals(brackets)
+        # Keep the pieces inside the brackets; sum the rest per gap (at a value of the gap).
+        keep: list[tuple[FloatArray, FloatArray, IntArray, IntArray, IntArray, IntArray]] = []
+        gap_vs: list[FloatArray] = []
+        gap_ws: list[IntArray] = []
+        for lo, hi, w, k, gid, ctx in sources():
+            inside = np.zeros(lo.shape, dtype=bool)
+            for a, b in merged:
+                inside |= (lo <= b) & (hi >= a)
+            keep.append((lo[inside], hi[inside], w[inside], k[inside], gid[inside], ctx[inside]))
+            if not inside.all():
+                v, gw = _gap_points(lo[~inside], (w * k)[~inside], merged)
+                gap_vs.append(v)
+                gap_ws.append(gw)
+        gap_v, gap_w = (
+            _gap_points(np.concatenate(gap_vs), np.concatenate(gap_ws), merged)
+            if gap_vs
+            else (np.empty(0), np.empty(0, dtype=np.int64))
+        )
+        gaps = gap_v.size
+        self.lo = np.concatenate([*(x[0] for x in keep), gap_v])
+        self.hi = np.concatenate([*(x[1] for x in keep), gap_v])
+        self.w = np.concatenate([*(x[2] for x in keep), gap_w])
+        self.b = np.concatenate([*(x[3] for x in keep), np.ones(gaps, dtype=np.int64)])
+        self.a = np.zeros(self.b.shape, dtype=np.int64)
+        self.gid = np.concatenate([*(x[4] for x in keep), np.full(gaps, -1, dtype=np.int64)])
+        self.ctx = np.concatenate([*(x[5] for x in keep), np.zeros(gaps, dtype=np.int64)])
+        # Upper bounds still the crude one from a stretch's total (not a computed step time).
+        self.crude = (self.gid >= 0) & (self.b > 1)
+
+    @staticmethod
+    def _bin(edges: FloatArray, v: FloatArray) -> npt.NDArray[np.intp]:
+        return np.clip(np.searchsorted(edges, v, side="right") - 1, 0, edges.size - 2)
+
+    def _sources(
+        self, pv: FloatArray, pw: IntArray, groups: Sequence[ItlRecorder]
+    ) -> Iterator[tuple[FloatArray, FloatArray, IntArray, IntArray, IntArray, IntArray]]:
+        c = self._CHUNK
+        keep = pw > 0
+        v, w = pv[keep], pw[keep]
+        for i in range(0, v.size, c):
+            m = v[i : i + c].size
+            one = np.ones(m, dtype=np.int64)
+            yield v[i : i + c], v[i : i + c], w[i : i + c], one, np.full(m, -1, dtype=np.int64), 0 * one
+        for g, rec in enumerate(groups):
+            n_all, ctx_all, k_all = _i64(rec.s_n), _i64(rec.s_ctx), _i64(rec.s_k)
+            first_all, tot_all = _f64(rec.s_first), _f64(rec.s_total)
+            for i in range(0, n_all.size, c):
+                n, k, first = n_all[i : i + c], k_all[i : i + c], first_all[i : i + c]
+                # Upper bound of each stretch's values (padded against rounding of the closed form).
+                hi = np.maximum(first, tot_all[i : i + c] - (k - 1) * first) * (1.0 + 1e-9) + 1e-15
+                hi = np.where(k > 1, hi, first)
+                yield first, hi, n, k, np.full(n.size, g, dtype=np.int64), ctx_all[i : i + c]
 
     def _f(self, s: int, j: int) -> float:
-        g, n = int(self.s_gid[s]), int(self.s_n[s])
-        key = (g, n, int(self.s_ctx[s]) + j * n)
+        """Step time of step j of the stretch that piece s belongs to."""
+        g, n = int(self.gid[s]), int(self.w[s])
+        key = (g, n, int(self.ctx[s]) + j * n)
         v = self._memo.get(key)
         if v is None:
             v = self.timers[g].step_time_s((), n, key[2])
@@ -229,62 +299,124 @@ class _StretchSelect:
             weight = self.w * size
             low = _order_stats(self.lo, weight, ranks)
             high = _order_stats(self.hi, weight, ranks)
+            merged = _merge_intervals(list(zip(low, high, strict=True)))
             inside = np.zeros(self.lo.shape, dtype=bool)
-            for lb, hb in zip(low, high, strict=True):
-                inside |= (self.lo <= hb) & (self.hi >= lb)
+            for a, b in merged:
+                inside |= (self.lo <= b) & (self.hi >= a)
             open_ = inside & (size > 1) & (self.lo < self.hi)
             if not open_.any():
                 return dict(zip(ranks, _order_stats(self.lo, weight, ranks), strict=True))
-            # Outside every bracket: a point (at its lower bound) of its whole weight.
-            out = ~inside
-            self.w = np.where(out, weight, self.w)
-            self.b = np.where(out, self.a + 1, self.b)
-            self.hi = np.where(out, self.lo, self.hi)
-            self.sid = np.where(out, -1, self.sid)
+            # Outside every bracket: summed into one point per gap between brackets.
+            gap_v, gap_w = _gap_points(self.lo[~inside], weight[~inside], merged)
+            n_gaps = gap_v.size
+            self.lo = np.concatenate([self.lo[inside], gap_v])
+            self.hi = np.concatenate([self.hi[inside], gap_v])
+            self.w = np.concatenate([self.w[inside], gap_w])
+            self.a = np.concatenate([self.a[inside], np.zeros(n_gaps, dtype=np.int64)])
+            self.b = np.concatenate([self.b[inside], np.ones(n_gaps, dtype=np.int64)])
+            self.gid = np.concatenate([self.gid[inside], np.full(n_gaps, -1, dtype=np.int64)])
+            self.ctx = np.concatenate([self.ctx[inside], np.zeros(n_gaps, dtype=np.int64)])
+            self.crude = np.concatenate([self.crude[inside], np.zeros(n_gaps, dtype=bool)])
+            open_ = np.concatenate([open_[inside], np.zeros(n_gaps, dtype=bool)])
+            crude = open_ & self.crude
+            if crude.any():
+                # A stretch's first upper bound comes from its total; its last step is exact.
+                for i in np.flatnonzero(crude).tolist():
+                    self.hi[i] = self._f(i, int(self.b[i]) - 1)
+                self.crude[crude] = False
+                continue
             self._split(np.flatnonzero(open_))
 
     def _split(self, idx: IntArray) -> None:
         los: list[float] = []
         his: list[float] = []
-        ws: list[int] = []
         as_: list[int] = []
         bs: list[int] = []
-        sids: list[int] = []
+        parent: list[int] = []
         for i in idx.tolist():
-            s, a, b, w = int(self.sid[i]), int(self.a[i]), int(self.b[i]), int(self.w[i])
+            a, b = int(self.a[i]), int(self.b[i])
             if b - a <= self._EXPAND:
                 cuts = list(range(a, b + 1))
             else:
                 step = (b - a) / self._SPLIT
                 cuts = [a + int(step * q) for q in range(self._SPLIT)] + [b]
-            vals = [float(self.lo[i])] + [self._f(s, c) for c in cuts[1:-1]]
-            last_hi = self._f(s, b - 1)
+            vals = [float(self.lo[i])] + [self._f(i, c) for c in cuts[1:-1]]
+            last_hi = self._f(i, b - 1)
             for q in range(len(cuts) - 1):
                 c0, c1 = cuts[q], cuts[q + 1]
                 lo_v = vals[q]
                 hi_v = lo_v if c1 - c0 == 1 else (vals[q + 1] if q + 1 < len(vals) else last_hi)
                 los.append(lo_v)
                 his.append(hi_v)
-                ws.append(w)
                 as_.append(c0)
                 bs.append(c1)
-                sids.append(s)
+                parent.append(i)
+        src = np.asarray(parent, dtype=np.int64)
         drop = np.ones(self.lo.shape, dtype=bool)
         drop[idx] = False
         self.lo = np.concatenate([self.lo[drop], np.asarray(los, dtype=np.float64)])
         self.hi = np.concatenate([self.hi[drop], np.asarray(his, dtype=np.float64)])
-        self.w = np.concatenate([self.w[drop], np.asarray(ws, dtype=np.int64)])
         self.a = np.concatenate([self.a[drop], np.asarray(as_, dtype=np.int64)])
         self.b = np.concatenate([self.b[drop], np.asarray(bs, dtype=np.int64)])
-        self.sid = np.concatenate([self.sid[drop], np.asarray(sids, dtype=np.int64)])
+        self.w = np.concatenate([self.w[drop], self.w[src]])
+        self.gid = np.concatenate([self.gid[drop], self.gid[src]])
+        self.ctx = np.concatenate([self.ctx[drop], self.ctx[src]])
+        self.crude = np.concatenate([self.crude[drop], np.zeros(src.size, dtype=bool)])
+
+
+def _merge_intervals(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Overlapping [a, b] intervals joined; sorted."""
+    out: list[tuple[float, float]] = []
+    for a, b in sorted(intervals):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+def _gap_points(
+    lo: FloatArray, weight: IntArray, merged: list[tuple[float, float]]
+) -> tuple[FloatArray, IntArray]:
+    """Pieces lying between brackets as one point per gap: the gap's total weight at the lowest
+    value in it (a value of that gap, so every bracketed statistic keeps its rank)."""
+    starts = np.asarray([a for a, _ in merged])
+    gap = np.searchsorted(starts, lo, side="right")
+    w = np.bincount(gap, weights=weight.astype(np.float64), minlength=starts.size + 1)
+    v = np.full(starts.size + 1, np.inf)
+    np.minimum.at(v, gap, lo)
+    keep = w > 0
+    return v[keep], np.rint(w[keep]).astype(np.int64)
 
 
 # --- per-minute series -------------------------------------------------------------------------
+# Simulated time is capped (first arrival to last event): past it the per-minute series alone
+# would outgrow memory, and no capacity question needs more than ~116 days of traffic.
+MAX_SIM_SPAN_S = 1e7
+
+
+def span_error(t_s: float) -> InvalidInput:
+    return InvalidInput(
+        "requests",
+        f"the simulation reaches {t_s:.4g} s after the first arrival, past the {MAX_SIM_SPAN_S:g} s "
+        "(~116 days) a simulation may cover: simulate fewer requests, a higher rate, or a "
+        "deployment that keeps up",
+    )
+
+
+_COLUMNS = ("arrivals", "completions", "running_area", "waiting_area", "output_tokens", "prefill_tokens")
+
+
 class MinuteAccumulator:
-    """Per-minute sums of one engine, minute 0 starting at `origin_s` (the first arrival)."""
+    """Per-minute sums of one engine, minute 0 starting at `origin_s` (the first arrival).
+
+    Only a window of minutes is held: `bin` returns an index into the lists relative to `base`
+    (the first minute still held), and `fold` moves finished minutes into the pool's
+    `MinuteTotals`, so memory does not grow with replicas x simulated minutes."""
 
     def __init__(self, origin_s: float) -> None:
         self.origin_s = origin_s
+        self.base = 0
         self._b = 0
         self._lo = 0.0
         self._hi = 0.0  # empty: the first call computes
@@ -305,23 +437,37 @@ class MinuteAccumulator:
             self.output_tokens.extend([0] * short)
             self.prefill_tokens.extend([0] * short)
 
-    def bin(self, t: float) -> int:
-        """Minute b with origin + 60 b <= t < origin + 60 (b + 1) (times before the origin: 0)."""
-        if self._lo <= t < self._hi:
-            return self._b
+    def minute(self, t: float) -> int:
+        """Minute m with origin + 60 m <= t < origin + 60 (m + 1) (times before the origin: 0)."""
         o = self.origin_s
-        b = int((t - o) // MINUTE_S)
+        d = t - o
+        if not d < MAX_SIM_SPAN_S:  # also NaN and inf
+            raise span_error(d)
+        b = int(d // MINUTE_S) if d > 0 else 0
         while b > 0 and t < o + b * MINUTE_S:
             b -= 1
         while t >= o + (b + 1) * MINUTE_S:
             b += 1
-        b = max(b, 0)
-        if b >= len(self.arrivals):
-            self._grow(b)
-        self._b = b
-        self._lo = o + b * MINUTE_S if b > 0 else -math.inf
-        self._hi = o + (b + 1) * MINUTE_S
         return b
+
+    def bin(self, t: float) -> int:
+        """The list index of the minute holding t (see `minute`)."""
+        if self._lo <= t < self._hi:
+            return self._b
+        b = self.minute(t)
+        i = b - self.base
+        if i < 0:
+            raise AssertionError(f"minute {b} was folded already (held from {self.base})")
+        if i >= len(self.arrivals):
+            self._grow(i)
+        self._b = i
+        self._lo = self.origin_s + b * MINUTE_S if b > 0 else -math.inf
+        self._hi = self.origin_s + (b + 1) * MINUTE_S
+        return i
+
+    def end_of(self, i: int) -> float:
+        """End time of the minute at list index i."""
+        return self.origin_s + (self.base + i + 1) * MINUTE_S
 
     def interval(self, t0: float, t1: float, running: int, waiting: int) -> None:
         """Time-weighted running/waiting counts over [t0, t1)."""
@@ -334,12 +480,62 @@ class MinuteAccumulator:
             self.running_area[b0] += running * d
             self.waiting_area[b0] += waiting * d
             return
+        o, base = self.origin_s, self.base
         for b in range(b0, b1 + 1):
-            lo = max(t0, self.origin_s + b * MINUTE_S)
-            hi = min(t1, self.origin_s + (b + 1) * MINUTE_S)
+            lo = max(t0, o + (base + b) * MINUTE_S)
+            hi = min(t1, o + (base + b + 1) * MINUTE_S)
             if hi > lo:
                 self.running_area[b] += running * (hi - lo)
                 self.waiting_area[b] += waiting * (hi - lo)
+
+    def fold(self, totals: MinuteTotals, upto_minute: int | None = None, completions: bool = True) -> None:
+        """Add the minutes before `upto_minute` (None: all held) into `totals` and drop them.
+        Minutes must be final: no step of this engine may touch them any more."""
+        held = len(self.arrivals)
+        n = held if upto_minute is None else min(held, upto_minute - self.base)
+        if n <= 0:
+            return
+        totals.add(self, n, completions)
+        for name in _COLUMNS:
+            del getattr(self, name)[:n]
+        self.base += n
+        self._lo = self._hi = 0.0
+
+
+class MinuteTotals:
+    """A pool's (or a whole simulation's) per-minute sums: engines' minutes folded in as they
+    finish. Each minute receives the engines' values in engine order, whenever folded, so the
+    sums are the same floating-point numbers as adding the engines' full series in order."""
+
+    def __init__(self, origin_s: float) -> None:
+        self.origin_s = origin_s
+        self.cols: dict[str, FloatArray] = {name: np.zeros(0) for name in _COLUMNS}
+        self.size = 0
+
+    def _ensure(self, size: int) -> None:
+        if size > self.size:
+            cap = max(size, 2 * self.size)
+            for name in _COLUMNS:
+                old = self.cols[name]
+                if old.shape[0] < cap:
+                    col = np.zeros(cap)
+                    col[: self.size] = old[: self.size]
+                    self.cols[name] = col
+            self.size = size
+
+    def add(self, acc: MinuteAccumulator, n: int, completions: bool = True) -> None:
+        end = acc.base + n
+        self._ensure(end)
+        for name in _COLUMNS:
+            if name == "completions" and not completions:
+                continue
+            self.cols[name][acc.base : end] += np.asarray(getattr(acc, name)[:n], dtype=np.float64)
+
+    def count(self, name: str, t: float) -> None:
+        """One more event of an integer column (e.g. a completion) at time t, into the totals."""
+        m = MinuteAccumulator(self.origin_s).minute(t)
+        self._ensure(m + 1)
+        self.cols[name][m] += 1.0
 
 
 @dataclass(frozen=True)
@@ -357,14 +553,13 @@ class MinuteSeries:
     prefill_tokens_per_s: list[float]
 
     @staticmethod
-    def merge(parts: Sequence[MinuteAccumulator], origin_s: float, end_s: float) -> MinuteSeries:
-        size = max([len(p.arrivals) for p in parts] + [int((end_s - origin_s) // MINUTE_S) + 1])
+    def of(totals: MinuteTotals, end_s: float) -> MinuteSeries:
+        origin_s = totals.origin_s
+        size = max(totals.size, int((end_s - origin_s) // MINUTE_S) + 1)
 
         def col(name: str) -> FloatArray:
             out = np.zeros(size, dtype=np.float64)
-            for p in parts:
-                arr = np.asarray(getattr(p, name), dtype=np.float64)
-                out[: arr.shape[0]] += arr
+            out[: totals.size] = totals.cols[name][: totals.size]
             return out
 
         starts = origin_s + MINUTE_S * np.arange(size, dtype=np.float64)

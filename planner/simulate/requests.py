@@ -1,8 +1,11 @@
-"""Simulator input: requests as three aligned arrays (arrival, prompt tokens, output tokens)."""
+"""Simulator input: requests as three aligned arrays (arrival, prompt tokens, output tokens), or
+a lazy stream of such chunks in arrival order (`RequestStream`), so a simulation of millions of
+requests need not hold its whole input."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -58,16 +61,14 @@ def as_request_arrays(requests: RequestsLike) -> RequestArrays:
             [r.prompt_tokens for r in seq],
             [r.output_tokens for r in seq],
         )
-    arrival = np.asarray(cols[0], dtype=np.float64).reshape(-1)
-    prompt_raw = np.asarray(cols[1])
-    output_raw = np.asarray(cols[2])
-    if not (arrival.shape == prompt_raw.reshape(-1).shape == output_raw.reshape(-1).shape):
+    try:
+        arrival = np.asarray(cols[0], dtype=np.float64).reshape(-1)
+    except (TypeError, ValueError):
+        raise InvalidInput("requests.arrival_s", "must be numbers of seconds") from None
+    prompt = _tokens(cols[1], "prompt_tokens")
+    output = _tokens(cols[2], "output_tokens")
+    if not (arrival.shape == prompt.shape == output.shape):
         raise InvalidInput("requests", "arrival_s, prompt_tokens and output_tokens differ in length")
-    for name, raw in (("prompt_tokens", prompt_raw), ("output_tokens", output_raw)):
-        if raw.size and not np.all(np.asarray(raw, dtype=np.float64) == np.floor(raw)):
-            raise InvalidInput(f"requests.{name}", "must be whole numbers of tokens")
-    prompt = prompt_raw.astype(np.int64).reshape(-1)
-    output = output_raw.astype(np.int64).reshape(-1)
     if arrival.size and not np.all(np.isfinite(arrival)):
         raise InvalidInput("requests.arrival_s", "must be finite")
     if prompt.size and int(prompt.min()) < 1:
@@ -75,3 +76,70 @@ def as_request_arrays(requests: RequestsLike) -> RequestArrays:
     if output.size and int(output.min()) < 1:
         raise InvalidInput("requests.output_tokens", "every request needs at least one output token")
     return RequestArrays(arrival, prompt, output)
+
+
+# Per-request token counts beyond this are refused (the longest context windows are 10M tokens;
+# it also keeps every sum of tokens far from int64 overflow).
+MAX_REQUEST_TOKENS = 10_000_000
+
+
+def _tokens(raw: Any, name: str) -> npt.NDArray[np.int64]:
+    try:
+        f = np.asarray(raw, dtype=np.float64).reshape(-1)
+    except (TypeError, ValueError):
+        raise InvalidInput(f"requests.{name}", "must be whole numbers of tokens") from None
+    whole = np.isfinite(f) & (f == np.floor(f))
+    ok = whole & (f <= MAX_REQUEST_TOKENS)
+    if not ok.all():
+        i = int(np.flatnonzero(~ok)[0])
+        why = "a whole number" if not whole[i] else f"at most {MAX_REQUEST_TOKENS:,}"
+        raise InvalidInput(f"requests.{name}", f"must be {why} of tokens; request {i} has {f[i]:g}")
+    a = np.asarray(raw)
+    return (a if a.dtype.kind in "iu" else f).astype(np.int64).reshape(-1)
+
+
+class RequestStream:
+    """Requests produced lazily, in arrival order, one chunk (anything `as_request_arrays`
+    takes) at a time: a workload sampled or a trace tiled without materializing millions of
+    requests. Iterate once; each chunk is validated (finite, arrivals non-decreasing within and
+    across chunks). While iterating, `count`, `first_arrival_s`, `last_arrival_s`,
+    `prompt_tokens_sum` and `output_tokens_sum` describe what has gone by (a report's input
+    summary). `collect()` concatenates what is left into one RequestArrays."""
+
+    def __init__(self, chunks: Iterable[Any], field: str = "requests") -> None:
+        self._chunks = iter(chunks)
+        self.field = field
+        self.count = 0
+        self.first_arrival_s = math.nan
+        self.last_arrival_s = math.nan
+        self.prompt_tokens_sum = 0
+        self.output_tokens_sum = 0
+
+    def __iter__(self) -> Iterator[RequestArrays]:
+        for raw in self._chunks:
+            chunk = as_request_arrays(raw)
+            n = len(chunk)
+            if n == 0:
+                continue
+            t = chunk.arrival_s
+            if n > 1 and not bool(np.all(t[1:] >= t[:-1])):
+                raise InvalidInput(f"{self.field}.arrival_s", "a stream's arrivals must be in time order")
+            if self.count and not t[0] >= self.last_arrival_s:
+                raise InvalidInput(f"{self.field}.arrival_s", "a stream's chunks must follow in time order")
+            if not self.count:
+                self.first_arrival_s = float(t[0])
+            self.count += n
+            self.last_arrival_s = float(t[-1])
+            self.prompt_tokens_sum += int(chunk.prompt_tokens.sum())
+            self.output_tokens_sum += int(chunk.output_tokens.sum())
+            yield chunk
+
+    def collect(self) -> RequestArrays:
+        parts = list(self)
+        if not parts:
+            return RequestArrays(np.empty(0), np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64))
+        return RequestArrays(
+            np.concatenate([p.arrival_s for p in parts]),
+            np.concatenate([p.prompt_tokens for p in parts]),
+            np.concatenate([p.output_tokens for p in parts]),
+        )

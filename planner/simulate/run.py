@@ -11,10 +11,11 @@ a trace replayed as recorded or time-scaled, tiled past its end).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from typing import Literal
+from collections.abc import Callable, Iterator
+from typing import Any, Literal
 
 import numpy as np
+import numpy.typing as npt
 
 from planner.deployment import ResolvedDeployment
 from planner.errors import InvalidInput
@@ -22,11 +23,22 @@ from planner.scheduler_config import SchedulerConfig
 from planner.simulate.disagg import simulate_disaggregated
 from planner.simulate.engine import simulate
 from planner.simulate.metrics import SimResult
-from planner.simulate.requests import RequestArrays, RequestsLike, as_request_arrays
+from planner.simulate.pool import MAX_SIM_REQUESTS
+from planner.simulate.requests import RequestArrays, RequestsLike, RequestStream, as_request_arrays
 from planner.simulate.router import Router
 from planner.slo import Slo
 from planner.traces import Trace
-from planner.workload import Arrivals, RateBucket, Workload
+from planner.validation import validate
+from planner.workload import (
+    MAX_HORIZON_S,
+    MAX_REQUESTS_PER_S,
+    MIN_REQUESTS_PER_S,
+    Arrivals,
+    Workload,
+)
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
 
 Replay = Literal["recorded", "scaled"]
 REPLAY_MODES: tuple[Replay, ...] = ("recorded", "scaled")
@@ -52,7 +64,7 @@ def kv_transfer(resolved: ResolvedDeployment) -> Callable[[int], float]:
 
 def run(
     resolved: ResolvedDeployment,
-    requests: RequestsLike,
+    requests: RequestsLike | RequestStream,
     *,
     prefix_cache_hit_fraction: float = 0.0,
     router: str | Router = "round_robin",
@@ -85,27 +97,22 @@ def run(
 
 
 # --- request streams ---------------------------------------------------------------------------
+# Each stream comes as arrays (`..._requests`, what a report summarizes) or lazily, a chunk at a
+# time (`..._stream`, a RequestStream: what lets `run` simulate millions of requests in little
+# memory). Both hold the same requests. Counts are at most MAX_SIM_REQUESTS (10,000,000) and
+# horizons at most MAX_HORIZON_S (1e7 s), and may expect at most that many requests.
 
 
-def _window(reqs: RequestArrays, count: int | None, horizon_s: float | None) -> RequestArrays:
-    """The first `count` requests, or those arriving before `horizon_s` (arrivals ascending)."""
-    if count is not None:
-        end = count
-    elif horizon_s is not None:
-        end = int(np.searchsorted(reqs.arrival_s, horizon_s, side="left"))
-    else:
-        return reqs
-    return RequestArrays(reqs.arrival_s[:end], reqs.prompt_tokens[:end], reqs.output_tokens[:end])
-
-
-def tile(requests: RequestsLike, count: int | None = None, horizon_s: float | None = None) -> RequestArrays:
-    """Copies of the requests end to end until `count` requests (or arrivals up to `horizon_s`)
-    are covered: copy i is shifted by i x (span + mean gap), so the joins keep the mean rate.
-    Arrivals are sorted (stably) first; a single copy is returned as is."""
-    reqs = as_request_arrays(requests)
+def _tile_plan(
+    reqs: RequestArrays, count: int | None, horizon_s: float | None
+) -> tuple[FloatArray, IntArray, IntArray, float, int]:
     n = len(reqs)
     if n == 0:
         raise InvalidInput("requests", "nothing to tile: no requests")
+    if count is not None and not 0 <= count <= MAX_SIM_REQUESTS:
+        raise InvalidInput("count", f"must be 0 .. {MAX_SIM_REQUESTS:,}, got {count:,}")
+    if horizon_s is not None and not 0 <= horizon_s <= MAX_HORIZON_S:
+        raise InvalidInput("horizon_s", f"must be 0 .. {MAX_HORIZON_S:g} s, got {horizon_s:g}")
     order = np.argsort(reqs.arrival_s, kind="stable")
     t = reqs.arrival_s[order] - reqs.arrival_s[order[0]]
     p, o = reqs.prompt_tokens[order], reqs.output_tokens[order]
@@ -116,26 +123,60 @@ def tile(requests: RequestsLike, count: int | None = None, horizon_s: float | No
     if count is not None:
         copies = max(1, math.ceil(count / n))
     elif horizon_s is not None:
+        expected = horizon_s / period * n
+        if expected > MAX_SIM_REQUESTS:
+            raise InvalidInput(
+                "horizon_s",
+                f"{horizon_s:g} s of this trace holds ~{expected:,.0f} requests, more than the "
+                f"{MAX_SIM_REQUESTS:,} a simulation takes",
+            )
         copies = max(1, math.ceil(horizon_s / period) + 1)
     else:
         copies = 1
-    shift = np.repeat(np.arange(copies, dtype=np.float64) * period, n)
-    tiled = RequestArrays(np.tile(t, copies) + shift, np.tile(p, copies), np.tile(o, copies))
-    return _window(tiled, count, horizon_s)
+    return t, p, o, period, copies
 
 
-def trace_requests(
+def tile_stream(
+    requests: RequestsLike, count: int | None = None, horizon_s: float | None = None
+) -> RequestStream:
+    """`tile` lazily: one copy of the requests at a time."""
+    reqs = as_request_arrays(requests)
+    t, p, o, period, copies = _tile_plan(reqs, count, horizon_s)
+
+    def chunks() -> Iterator[RequestArrays]:
+        left = count
+        for i in range(copies):
+            ti = t + np.float64(i) * period
+            end = ti.size
+            if left is not None:
+                end = min(end, left)
+                left -= end
+            elif horizon_s is not None:
+                end = int(np.searchsorted(ti, horizon_s, side="left"))
+            if end:
+                yield RequestArrays(ti[:end], p[:end], o[:end])
+            if end < ti.size:
+                return
+
+    return RequestStream(chunks())
+
+
+def tile(requests: RequestsLike, count: int | None = None, horizon_s: float | None = None) -> RequestArrays:
+    """Copies of the requests end to end until `count` requests (or arrivals up to `horizon_s`)
+    are covered: copy i is shifted by i x (span + mean gap), so the joins keep the mean rate.
+    Arrivals are sorted (stably) first; a single copy is returned as is."""
+    return tile_stream(requests, count, horizon_s).collect()
+
+
+def trace_stream(
     trace: Trace,
     replay: Replay = "recorded",
     requests_per_s: float | None = None,
     *,
     count: int | None = None,
     horizon_s: float | None = None,
-) -> RequestArrays:
-    """A trace replayed: its timestamps as recorded, or time-scaled so its mean rate is
-    `requests_per_s` (same gaps' shape, same lengths, same order). With `count` / `horizon_s`
-    the first requests (or those arriving before the horizon), tiling the trace if it is
-    shorter."""
+) -> RequestStream:
+    """`trace_requests` lazily."""
     if replay == "scaled":
         if requests_per_s is None:
             raise InvalidInput("requests_per_s", "required to replay a trace time-scaled")
@@ -150,27 +191,62 @@ def trace_requests(
         np.asarray(trace.output_tokens, dtype=np.int64),
     )
     if count is None and horizon_s is None:
-        return base
-    return tile(base, count, horizon_s)
+        return RequestStream([base])
+    return tile_stream(base, count, horizon_s)
+
+
+def trace_requests(
+    trace: Trace,
+    replay: Replay = "recorded",
+    requests_per_s: float | None = None,
+    *,
+    count: int | None = None,
+    horizon_s: float | None = None,
+) -> RequestArrays:
+    """A trace replayed: its timestamps as recorded, or time-scaled so its mean rate is
+    `requests_per_s` (same gaps' shape, same lengths, same order). With `count` / `horizon_s`
+    the first requests (or those arriving before the horizon), tiling the trace if it is
+    shorter."""
+    return trace_stream(trace, replay, requests_per_s, count=count, horizon_s=horizon_s).collect()
 
 
 def scale_workload(workload: Workload, requests_per_s: float) -> Workload:
     """The workload with its arrival rate scaled to mean `requests_per_s` (bucket rates keep
     their shape; burstiness, lengths and prefix hits are unchanged)."""
-    if not (math.isfinite(requests_per_s) and requests_per_s > 0):
-        raise InvalidInput("requests_per_s", f"must be a positive number, got {requests_per_s}")
+    if not (MIN_REQUESTS_PER_S <= requests_per_s <= MAX_REQUESTS_PER_S):
+        raise InvalidInput(
+            "requests_per_s",
+            f"must be {MIN_REQUESTS_PER_S:g} .. {MAX_REQUESTS_PER_S:g} requests/s, got {requests_per_s:g}",
+        )
     a = workload.arrivals
     if a.buckets is None:
-        arrivals = Arrivals(requests_per_s=requests_per_s, burstiness=a.burstiness)
+        data: dict[str, Any] = {"requests_per_s": requests_per_s, "burstiness": a.burstiness}
     else:
         f = requests_per_s / a.mean_requests_per_s
-        arrivals = Arrivals(
-            buckets=tuple(
-                RateBucket(duration_s=b.duration_s, requests_per_s=b.requests_per_s * f) for b in a.buckets
-            ),
-            burstiness=a.burstiness,
-        )
+        if a.peak_requests_per_s * f > MAX_REQUESTS_PER_S:
+            raise InvalidInput(
+                "requests_per_s",
+                f"{requests_per_s:g}/s on average puts the busiest bucket at "
+                f"{a.peak_requests_per_s * f:.4g}/s, above the {MAX_REQUESTS_PER_S:g} limit",
+            )
+        data = {
+            "buckets": [
+                {"duration_s": b.duration_s, "requests_per_s": b.requests_per_s * f} for b in a.buckets
+            ],
+            "burstiness": a.burstiness,
+        }
+    arrivals = validate(Arrivals, data, "requests_per_s")
     return workload.model_copy(update={"arrivals": arrivals})
+
+
+def workload_stream(
+    workload: Workload, seed: int, count: int | None = None, horizon_s: float | None = None
+) -> RequestStream:
+    """`workload_requests` lazily (`Workload.request_chunks`): the same requests."""
+    return RequestStream(
+        RequestArrays(c.arrival_s, c.prompt_tokens, c.output_tokens)
+        for c in workload.request_chunks(seed, count=count, horizon_s=horizon_s)
+    )
 
 
 def workload_requests(

@@ -39,13 +39,20 @@ from __future__ import annotations
 
 import heapq
 import math
+from array import array
 from bisect import bisect_left, insort
 from collections import deque
 from dataclasses import dataclass
 
 from planner.costmodel.timer import StepTimer
-from planner.simulate.config import EngineConfig
+from planner.errors import InvalidInput
+from planner.scheduler_config import SchedulerConfig
 from planner.simulate.metrics import ItlRecorder, MinuteAccumulator
+
+# Engine events (steps, or fast-forwarded runs of decode steps) one simulation may take, over
+# all its engines: with the request and span caps, what bounds its time and memory (an event
+# costs a few microseconds and at most ~40 bytes of ITL records).
+MAX_SIM_EVENTS = 50_000_000
 
 _NO_CHUNKS: tuple[tuple[int, int], ...] = ()
 
@@ -64,24 +71,73 @@ class StepTrace:
     preempted: tuple[int, ...]
 
 
+class EventBudget:
+    """Engine events (a step, or a fast-forwarded run of decode steps) a simulation may still
+    take, shared by its engines: the bound on its time and on its ITL records' memory."""
+
+    __slots__ = ("left", "limit")
+
+    def __init__(self, limit: int | None = None) -> None:
+        self.limit = MAX_SIM_EVENTS if limit is None else limit
+        self.left = self.limit
+
+    def exhausted(self) -> InvalidInput:
+        return InvalidInput(
+            "requests",
+            f"the simulation needs more than {self.limit:,} engine steps (runs of identical decode "
+            "steps count once); simulate fewer requests",
+        )
+
+
 class RequestTable:
-    """Per-request state shared by the engines of one pool, as plain lists (fast to index).
+    """Per-request state shared by the engines of one pool.
+
+    The state of a request in flight lives in dicts keyed by its index, from `add` (its
+    arrival at the pool) to `release` (its last token), so memory follows the requests in
+    flight, not the requests simulated. `first_token` and `finish` times are kept for every
+    request, in typed arrays (8 bytes each) indexed by request.
 
     `target` is the number of output tokens a request produces in this pool (1 in a prefill
     pool). `comp`/`out` are explicit only while a request is not in a decode set."""
 
-    def __init__(self, prompt: list[int], target: list[int]) -> None:
-        n = len(prompt)
-        self.prompt = prompt
-        self.target = target
-        self.comp = [0] * n
-        self.out = [0] * n
-        self.last_emit = [0.0] * n
-        self.seq = [0] * n
-        self.vb = [0] * n
-        self.vo = [0] * n
-        self.first_token = [math.nan] * n
-        self.finish = [math.nan] * n
+    def __init__(self, n: int = 0) -> None:
+        self.prompt: dict[int, int] = {}
+        self.target: dict[int, int] = {}
+        self.comp: dict[int, int] = {}
+        self.out: dict[int, int] = {}
+        self.last_emit: dict[int, float] = {}
+        self.seq: dict[int, int] = {}
+        self.vb: dict[int, int] = {}
+        self.vo: dict[int, int] = {}
+        self.first_token = array("d", [math.nan]) * n
+        self.finish = array("d", [math.nan]) * n
+
+    def grow(self, n: int) -> None:
+        """Make room for the times of requests 0 .. n-1."""
+        short = n - len(self.finish)
+        if short > 0:
+            self.first_token.extend(array("d", [math.nan]) * short)
+            self.finish.extend(array("d", [math.nan]) * short)
+
+    def add(
+        self, rid: int, prompt: int, target: int, comp: int = 0, out: int = 0, last_emit: float = 0.0
+    ) -> None:
+        self.prompt[rid] = prompt
+        self.target[rid] = target
+        self.comp[rid] = comp
+        self.out[rid] = out
+        self.last_emit[rid] = last_emit
+        self.seq[rid] = 0
+        self.vb[rid] = 0
+        self.vo[rid] = 0
+
+    def release(self, rid: int) -> None:
+        del self.prompt[rid], self.target[rid], self.comp[rid], self.out[rid]
+        del self.last_emit[rid], self.seq[rid], self.vb[rid], self.vo[rid]
+
+    @property
+    def in_flight(self) -> int:
+        return len(self.prompt)
 
 
 class Engine:
@@ -89,15 +145,17 @@ class Engine:
 
     def __init__(
         self,
-        config: EngineConfig,
+        config: SchedulerConfig,
         timer: StepTimer,
         table: RequestTable,
         series: MinuteAccumulator,
         fast_forward: bool = True,
         index: int = 0,
         trace: list[StepTrace] | None = None,
+        budget: EventBudget | None = None,
     ) -> None:
         self.config = config
+        self.budget = budget if budget is not None else EventBudget()
         self.index = index
         self.trace = trace
         self.timer = timer
@@ -154,7 +212,11 @@ class Engine:
 
     def run_until(self, horizon: float) -> None:
         """Run every step that starts before `horizon` (math.inf: until idle)."""
+        budget = self.budget
         while (self.n_d or self.explicit or self.waiting) and self.t < horizon:
+            budget.left -= 1
+            if budget.left < 0:
+                raise budget.exhausted()
             if self.fast_forward and self.n_d and not self.explicit and self._stretch(horizon):
                 continue
             self._step()
@@ -204,6 +266,7 @@ class Engine:
             self.cnt[b % self._bs] -= 1
             del self.dseq[bisect_left(self.dseq, sq)]
             tb.finish[rid] = t_end
+            tb.release(rid)
             series.completions[series.bin(t_end)] += 1
 
     def _materialize(self, t: float) -> None:
@@ -378,6 +441,7 @@ class Engine:
         if sched:
             target, last_emit, itl = tb.target, tb.last_emit, self.itl
             left = False
+            finished: list[int] = []
             for r, s in sched:
                 c = comp[r]
                 p = prompt[r]
@@ -402,6 +466,7 @@ class Engine:
                         tb.finish[r] = t_end
                         series.completions[b_end] += 1
                         seq[r] = -1
+                        finished.append(r)
                     else:
                         seq[r] = -seq[r] - 2  # mark "joins the decode set" (decoded below)
             if left:
@@ -414,6 +479,8 @@ class Engine:
                         seq[r] = -sq - 2
                         self._join_decode_set(r)
                 self.explicit = keep
+                for r in finished:
+                    tb.release(r)
         series.output_tokens[b_end] += emitted
         self._finish_decode_members(t_end)
         self.busy_s += dt
@@ -532,7 +599,7 @@ class Engine:
         done = 0
         while done < k:
             b = series.bin(t + run(done + 1))
-            boundary = series.origin_s + (b + 1) * 60.0
+            boundary = series.end_of(b)
             # last step (1-based) ending before the boundary, in (done, k]
             lo, hi = done + 1, k
             while lo < hi:
