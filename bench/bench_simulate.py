@@ -122,6 +122,9 @@ def report(requests: int, walls: list[float], result: SimResult) -> None:
     wall = statistics.median(walls)
     print(f"wall runs: {', '.join(f'{w:.2f}s' for w in walls)}")
     print(f"peak RSS: {peak_rss_mib():,.0f} MiB (whole process)")
+    print(
+        f"CPU time: {resource.getrusage(resource.RUSAGE_SELF).ru_utime:,.1f} s user (whole process, all runs)"
+    )
     print(f"simulated requests per second: {requests / wall:,.0f} (median of {len(walls)})")
     print(f"target: {requests:,} requests in under 10 s:", "met" if wall < 10.0 else "NOT met")
 

@@ -253,3 +253,17 @@ def test_itl_selection_is_exact_with_ties_flats_and_points() -> None:
         assert got.count == x.size
         assert [got.p50_s, got.p90_s, got.p99_s] == list(np.percentile(x, [50, 90, 99]))
         assert got.max_s == float(x.max())
+
+
+@pytest.mark.parametrize("step_s", [0.0, -1.0, math.nan])
+def test_a_timer_giving_no_time_or_nan_is_refused(step_s: float) -> None:
+    class Broken(Roofline):
+        def step_time_s(self, chunks: Sequence[tuple[int, int]], n: int, ctx: int) -> float:
+            return step_s
+
+        def decode_run_time_s(self, n: int, ctx: int, steps: int) -> float:
+            return step_s * steps
+
+    with pytest.raises(InvalidInput) as exc:
+        simulate(([0.0, 1.0], [10, 10], [50, 50]), Broken(), CFG)
+    assert exc.value.field == "timer"

@@ -396,6 +396,8 @@ MAX_SIM_SPAN_S = 1e7
 
 
 def span_error(t_s: float) -> InvalidInput:
+    if math.isnan(t_s):
+        return InvalidInput("timer", "a step time is not a number; step times must be finite seconds")
     return InvalidInput(
         "requests",
         f"the simulation reaches {t_s:.4g} s after the first arrival, past the {MAX_SIM_SPAN_S:g} s "

@@ -421,6 +421,8 @@ class Engine:
                 prefill_tokens += s
         if dcount or chunks:
             dt = self.timer.step_time_s(chunks, dcount, ctx)
+            if not dt >= 0.0:
+                raise InvalidInput("timer", f"a step takes {dt!r} s; step times are seconds >= 0")
             self.steps += 1
         else:
             dt = 0.0  # nothing scheduled (everything preempted): no model run
@@ -516,6 +518,9 @@ class Engine:
         timer = self.timer
         ctx0 = self.s_b + n * (G + 1)
         d0 = timer.step_time_s(_NO_CHUNKS, n, ctx0)
+        if not d0 > 0.0:
+            # A step that takes no time never reaches the next arrival: fast-forward needs > 0.
+            raise InvalidInput("timer", f"a decode step of {n} sequences takes {d0!r} s; steps take > 0 s")
         t = self.t
         # Steps that start before the horizon: largest k with T(k-1) < gap, T = decode_run_time.
         k = k_cap
