@@ -202,3 +202,82 @@ def test_from_arrays_rejects_fractional_tokens() -> None:
         Trace.from_arrays([0.0, 1.0], [10.5, 3.0], [1, 2])
     assert exc.value.field == "trace.prompt_tokens"
     assert Trace.from_arrays([0.0, 1.0], [10.0, 3.0], [1, 2]).prompt_tokens.tolist() == [10, 3]
+
+
+# ---- ranges -------------------------------------------------------------------------------------
+
+HEADER = "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+
+
+@pytest.mark.parametrize(
+    ("rows", "field", "reason"),
+    [
+        ("0,10,10\n1e30,10,10\n", "trace:line 3.TIMESTAMP", "a trace may span at most 1e+07 s"),
+        ("0,10,10\n-1e300,10,10\n", "trace:line 2.TIMESTAMP", "a trace may span at most 1e+07 s"),
+        ("0,1e30,10\n", "trace:line 2.ContextTokens", "more than 10,000,000"),
+        ("0,10,20000000\n", "trace:line 2.GeneratedTokens", "more than 10,000,000"),
+        ("0," + "9" * 200_000 + ",1\n", "trace:line 2", "field larger than field limit"),
+        ("0,1\x00,1\n", "trace:line 2.ContextTokens", "not a number of tokens"),
+    ],
+)
+def test_hostile_rows_name_the_line(rows: str, field: str, reason: str) -> None:
+    with pytest.raises(InvalidInput) as exc:
+        parse_trace((HEADER + rows).splitlines(keepends=True))
+    assert exc.value.field == field
+    assert reason in exc.value.reason
+
+
+def test_trace_size_is_capped(monkeypatch: pytest.MonkeyPatch) -> None:
+    import planner.traces as traces
+
+    monkeypatch.setattr(traces, "MAX_TRACE_REQUESTS", 3)
+    with pytest.raises(InvalidInput, match="more than 3 requests") as exc:
+        parse_trace((HEADER + "0,1,1\n1,1,1\n2,1,1\n3,1,1\n").splitlines(keepends=True))
+    assert exc.value.field == "trace:line 5"
+    with pytest.raises(InvalidInput, match="more than the 3 limit"):
+        Trace.from_arrays([0, 1, 2, 3], [1] * 4, [1] * 4)
+
+
+def test_trace_options_outside_their_range_name_the_option() -> None:
+    tr = builtin_trace("azure-conv-2023")
+    for kw, field in (
+        ({"bucket_s": 1e-6}, "bucket_s"),
+        ({"bucket_s": 1e8}, "bucket_s"),
+        ({"bucket_s": 0.01}, "bucket_s"),  # 360,000 buckets over the hour
+        ({"bins": 0}, "bins"),
+        ({"bins": 100_001}, "bins"),
+    ):
+        with pytest.raises(InvalidInput) as exc:
+            tr.to_workload(**kw)  # type: ignore[arg-type]
+        assert exc.value.field == field, kw
+    with pytest.raises(
+        InvalidInput, match="cuts the trace's 3,502 s into 350,173 buckets, more than 100,000"
+    ):
+        tr.to_workload(bucket_s=0.01)
+    for rate in (0.0, 1e-9, 1e7, float("nan")):
+        with pytest.raises(InvalidInput) as exc:
+            tr.time_scaled(rate)
+        assert exc.value.field == "requests_per_s"
+    with pytest.raises(InvalidInput, match="stretches the trace") as exc:
+        tr.time_scaled(1e-3)  # 19,366 requests at 1e-3/s: ~223 days
+    # Three requests 0.1 microseconds apart: 1.5e7 requests/s, more than a workload may have.
+    burst = Trace.from_arrays([0.0, 1e-7, 2e-7], [5, 5, 5], [5, 5, 5])
+    with pytest.raises(InvalidInput, match="above the 1e\\+06 limit") as exc:
+        burst.to_workload(bucket_s=None)
+    assert exc.value.field == "trace"
+    with pytest.raises(InvalidInput, match="per-bucket rates need at least 0.001 s") as exc:
+        burst.to_workload()
+    assert exc.value.field == "trace"
+
+
+def test_arrays_with_garbage_are_refused_by_field() -> None:
+    for cols, field in (
+        ((["a", "b"], [1, 1], [1, 1]), "trace.arrival_s"),
+        (([0, 1], ["x", "y"], [1, 1]), "trace.prompt_tokens"),
+        (([0, 1], [1, 1], [1e30, 1]), "trace.output_tokens"),
+        (([0, float("inf")], [1, 1], [1, 1]), "trace.arrival_s"),
+        (([0, 1e30], [1, 1], [1, 1]), "trace.arrival_s"),
+    ):
+        with pytest.raises(InvalidInput) as exc:
+            Trace.from_arrays(*cols)
+        assert exc.value.field == field, cols

@@ -393,3 +393,70 @@ def test_constructors_raise_invalid_input() -> None:
     one = LengthDistribution.from_samples([7, 7, 7], bins=4)
     assert one.mean() == pytest.approx(7.0)
     assert (one.sample(np.random.default_rng(0), 100) == 7).all()
+
+
+# ---- ranges -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field", "limit"),
+    [
+        ({"arrivals": {"requests_per_s": 1e7}}, "workload.arrivals.requests_per_s", "1000000"),
+        ({"arrivals": {"requests_per_s": 1e-9}}, "workload.arrivals.requests_per_s", "0.0000001"),
+        ({"arrivals": {"requests_per_s": 5, "burstiness": 1e-5}}, "workload.arrivals.burstiness", "0.001"),
+        ({"arrivals": {"requests_per_s": 5, "burstiness": 1e9}}, "workload.arrivals.burstiness", "1000000"),
+        ({"arrivals": {"buckets": [{"duration_s": 1e8, "requests_per_s": 1}]}}, "workload.arrivals.buckets[0].duration_s", "10000000"),
+        ({"arrivals": {"buckets": [{"duration_s": 1e-6, "requests_per_s": 1}]}}, "workload.arrivals.buckets[0].duration_s", "0.001"),
+        ({"arrivals": {"buckets": [{"duration_s": 60, "requests_per_s": 2e6}]}}, "workload.arrivals.buckets[0].requests_per_s", "1000000"),
+        ({"arrivals": {"buckets": [{"duration_s": 60, "requests_per_s": 1e-12}]}}, "workload.arrivals.buckets", "1e-07"),
+        ({"arrivals": {"buckets": [{"duration_s": 1, "requests_per_s": 1}] * 100_001}}, "workload.arrivals.buckets", "100000"),
+        ({"input_tokens": {"constant": 20_000_000}}, "workload.input_tokens.constant", "10000000"),
+        ({"input_tokens": {"pairs": [[20_000_000, 1.0]]}}, "workload.input_tokens.pairs[0].tokens", "10000000"),
+        ({"input_tokens": {"percentiles": {"p50": 10, "p99": 1e30}}}, "workload.input_tokens.percentiles.p99", "10000000"),
+        ({"input_tokens": {"samples": [5, 10**12]}}, "workload.input_tokens.samples[1]", "10000000"),
+        ({"input_tokens": {"samples": [5] * 1_000_001}}, "workload.input_tokens.samples", "1000000"),
+        ({"input_tokens": {"histogram": {"edges": [1, 1e9], "counts": [3]}}}, "workload.input_tokens.histogram.edges[1]", "10000000"),
+        ({"input_tokens": {"histogram": {"edges": [1, 10], "weights": [1e300]}}}, "workload.input_tokens.histogram.weights[0]", "1000000000000000"),
+        ({"prefix_cache_hit_fraction": 1.0}, "workload.prefix_cache_hit_fraction", "1"),
+    ],
+)  # fmt: skip
+def test_values_outside_their_range_name_the_field_and_the_limit(
+    overrides: dict[str, Any], field: str, limit: str
+) -> None:
+    err = _field_of(_workload(**overrides))
+    assert err.field == field
+    assert limit in err.reason, err.reason
+
+
+def test_sampling_sizes_are_capped_naming_the_argument() -> None:
+    wl = validate(Workload, _workload())
+    with pytest.raises(InvalidInput, match="at most 10,000,000") as exc:
+        wl.sample_requests(0, count=10_000_001)
+    assert exc.value.field == "count"
+    with pytest.raises(InvalidInput, match="at most 1e\\+07 s") as exc:
+        wl.sample_requests(0, horizon_s=2e7)
+    assert exc.value.field == "horizon_s"
+    fast = validate(Workload, _workload(arrivals={"requests_per_s": 1e6}))
+    with pytest.raises(InvalidInput, match="expects 100,000,000 arrivals") as exc:
+        fast.sample_requests(0, horizon_s=100.0)
+    assert exc.value.field == "horizon_s"
+    with pytest.raises(InvalidInput) as exc:
+        wl.sample_requests(-1, count=3)
+    assert exc.value.field == "seed"
+
+
+def test_chunked_sampling_is_the_same_sample() -> None:
+    """`request_chunks` (what lets a simulation hold a chunk at a time) draws exactly the
+    requests `sample_requests` does, for counts and horizons, bursty and bucketed arrivals."""
+    cases = [
+        _workload(arrivals={"requests_per_s": 7.0, "burstiness": 0.05}),
+        _workload(arrivals={"buckets": [{"duration_s": 30, "requests_per_s": 4}, {"duration_s": 10, "requests_per_s": 0}]}),
+    ]  # fmt: skip
+    for data in cases:
+        wl = validate(Workload, data)
+        for kw in ({"count": 5000}, {"horizon_s": 900.0}):
+            whole = wl.sample_requests(11, **kw)
+            parts = list(wl.request_chunks(11, chunk_size=333, **kw))
+            assert all(len(p) <= 333 for p in parts)
+            for col in ("arrival_s", "prompt_tokens", "output_tokens"):
+                assert np.array_equal(np.concatenate([getattr(p, col) for p in parts]), getattr(whole, col))
