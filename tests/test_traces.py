@@ -248,7 +248,7 @@ def test_trace_options_outside_their_range_name_the_option() -> None:
         ({"bins": 100_001}, "bins"),
     ):
         with pytest.raises(InvalidInput) as exc:
-            tr.to_workload(**kw)  # type: ignore[arg-type]
+            tr.to_workload(**kw)
         assert exc.value.field == field, kw
     with pytest.raises(
         InvalidInput, match="cuts the trace's 3,502 s into 350,173 buckets, more than 100,000"
@@ -265,7 +265,7 @@ def test_trace_options_outside_their_range_name_the_option() -> None:
     with pytest.raises(InvalidInput, match="above the 1e\\+06 limit") as exc:
         burst.to_workload(bucket_s=None)
     assert exc.value.field == "trace"
-    with pytest.raises(InvalidInput, match="per-bucket rates need at least 0.001 s") as exc:
+    with pytest.raises(InvalidInput, match=r"per-bucket rates need at least 0\.001 s") as exc:
         burst.to_workload()
     assert exc.value.field == "trace"
 
