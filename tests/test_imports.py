@@ -157,27 +157,11 @@ def _path_within(graph: dict[str, set[str]], comp: list[str]) -> list[str]:
     return comp
 
 
-# Circles found when this test was written, in code other helpers own; listed so the suite stays
-# green while they are fixed, and strict: a listed circle that is gone fails here until removed.
-KNOWN_CIRCLES: dict[tuple[str, ...], str] = {
-    ("planner.server.jobs", "planner.server.preload"): (
-        "planner/server/jobs.py imports planner.server.preload inside a function to warm the worker, "
-        "and preload imports jobs"
-    ),
-}
-
-
 def test_no_import_circles() -> None:
     graph = _graph()
-    cycles = [c for c in _cycles(graph) if tuple(c) not in KNOWN_CIRCLES]
+    cycles = _cycles(graph)
     described = [" -> ".join(_path_within(graph, c)) + f"  (component: {', '.join(c)})" for c in cycles]
     assert not cycles, "import circles:\n" + "\n".join(described)
-
-
-def test_known_circles_are_still_there() -> None:
-    found = {tuple(c) for c in _cycles(_graph())}
-    gone = [c for c in KNOWN_CIRCLES if c not in found]
-    assert not gone, f"fixed, remove from KNOWN_CIRCLES: {gone}"
 
 
 def test_solvers_never_import_planner() -> None:

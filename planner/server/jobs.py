@@ -34,7 +34,6 @@ def init_worker() -> None:
     """Pool worker start: Ctrl-C reaches the whole process group, but only the server decides
     when workers stop (after draining)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    import planner.server.preload  # noqa: F401 - already imported when forked from the forkserver
 
 
 def _violations(rpc: str, data: Mapping[str, Any], first: InvalidInput) -> list[tuple[str, str]]:
