@@ -10,6 +10,7 @@ exception, never over 20 s (tests/fuzz_support.py). Derandomized, like every pro
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import math
 import os
@@ -38,6 +39,7 @@ from planner.workload import Arrivals, LengthDistribution, Workload
 
 ROOT = Path(__file__).resolve().parent.parent
 CHAT = yaml.safe_load((ROOT / "examples" / "chat-qwen3-8b-h100.yaml").read_text())
+PLAN = yaml.safe_load((ROOT / "examples" / "chat.yaml").read_text())
 DISAGG = yaml.safe_load((ROOT / "examples" / "disagg-llama70b-h100.yaml").read_text())
 MEASUREMENTS = ROOT / "planner" / "costmodel" / "data" / "measurements" / "h200_qwen3_8b_shape.json"
 N = int(os.environ.get("FUZZ_EXAMPLES", "1"))
@@ -199,6 +201,7 @@ API: list[tuple[str, Callable[..., Any], Any]] = [
         {"measurements": str(MEASUREMENTS), "model": "Qwen/Qwen3-8B", "gpu": "h200-sxm"},
     ),
     ("catalog", api.catalog, {"kind": "models", "name": "Qwen/Qwen3-30B-A3B", "batch_tokens": [1, 64]}),
+    ("plan", functools.partial(api.plan, workers=1), PLAN),
 ]
 
 
@@ -217,7 +220,7 @@ def _unbounded_simulation(req: Any) -> bool:
 @pytest.mark.parametrize("case", [name for name, _, _ in API])
 def test_api(case: str) -> None:
     _, fn, base = next(x for x in API if x[0] == case)
-    examples = 4 if case.startswith(("calibrate", "simulate-trace")) else 12
+    examples = 3 if case == "plan" else 4 if case.startswith(("calibrate", "simulate-trace")) else 12
 
     @fuzz_settings(examples)
     @given(seeds)
