@@ -19,7 +19,7 @@ from planner.simulate.metrics import (
     SimResult,
     weighted_percentiles,
 )
-from planner.simulate.requests import RequestArrays, SimRequest, as_request_arrays
+from planner.simulate.requests import RequestArrays, RequestStream, SimRequest, as_request_arrays
 from planner.simulate.router import (
     ROUTER_POLICIES,
     LeastOutstandingTokens,
@@ -37,6 +37,7 @@ __all__ = [
     "MinuteSeries",
     "ReplicaStats",
     "RequestArrays",
+    "RequestStream",
     "RoundRobin",
     "Router",
     "SchedulerConfig",
