@@ -389,7 +389,7 @@ def test_the_binding_limit_is_the_target_that_fails_first() -> None:
     ttft_only = m._pool_capacity("colocated", _JumpingEngine(), Slo(ttft_p99_s=1.0))  # type: ignore[arg-type]
     assert ttft_only.binding_limit == "ttft"
     assert ttft_only.requests_per_s_per_replica == pytest.approx(1.75, rel=1e-3)
-    # a TTFT target tight enough to fail first binds, though ITL is the further off at its jump
+    # a TTFT target tight enough to fail first (at 1.25 req/s) binds
     tight = m._pool_capacity("colocated", _JumpingEngine(), Slo(ttft_p99_s=0.8, itl_p99_s=0.050))  # type: ignore[arg-type]
     assert tight.binding_limit == "ttft" and tight.requests_per_s_per_replica == pytest.approx(1.25, rel=1e-3)
 

@@ -140,6 +140,14 @@ def test_empty_batch_takes_no_time() -> None:
     assert batch_time_s(k, 0, 0.0) == 0.0
     assert step_time_s(k, np.array([0.0, 5.0]), np.array([9.0, 0.0]), 0.0, 0.0)[0] == 0.0
     assert REPLICAS[1].step_time_s([(0, 500)], 0, 0) == 0.0
+    # the formula is literal: a 0-token "chunk" at offset 500 still reads 500 tokens of KV, in both
+    # branches and through the replica (a step without a chunk is chunk = offset = 0)
+    r = REPLICAS[1]
+    want = reference_step_s(r, [(0.0, 500.0)], 4, 4000.0)
+    assert want > reference_step_s(r, [], 4, 4000.0)
+    assert close(step_time_s(k, 0.0, 500.0, 4, 4000.0), want)
+    assert close(float(step_time_s(k, np.array([0.0]), np.array([500.0]), 4.0, 4000.0)[0]), want)
+    assert close(r.step_time_s([(0, 500)], 4, 4000.0), want)
     # with the mask skipped on the caller's promise, an empty batch would pay the weights' read
     unmasked = step_time_s(k, np.array([0.0]), np.array([0.0]), 0.0, 0.0, empty_batches=False)[0]
     assert unmasked > 0.0

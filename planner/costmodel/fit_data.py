@@ -4,7 +4,7 @@ same facts. `capplan calibrate` fits a profile to them.
 JSON: {"about": "...", "rows": [ROW, ...]}, one object per row, by `kind`:
 
   info             metadata (device, torch, model, gpu, params, kv_bytes_per_token, ...): optional,
-                   cross-checked against --model / --gpu where present
+                   cross-checked against the model and GPU being fitted where present
   ceiling          {"what": "d2d_copy_TBps" | "bf16_gemm_TFLOPs", "value": x}: measured peaks
   linear           {"tokens": T, "ms": t}: every layer's projections and MLP for T tokens
                    (no attention, no embedding, no lm_head)

@@ -41,6 +41,7 @@ FloatArray = npt.NDArray[np.float64]
 ArrayLike = float | int | FloatArray
 
 ACTIVATION_BYTES = 2  # bf16 activations in the all-reduce
+_NDARRAY = np.ndarray  # the array branch is taken when any argument is exactly an ndarray
 
 
 @dataclass(frozen=True)
@@ -240,10 +241,16 @@ def batch_time_s(
     (p + c) (`chunk_kv_tokens`) and sum max(p, 0) (`prefix_tokens`). Plain numbers give a
     float (the scalar branch: no numpy, for the simulator's and the root-finders' one-at-a-time
     calls); any numpy array gives an array, every argument broadcast against the others."""
-    args = (decodes, context, chunk_tokens, chunk_pairs, chunk_kv_tokens, prefix_tokens)
-    if any(isinstance(x, np.ndarray) for x in args):
-        return _array(k, *args)
-    return _scalar(k, *args)  # type: ignore[arg-type]
+    if (
+        isinstance(decodes, np.ndarray)
+        or isinstance(context, np.ndarray)
+        or isinstance(chunk_tokens, np.ndarray)
+        or isinstance(chunk_pairs, np.ndarray)
+        or isinstance(chunk_kv_tokens, np.ndarray)
+        or isinstance(prefix_tokens, np.ndarray)
+    ):
+        return _array(k, decodes, context, chunk_tokens, chunk_pairs, chunk_kv_tokens, prefix_tokens)
+    return _scalar(k, decodes, context, chunk_tokens, chunk_pairs, chunk_kv_tokens, prefix_tokens)
 
 
 @overload
@@ -280,24 +287,14 @@ def step_time_s(
     `context` tokens: `batch_time_s` of that chunk's sums. Scalars give a float; any array
     gives an array, the four arguments broadcast. `empty_batches=False` is the caller's promise
     that every batch carries a token, which skips the mask giving empty ones 0 s."""
-    if (
-        isinstance(chunk, np.ndarray)
-        or isinstance(offset, np.ndarray)
-        or isinstance(decodes, np.ndarray)
-        or isinstance(context, np.ndarray)
-    ):
+    if _NDARRAY in (type(chunk), type(offset), type(decodes), type(context)):
         r: ArrayLike = np.maximum(offset, 0.0) if k.prefix_reread_s_per_token else 0.0
         pairs = chunk * (offset + 0.5 * chunk)
         return _array(k, decodes, context, chunk, pairs, offset + chunk, r, empty_batches)
-    return _scalar(
-        k,
-        decodes,
-        context,
-        chunk,
-        chunk * (offset + 0.5 * chunk),
-        offset + chunk,
-        offset if offset > 0 else 0.0,
-    )
+    if chunk or offset:
+        r_s = offset if offset > 0 else 0.0
+        return _scalar(k, decodes, context, chunk, chunk * (offset + 0.5 * chunk), offset + chunk, r_s)  # type: ignore[arg-type]
+    return _scalar(k, decodes, context, 0.0, 0.0, 0.0, 0.0)  # type: ignore[arg-type]
 
 
 def chunks_time_s(
@@ -312,7 +309,7 @@ def chunks_time_s(
         kv += p + c
         if p > 0:
             prefix += p
-    return batch_time_s(k, decodes, context, c_sum, pairs, kv, prefix)
+    return _scalar(k, decodes, context, c_sum, pairs, kv, prefix)  # batch_time_s's scalar branch
 
 
 def decode_run_time_s(k: StepCoefficients, decodes: int, context: float, steps: int) -> float:

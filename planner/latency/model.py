@@ -585,18 +585,20 @@ class LatencyModel:
         itl_t: float | None,
     ) -> BindingLimit:
         """The SLO that binds: the target missed at the first failing point of the root-find,
-        just above the capacity (not the one closer to its target at the capacity itself: a
-        p99 can jump there). When both are missed, the one further over its target."""
+        just above the capacity, not the one closer to its target at the capacity itself (a
+        p99 can jump in between). ITL is checked first there (as in the root-find's f): if both
+        are missed, they crossed within the root's tolerance of each other. At an exact root
+        (nothing missed) the target nearest to its limit binds."""
         st, ri, rt = memo[x_fail] if x_fail in memo else (e.state_at(x_fail), None, None)
-        if ri is None and itl_t is not None:
+        if itl_t is not None and ri is None:
             ri = e.itl_p99_s(st) / itl_t
-        if rt is None and ttft_t is not None:
+        if ri is not None and ri > 1.0:
+            return "itl"
+        if ttft_t is not None and rt is None:
             rt = e.ttft_p99_s(st) / ttft_t
-        if ri is None or rt is None:
-            return "ttft" if ri is None else "itl"
-        if (ri > 1.0) != (rt > 1.0):
-            return "itl" if ri > 1.0 else "ttft"
-        return "itl" if ri >= rt else "ttft"
+        if rt is not None and rt > 1.0:
+            return "ttft"
+        return "itl" if ri is not None and (rt is None or ri >= rt) else "ttft"
 
     def _no_positive_rate(self, role: Role, e: Engine, slo: Slo, res: RootResult, where: str) -> PoolCapacity:
         """The idle replica meets the SLO but no positive load does: with bursty (gamma, k < 1)
