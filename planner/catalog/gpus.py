@@ -41,6 +41,10 @@ class GpuSpec(BaseModel):
     interconnect_latency_s: Sourced  # per all-reduce call, small-message floor
     max_gpus_per_node: int = Field(gt=0)
     usd_per_gpu_hour: Sourced  # on-demand default; overridable everywhere
+    # Total memory the driver reports (torch.cuda.mem_get_info), what vLLM budgets from: an "80 GB"
+    # H100 reports 79.19 GiB. A null value: no reading, memory_bytes stands in
+    # (planner.costmodel.memory.reported_memory_bytes).
+    memory_reported_bytes: Sourced
 
     # Plain-float accessors: the cost model reads these, reports read the Sourced fields.
     @property
