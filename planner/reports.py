@@ -18,6 +18,7 @@ from planner.catalog.models import Dtype
 from planner.costmodel.analyses import Reading
 from planner.costmodel.fit_data import StepKind
 from planner.costmodel.profile import Profile
+from planner.costmodel.roofline import Bound
 from planner.deployment import Mode
 from planner.inputs import Replay, Router
 from planner.latency.engine import Role, StabilityLimit
@@ -39,8 +40,6 @@ __all__ = [
     "StaticBatchingReport",
     "UtilizationReport",
 ]
-
-Bound = Literal["memory", "compute"]  # what limits a step: bytes moved or FLOPs
 
 
 class _Report(BaseModel):

@@ -11,6 +11,7 @@ import argparse
 from typing import Any
 
 from planner.commands import common as c
+from planner.vllm_defaults import GPU_MEMORY_UTILIZATION
 
 
 def register(sub: Any) -> None:
@@ -33,7 +34,10 @@ def register(sub: Any) -> None:
     q = base("concurrency", "decode step time, speed and cost per concurrency (continuous batching)")
     q.add_argument("--context-tokens", required=True, help="mean context per sequence (prompt + generated)")
     q.add_argument("--concurrency", required=True, help="comma-separated concurrencies, e.g. 1,8,32,64")
-    q.add_argument("--gpu-memory-utilization", help="fraction of GPU memory vLLM may use (default 0.92)")
+    q.add_argument(
+        "--gpu-memory-utilization",
+        help=f"fraction of GPU memory vLLM may use (default {GPU_MEMORY_UTILIZATION})",
+    )
     c.add_price_flag(q)
     q.set_defaults(handler=_run, params=_concurrency, render=_render_concurrency)
 
@@ -75,7 +79,10 @@ def register(sub: Any) -> None:
 
     q = base("kv-capacity", "KV-cache capacity and the concurrency that fits")
     q.add_argument("--context-tokens", required=True)
-    q.add_argument("--gpu-memory-utilization", help="fraction of GPU memory vLLM may use (default 0.92)")
+    q.add_argument(
+        "--gpu-memory-utilization",
+        help=f"fraction of GPU memory vLLM may use (default {GPU_MEMORY_UTILIZATION})",
+    )
     q.add_argument("--max-num-batched-tokens", help="token budget (default: vLLM's for this GPU)")
     q.add_argument("--max-num-seqs", help="(default: vLLM's for this GPU)")
     q.set_defaults(handler=_run, params=_kv, render=_render_kv)

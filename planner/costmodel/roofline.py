@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Literal
 
 from planner.catalog.gpus import GpuSpec
 from planner.catalog.models import Dtype, ModelSpec
@@ -25,7 +26,9 @@ from planner.costmodel.steptime import (
     step_time_s,
 )
 
-__all__ = ["ACTIVATION_BYTES", "Replica", "StepBreakdown", "chunks"]
+__all__ = ["ACTIVATION_BYTES", "Bound", "Replica", "StepBreakdown", "chunks"]
+
+Bound = Literal["memory", "compute"]  # what limits a step: bytes moved or FLOPs
 
 
 @dataclass(frozen=True)
@@ -47,7 +50,7 @@ class StepBreakdown:
     time_s: float
 
     @property
-    def bound(self) -> str:
+    def bound(self) -> Bound:
         return "memory" if self.memory_s >= self.compute_s else "compute"
 
 

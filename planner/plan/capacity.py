@@ -14,18 +14,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import Literal
 
 from planner.catalog.models import Dtype
 from planner.costmodel.profile import Profile
 from planner.deployment import Deployment, Disaggregation, ResolvedDeployment
 from planner.errors import InvalidInput
 from planner.latency import LatencyModel, Slo, WorkloadStats
-from planner.latency.engine import Point
+from planner.latency.engine import Point, Role
+from planner.vllm_defaults import BLOCK_SIZE_TOKENS
 
-Role = Literal["colocated", "prefill", "decode"]
 ROLES: tuple[Role, ...] = ("colocated", "prefill", "decode")
-BLOCK_TOKENS = 16
 DECODE_MIN_BUDGET = 512
 PROBE_BUDGET = 2048  # a decode pool's KV limit is first probed at this budget
 
@@ -147,7 +145,7 @@ class CapacityPoint:
 def kv_limit_seqs(resolved: ResolvedDeployment, stats: WorkloadStats) -> int:
     """Sequences of the mean decode context (plus half a block) the KV cache holds: above it
     vLLM preempts, so `max_num_seqs` need not go higher."""
-    per_seq = stats.decode_context + BLOCK_TOKENS / 2
+    per_seq = stats.decode_context + BLOCK_SIZE_TOKENS / 2
     return max(1, int(resolved.kv.kv_cache_tokens // per_seq))
 
 

@@ -9,8 +9,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from planner.latency.engine import Role
+
 Status = Literal["OPTIMAL", "FEASIBLE", "INFEASIBLE", "NO_SOLUTION"]
-Role = Literal["colocated", "prefill", "decode"]
 
 
 class _Report(BaseModel):

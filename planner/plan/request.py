@@ -21,9 +21,9 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from planner.catalog.models import Dtype
+from planner.costmodel.profiles import DEFAULT_PROFILE
 from planner.errors import InvalidInput
 from planner.inputs import (
-    DEFAULT_PROFILE,
     MAX_LATENCY_MS,
     MAX_TP,
     MAX_USD_PER_GPU_HOUR,
@@ -31,6 +31,7 @@ from planner.inputs import (
     read_mapping_file,
     validate_request,
 )
+from planner.vllm_defaults import GPU_MEMORY_UTILIZATION
 
 __all__ = [
     "BUDGET_MAX_TOKENS",
@@ -124,7 +125,9 @@ class CandidateSpace(BaseModel):
         min_length=1,
         description="long_prefill_token_threshold values for colocated replicas, each in [0, 1048576]; 0 = off",
     )
-    gpu_memory_utilization: float = Field(default=0.92, gt=0, le=1, description="vLLM's flag; (0, 1]")
+    gpu_memory_utilization: float = Field(
+        default=GPU_MEMORY_UTILIZATION, gt=0, le=1, description="vLLM's flag; (0, 1]"
+    )
     weight_dtype: Dtype = "bf16"
     kv_dtype: Dtype = "bf16"
     kv_transfer_bandwidth_bytes_per_s: float = Field(
