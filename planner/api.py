@@ -162,6 +162,7 @@ def evaluate(request: EvaluateRequest | Mapping[str, Any], *, base_dir: BaseDir 
             "gpu_memory_utilization": resolved.spec.gpu_memory_utilization,
             "usd_per_gpu_hour": resolved.usd_per_gpu_hour,
             "profile": profile.name,
+            "profile_warning": profile.warning,
         },
         "workload": {
             "name": stats.name,
@@ -328,6 +329,7 @@ def simulate(request: SimulateRequest | Mapping[str, Any], *, base_dir: BaseDir 
             "block_size": cfg.block_size,
             "kv_cache_tokens": cfg.kv_cache_tokens,
             "profile": profile.name,
+            "profile_warning": profile.warning,
             "router": req.router,
         },
         "input": source,
@@ -423,6 +425,7 @@ def analyze(request: AnalyzeRequest | Mapping[str, Any], *, base_dir: BaseDir = 
         weight_dtype=req.weight_dtype,
         kv_dtype=req.kv_dtype,
         profile=r.profile.name,
+        profile_warning=r.profile.warning,
     )
     report: AnalyzeReport
     if req.concurrency is not None:

@@ -87,6 +87,7 @@ class EvaluatedDeployment(DeploymentSummary):
     gpu_memory_utilization: float
     usd_per_gpu_hour: float
     profile: str
+    profile_warning: str | None  # set when the profile stands in for the GPU's own (transferred)
 
 
 class WorkloadSummary(_Report):
@@ -228,6 +229,7 @@ class SimulatedDeployment(DeploymentSummary):
     block_size: int
     kv_cache_tokens: int
     profile: str
+    profile_warning: str | None  # set when the profile stands in for the GPU's own (transferred)
     router: Router
 
 
@@ -369,6 +371,7 @@ class ReplicaInfo(_Report):
     weight_dtype: Dtype
     kv_dtype: Dtype
     profile: str
+    profile_warning: str | None = None
 
 
 class _Analysis(_Report):

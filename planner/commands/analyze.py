@@ -165,7 +165,8 @@ def _run(args: argparse.Namespace) -> None:
 
 def _header(r: Any) -> str:
     tp = f" x TP{r.tp}" if r.tp > 1 else ""
-    return f"{r.model} on {r.gpu}{tp}  weights {r.weight_dtype}, KV {r.kv_dtype}, profile {r.profile}"
+    head = f"{r.model} on {r.gpu}{tp}  weights {r.weight_dtype}, KV {r.kv_dtype}, profile {r.profile}"
+    return "\n".join([head, *c.warning_lines(r.profile_warning)])
 
 
 def _f(x: float, digits: int = 2) -> str:

@@ -178,3 +178,8 @@ def deployment_line(dep: Mapping[str, Any]) -> str:
         shape = f"{dep['replicas']} replica{'s' if dep['replicas'] != 1 else ''}, colocated"
     gpus = dep["replicas"] * dep["tp"]
     return f"{dep['model']} on {dep['gpu']}{tp}, {shape} ({gpus} GPU{'s' if gpus != 1 else ''})"
+
+
+def warning_lines(warning: str | None) -> list[str]:
+    """A report's warning as the human summary shows it: one `warning:` line, none when unset."""
+    return [] if warning is None else [f"warning: {warning}"]

@@ -69,6 +69,7 @@ def render(d: dict[str, Any]) -> str:
     dep, wl = d["deployment"], d["workload"]
     lines = [
         f"{c.deployment_line(dep)}; profile {dep['profile']}",
+        *c.warning_lines(dep["profile_warning"]),
         f"  max_num_batched_tokens {dep['max_num_batched_tokens']}, max_num_seqs {dep['max_num_seqs']}, "
         f"KV cache {d['kv_cache_tokens']:,} tokens per replica",
         f"workload{' ' + wl['name'] if wl['name'] else ''}: mean {wl['mean_requests_per_s']:.3g} req/s "

@@ -612,7 +612,7 @@ class Floors(_message.Message):
     def __init__(self, ttft_p99_ms: _Optional[float] = ..., itl_p99_ms: _Optional[float] = ..., itl_mixed_step_ms: _Optional[float] = ...) -> None: ...
 
 class EvaluatedDeployment(_message.Message):
-    __slots__ = ("model", "gpu", "tp", "mode", "replicas", "prefill_replicas", "decode_replicas", "weight_dtype", "kv_dtype", "max_num_seqs", "max_num_batched_tokens", "long_prefill_token_threshold", "gpu_memory_utilization", "usd_per_gpu_hour", "profile")
+    __slots__ = ("model", "gpu", "tp", "mode", "replicas", "prefill_replicas", "decode_replicas", "weight_dtype", "kv_dtype", "max_num_seqs", "max_num_batched_tokens", "long_prefill_token_threshold", "gpu_memory_utilization", "usd_per_gpu_hour", "profile", "profile_warning")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     GPU_FIELD_NUMBER: _ClassVar[int]
     TP_FIELD_NUMBER: _ClassVar[int]
@@ -628,6 +628,7 @@ class EvaluatedDeployment(_message.Message):
     GPU_MEMORY_UTILIZATION_FIELD_NUMBER: _ClassVar[int]
     USD_PER_GPU_HOUR_FIELD_NUMBER: _ClassVar[int]
     PROFILE_FIELD_NUMBER: _ClassVar[int]
+    PROFILE_WARNING_FIELD_NUMBER: _ClassVar[int]
     model: str
     gpu: str
     tp: int
@@ -643,7 +644,8 @@ class EvaluatedDeployment(_message.Message):
     gpu_memory_utilization: float
     usd_per_gpu_hour: float
     profile: str
-    def __init__(self, model: _Optional[str] = ..., gpu: _Optional[str] = ..., tp: _Optional[int] = ..., mode: _Optional[_Union[Mode, str]] = ..., replicas: _Optional[int] = ..., prefill_replicas: _Optional[int] = ..., decode_replicas: _Optional[int] = ..., weight_dtype: _Optional[_Union[Dtype, str]] = ..., kv_dtype: _Optional[_Union[Dtype, str]] = ..., max_num_seqs: _Optional[int] = ..., max_num_batched_tokens: _Optional[int] = ..., long_prefill_token_threshold: _Optional[int] = ..., gpu_memory_utilization: _Optional[float] = ..., usd_per_gpu_hour: _Optional[float] = ..., profile: _Optional[str] = ...) -> None: ...
+    profile_warning: str
+    def __init__(self, model: _Optional[str] = ..., gpu: _Optional[str] = ..., tp: _Optional[int] = ..., mode: _Optional[_Union[Mode, str]] = ..., replicas: _Optional[int] = ..., prefill_replicas: _Optional[int] = ..., decode_replicas: _Optional[int] = ..., weight_dtype: _Optional[_Union[Dtype, str]] = ..., kv_dtype: _Optional[_Union[Dtype, str]] = ..., max_num_seqs: _Optional[int] = ..., max_num_batched_tokens: _Optional[int] = ..., long_prefill_token_threshold: _Optional[int] = ..., gpu_memory_utilization: _Optional[float] = ..., usd_per_gpu_hour: _Optional[float] = ..., profile: _Optional[str] = ..., profile_warning: _Optional[str] = ...) -> None: ...
 
 class WorkloadSummary(_message.Message):
     __slots__ = ("name", "mean_requests_per_s", "peak_requests_per_s", "burstiness", "mean_input_tokens", "p99_input_tokens", "mean_output_tokens", "p99_output_tokens", "prefix_cache_hit_fraction")
@@ -886,7 +888,7 @@ class EvaluateReport(_message.Message):
     def __init__(self, deployment: _Optional[_Union[EvaluatedDeployment, _Mapping]] = ..., workload: _Optional[_Union[WorkloadSummary, _Mapping]] = ..., mode: _Optional[_Union[Mode, str]] = ..., requests_per_s: _Optional[float] = ..., requests_per_s_per_replica: _Optional[float] = ..., stable: _Optional[bool] = ..., ttft_p50_ms: _Optional[float] = ..., ttft_p99_ms: _Optional[float] = ..., itl_p50_ms: _Optional[float] = ..., itl_p99_ms: _Optional[float] = ..., itl_worst_case_ms: _Optional[float] = ..., decode_concurrency: _Optional[float] = ..., mean_step_ms: _Optional[float] = ..., mixed_step_fraction: _Optional[float] = ..., prefill_chunk_tokens: _Optional[float] = ..., prefill_utilization: _Optional[float] = ..., queue_wait_mean_ms: _Optional[float] = ..., kv_cache_usage: _Optional[float] = ..., kv_cache_tokens: _Optional[int] = ..., preemption_risk: _Optional[float] = ..., running_requests: _Optional[float] = ..., gpu_utilization: _Optional[float] = ..., mfu: _Optional[float] = ..., max_stable_requests_per_s: _Optional[float] = ..., deployment_max_stable_requests_per_s: _Optional[float] = ..., usd_per_hour: _Optional[float] = ..., usd_per_million_output_tokens: _Optional[float] = ..., usd_per_million_input_tokens: _Optional[float] = ..., mean_load_usd_per_million_output_tokens: _Optional[float] = ..., binding_limit: _Optional[_Union[BindingLimit, str]] = ..., floors: _Optional[_Union[Floors, _Mapping]] = ..., pools: _Optional[_Union[PoolPredictions, _Mapping]] = ..., buckets: _Optional[_Iterable[_Union[BucketPrediction, _Mapping]]] = ..., notes: _Optional[_Iterable[str]] = ..., stability_binding_limit: _Optional[_Union[StabilityLimit, str]] = ..., slo: _Optional[_Union[LatencyTargets, _Mapping]] = ..., slo_feasible: _Optional[bool] = ..., max_requests_per_s_within_slo: _Optional[float] = ..., deployment_max_requests_per_s_within_slo: _Optional[float] = ..., capacity: _Optional[_Union[Capacity, _Mapping]] = ...) -> None: ...
 
 class SimulatedDeployment(_message.Message):
-    __slots__ = ("model", "gpu", "tp", "mode", "replicas", "prefill_replicas", "decode_replicas", "weight_dtype", "kv_dtype", "max_num_seqs", "max_num_batched_tokens", "long_prefill_token_threshold", "kv_cache_blocks", "block_size", "kv_cache_tokens", "profile", "router")
+    __slots__ = ("model", "gpu", "tp", "mode", "replicas", "prefill_replicas", "decode_replicas", "weight_dtype", "kv_dtype", "max_num_seqs", "max_num_batched_tokens", "long_prefill_token_threshold", "kv_cache_blocks", "block_size", "kv_cache_tokens", "profile", "router", "profile_warning")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     GPU_FIELD_NUMBER: _ClassVar[int]
     TP_FIELD_NUMBER: _ClassVar[int]
@@ -904,6 +906,7 @@ class SimulatedDeployment(_message.Message):
     KV_CACHE_TOKENS_FIELD_NUMBER: _ClassVar[int]
     PROFILE_FIELD_NUMBER: _ClassVar[int]
     ROUTER_FIELD_NUMBER: _ClassVar[int]
+    PROFILE_WARNING_FIELD_NUMBER: _ClassVar[int]
     model: str
     gpu: str
     tp: int
@@ -921,7 +924,8 @@ class SimulatedDeployment(_message.Message):
     kv_cache_tokens: int
     profile: str
     router: Router
-    def __init__(self, model: _Optional[str] = ..., gpu: _Optional[str] = ..., tp: _Optional[int] = ..., mode: _Optional[_Union[Mode, str]] = ..., replicas: _Optional[int] = ..., prefill_replicas: _Optional[int] = ..., decode_replicas: _Optional[int] = ..., weight_dtype: _Optional[_Union[Dtype, str]] = ..., kv_dtype: _Optional[_Union[Dtype, str]] = ..., max_num_seqs: _Optional[int] = ..., max_num_batched_tokens: _Optional[int] = ..., long_prefill_token_threshold: _Optional[int] = ..., kv_cache_blocks: _Optional[int] = ..., block_size: _Optional[int] = ..., kv_cache_tokens: _Optional[int] = ..., profile: _Optional[str] = ..., router: _Optional[_Union[Router, str]] = ...) -> None: ...
+    profile_warning: str
+    def __init__(self, model: _Optional[str] = ..., gpu: _Optional[str] = ..., tp: _Optional[int] = ..., mode: _Optional[_Union[Mode, str]] = ..., replicas: _Optional[int] = ..., prefill_replicas: _Optional[int] = ..., decode_replicas: _Optional[int] = ..., weight_dtype: _Optional[_Union[Dtype, str]] = ..., kv_dtype: _Optional[_Union[Dtype, str]] = ..., max_num_seqs: _Optional[int] = ..., max_num_batched_tokens: _Optional[int] = ..., long_prefill_token_threshold: _Optional[int] = ..., kv_cache_blocks: _Optional[int] = ..., block_size: _Optional[int] = ..., kv_cache_tokens: _Optional[int] = ..., profile: _Optional[str] = ..., router: _Optional[_Union[Router, str]] = ..., profile_warning: _Optional[str] = ...) -> None: ...
 
 class SimulationInput(_message.Message):
     __slots__ = ("source", "name", "replay", "seed", "mean_requests_per_s_target", "burstiness", "trace_requests", "trace_duration_s", "requests", "span_s", "mean_requests_per_s", "mean_input_tokens", "mean_output_tokens", "prefix_cache_hit_fraction")
@@ -1130,20 +1134,22 @@ class SimulateReport(_message.Message):
     def __init__(self, deployment: _Optional[_Union[SimulatedDeployment, _Mapping]] = ..., input: _Optional[_Union[SimulationInput, _Mapping]] = ..., ttft_p50_ms: _Optional[float] = ..., ttft_p90_ms: _Optional[float] = ..., ttft_p99_ms: _Optional[float] = ..., itl_p50_ms: _Optional[float] = ..., itl_p90_ms: _Optional[float] = ..., itl_p99_ms: _Optional[float] = ..., tpot_p50_ms: _Optional[float] = ..., tpot_p90_ms: _Optional[float] = ..., tpot_p99_ms: _Optional[float] = ..., e2el_p50_ms: _Optional[float] = ..., e2el_p90_ms: _Optional[float] = ..., e2el_p99_ms: _Optional[float] = ..., slo: _Optional[_Union[SimulationTargets, _Mapping]] = ..., slo_met: _Optional[_Union[TargetsMet, _Mapping]] = ..., mode: _Optional[_Union[Mode, str]] = ..., budget_reading: _Optional[_Union[BudgetReading, str]] = ..., requests: _Optional[int] = ..., completed: _Optional[int] = ..., duration_s: _Optional[float] = ..., request_throughput_rps: _Optional[float] = ..., output_tokens_per_s: _Optional[float] = ..., ttft: _Optional[_Union[LatencySummary, _Mapping]] = ..., itl: _Optional[_Union[LatencySummary, _Mapping]] = ..., tpot: _Optional[_Union[LatencySummary, _Mapping]] = ..., e2el: _Optional[_Union[LatencySummary, _Mapping]] = ..., goodput: _Optional[_Union[Goodput, _Mapping]] = ..., preemptions: _Optional[int] = ..., peak_kv_blocks: _Optional[int] = ..., peak_kv_fraction: _Optional[float] = ..., max_queue_length: _Optional[int] = ..., replicas: _Optional[_Iterable[_Union[SimulatedReplica, _Mapping]]] = ..., series: _Optional[_Union[MinuteSeries, _Mapping]] = ...) -> None: ...
 
 class ReplicaInfo(_message.Message):
-    __slots__ = ("model", "gpu", "tp", "weight_dtype", "kv_dtype", "profile")
+    __slots__ = ("model", "gpu", "tp", "weight_dtype", "kv_dtype", "profile", "profile_warning")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     GPU_FIELD_NUMBER: _ClassVar[int]
     TP_FIELD_NUMBER: _ClassVar[int]
     WEIGHT_DTYPE_FIELD_NUMBER: _ClassVar[int]
     KV_DTYPE_FIELD_NUMBER: _ClassVar[int]
     PROFILE_FIELD_NUMBER: _ClassVar[int]
+    PROFILE_WARNING_FIELD_NUMBER: _ClassVar[int]
     model: str
     gpu: str
     tp: int
     weight_dtype: Dtype
     kv_dtype: Dtype
     profile: str
-    def __init__(self, model: _Optional[str] = ..., gpu: _Optional[str] = ..., tp: _Optional[int] = ..., weight_dtype: _Optional[_Union[Dtype, str]] = ..., kv_dtype: _Optional[_Union[Dtype, str]] = ..., profile: _Optional[str] = ...) -> None: ...
+    profile_warning: str
+    def __init__(self, model: _Optional[str] = ..., gpu: _Optional[str] = ..., tp: _Optional[int] = ..., weight_dtype: _Optional[_Union[Dtype, str]] = ..., kv_dtype: _Optional[_Union[Dtype, str]] = ..., profile: _Optional[str] = ..., profile_warning: _Optional[str] = ...) -> None: ...
 
 class ConcurrencyRow(_message.Message):
     __slots__ = ("concurrency", "step_ms", "user_tokens_per_s", "gpu_tokens_per_s", "usd_per_million_output_tokens", "bound", "fits_in_memory")
