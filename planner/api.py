@@ -388,7 +388,7 @@ def _check_fits(
     from planner.vllm_defaults import GPU_MEMORY_UTILIZATION
 
     util = GPU_MEMORY_UTILIZATION if gpu_memory_utilization is None else gpu_memory_utilization
-    problems = feasibility(r.model, r.gpu, r.tp, r.weight_dtype, r.kv_dtype, budget, seqs, util)
+    problems = feasibility(r.model, r.gpu, r.tp, r.weight_dtype, r.kv_dtype, budget, seqs, util, r.profile)
     if problems:
         p = problems[0]
         given = {"max_num_batched_tokens": budget, "max_num_seqs": seqs}

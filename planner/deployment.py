@@ -134,6 +134,14 @@ class Deployment(BaseModel):
 
         gpu = get_gpu(self.gpu, f"{root}.gpu")
         model = get_model(self.model, f"{root}.model")
+        if profile is None or isinstance(profile, str):
+            from planner.costmodel.profiles import DEFAULT_PROFILE, resolve_profile
+
+            prof = resolve_profile(DEFAULT_PROFILE if profile is None else profile, gpu.name, "profile")
+        else:
+            prof = profile
+        if prof.gpu is not None and prof.gpu != gpu.name:
+            raise InvalidInput("profile", f"profile {prof.name} was fitted on {prof.gpu}, not {gpu.name}")
         problems = feasibility(
             model,
             gpu,
@@ -143,19 +151,12 @@ class Deployment(BaseModel):
             self.max_num_batched_tokens,
             self.max_num_seqs,
             self.gpu_memory_utilization,
+            prof,
         )
         if problems:
             raise InvalidInput(f"{root}.{problems[0].field}", problems[0].reason)
         seqs = self.max_num_seqs or gpu.vllm_default_max_num_seqs
         budget = self.max_num_batched_tokens or gpu.vllm_default_max_num_batched_tokens
-        if profile is None or isinstance(profile, str):
-            from planner.costmodel.profiles import DEFAULT_PROFILE, resolve_profile
-
-            prof = resolve_profile(DEFAULT_PROFILE if profile is None else profile, gpu.name, "profile")
-        else:
-            prof = profile
-        if prof.gpu is not None and prof.gpu != gpu.name:
-            raise InvalidInput("profile", f"profile {prof.name} was fitted on {prof.gpu}, not {gpu.name}")
         replica = Replica(
             model=model,
             gpu=gpu,

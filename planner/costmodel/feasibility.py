@@ -5,7 +5,10 @@ workload, no profile: catalog look-ups already done, a few multiplications) and 
 `Deployment.resolve` raises from, naming the field at fault. vLLM refuses each of these at
 startup: heads that do not split over the TP group, a TP group larger than one node,
 `max_num_batched_tokens < max_num_seqs`, weights that do not fit the memory it may use, and a
-KV cache with no room left after the activations of a full budget.
+KV cache with no room left after the activations of a full budget. Memory is counted by
+`memory_budget` (planner.costmodel.memory, docs/kv-capacity.md), the budget Deployment.resolve
+sizes the cache with, so the screen and the resolve agree: vLLM's accounting for measured
+profiles, the seed's idealized budget for the theoretical one.
 """
 
 from __future__ import annotations
@@ -14,7 +17,8 @@ from dataclasses import dataclass
 
 from planner.catalog.gpus import GpuSpec
 from planner.catalog.models import Dtype, ModelSpec
-from planner.costmodel.memory import NON_TORCH_BYTES, activation_peak_bytes
+from planner.costmodel.memory import DEFAULT_VLLM_VERSION, memory_budget
+from planner.costmodel.profile import THEORETICAL, Profile
 from planner.costmodel.roofline import Replica
 from planner.vllm_defaults import (
     BLOCK_SIZE_TOKENS,
@@ -44,10 +48,12 @@ def feasibility(
     max_num_batched_tokens: int | None = None,
     max_num_seqs: int | None = None,
     gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION,
+    profile: Profile | None = None,
 ) -> list[Infeasibility]:
     """Every reason vLLM could not serve `model` on `tp` x `gpu` with these limits (empty: it can).
     Unset limits take vLLM's defaults for the GPU; a limit a caller left unset is never the one
-    blamed when a given one can be."""
+    blamed when a given one can be. `profile` picks the memory budget as for the deployment
+    (theoretical: the seed's); None: vLLM's, as for every measured or transferred profile."""
     out: list[Infeasibility] = []
     if tp > gpu.max_gpus_per_node:
         out.append(
@@ -62,48 +68,47 @@ def feasibility(
         out.append(
             Infeasibility(which, f"vLLM requires max_num_batched_tokens ({budget}) >= max_num_seqs ({seqs})")
         )
-    out += _memory(
-        model, gpu, tp, weight_dtype, kv_dtype, budget, seqs, gpu_memory_utilization, max_num_batched_tokens
+    r = Replica(
+        model=model,
+        gpu=gpu,
+        tp=tp,
+        weight_dtype=weight_dtype,
+        kv_dtype=kv_dtype,
+        profile=THEORETICAL if profile is None else profile,
     )
+    version = DEFAULT_VLLM_VERSION if profile is None else None  # None: as the profile implies
+    out += _memory(r, budget, seqs, gpu_memory_utilization, max_num_batched_tokens, version)
     return out
 
 
 def _memory(
-    model: ModelSpec,
-    gpu: GpuSpec,
-    tp: int,
-    weight_dtype: Dtype,
-    kv_dtype: Dtype,
-    budget: int,
-    seqs: int,
-    utilization: float,
-    budget_given: int | None,
+    r: Replica, budget: int, seqs: int, utilization: float, budget_given: int | None, version: str | None
 ) -> list[Infeasibility]:
-    """Weights, then activations, against the memory vLLM may use (planner.costmodel.memory)."""
-    r = Replica(model=model, gpu=gpu, tp=tp, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
-    usable = gpu.memory * utilization
-    weights = r.weight_bytes_per_gpu
+    """Weights and the fixed reserves, then the activations of a full step, against the memory
+    vLLM may use, as memory_budget counts them."""
+    b = memory_budget(r, utilization, budget, seqs, version)
+    fixed = b.weight_bytes + b.non_torch_bytes + b.cuda_graph_bytes
     block = r.kv_bytes_per_token * BLOCK_SIZE_TOKENS
+    model, gpu, tp = r.model, r.gpu, r.tp
     where = f"{model.name} on {tp} x {gpu.name} at gpu_memory_utilization {utilization:g}"
-    if weights + NON_TORCH_BYTES + block > usable:
+    if fixed + block > b.requested_bytes:
         return [
             Infeasibility(
                 "tp",
-                f"{where}: the weights ({weights / GIB:.1f} GiB per GPU in {weight_dtype}) and "
-                f"{NON_TORCH_BYTES / GIB:.1f} GiB of CUDA context and buffers exceed the "
-                f"{usable / GIB:.1f} GiB vLLM may use and leave no KV cache; raise tp, use fp8 weights "
-                "or a GPU with more memory",
+                f"{where}: the weights ({b.weight_bytes / GIB:.1f} GiB per GPU in {r.weight_dtype}) and "
+                f"{(fixed - b.weight_bytes) / GIB:.1f} GiB of CUDA context and buffers exceed the "
+                f"{b.requested_bytes / GIB:.1f} GiB vLLM may use and leave no KV cache; raise tp, use fp8 "
+                "weights or a GPU with more memory",
             )
         ]
-    act = activation_peak_bytes(r, budget, seqs)
-    if weights + NON_TORCH_BYTES + act + block > usable:
+    if b.available_bytes < block:
         field = "max_num_batched_tokens" if budget_given is not None else "tp"
         return [
             Infeasibility(
                 field,
-                f"{where}: the weights ({weights / GIB:.1f} GiB per GPU) and the activations of a "
-                f"{budget}-token step ({act / GIB:.1f} GiB) leave no KV cache (not one block); "
-                "lower max_num_batched_tokens or raise tp",
+                f"{where}: the weights ({b.weight_bytes / GIB:.1f} GiB per GPU) and the activations of a "
+                f"{budget}-token step ({b.activation_bytes / GIB:.1f} GiB) leave no KV cache (not one "
+                "block); lower max_num_batched_tokens or raise tp",
             )
         ]
     return []

@@ -269,7 +269,7 @@ def plan(
     forecast = _forecast(workload)
     prices = [_prices(req, g) for g in sorted(listed)]
     with CapacityPool(ctx, default_workers() if workers is None else workers) as pool:
-        unfit = unfit_shapes(model, req.candidates, gpus)
+        unfit = unfit_shapes(model, req.candidates, gpus, ctx.profile)
         also = default_configs(gpus, req.candidates.tensor_parallel_sizes, unfit)  # for the alternatives
         shapes = shapes_of(req.candidates, gpus, roles, unfit)
         found = pool.search(shapes, also) if shapes else SearchResult((), (), ())

@@ -28,9 +28,10 @@ the same GPU type and role is dominated too (m smaller replicas do its job on th
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from planner.costmodel.profile import Profile
 from planner.plan.capacity import (
     CapacityPoint,
     ReplicaConfig,
@@ -217,9 +218,12 @@ def keep_lowered(best: CapacityPoint, lowered: CapacityPoint) -> bool:
     return lowered.feasible and lowered.requests_per_s >= best.requests_per_s * (1.0 - KEEP_SEQS_RTOL)
 
 
-def unfit_shapes(model: str, space: CandidateSpace, gpus: Sequence[str]) -> list[tuple[str, int, str]]:
+def unfit_shapes(
+    model: str, space: CandidateSpace, gpus: Sequence[str], profile: Callable[[str], Profile] | None = None
+) -> list[tuple[str, int, str]]:
     """(gpu, tp, reason) for the GPU x TP pairs vLLM cannot run the model on at all (the cheap
-    feasibility check at the smallest budget and `max_num_seqs` the search would use)."""
+    feasibility check at the smallest budget and `max_num_seqs` the search would use, with each
+    GPU's `profile` so the memory budget is the one its deployments resolve with)."""
     from planner.catalog.gpus import get_gpu
     from planner.catalog.models import get_model
     from planner.costmodel.feasibility import feasibility
@@ -232,7 +236,15 @@ def unfit_shapes(model: str, space: CandidateSpace, gpus: Sequence[str]) -> list
         g = get_gpu(gpu)
         for tp in space.tensor_parallel_sizes:
             why = feasibility(
-                spec, g, tp, space.weight_dtype, space.kv_dtype, budget, seqs, space.gpu_memory_utilization
+                spec,
+                g,
+                tp,
+                space.weight_dtype,
+                space.kv_dtype,
+                budget,
+                seqs,
+                space.gpu_memory_utilization,
+                None if profile is None else profile(gpu),
             )
             if why:
                 out.append((gpu, tp, why[0].reason))
