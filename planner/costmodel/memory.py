@@ -174,11 +174,6 @@ def seed_activation_bytes(replica: Replica, max_num_batched_tokens: int, max_num
     return max_num_batched_tokens * per_token * 2 + logits
 
 
-# feasibility.py screens candidates with the seed's estimate (a cheap, slightly permissive check;
-# Deployment.resolve then sizes the cache with kv_capacity and refuses one without a block).
-activation_peak_bytes = seed_activation_bytes
-
-
 @dataclass(frozen=True)
 class MemoryBudget:
     """One GPU's startup budget, in bytes, term by term as vLLM logs it. `vllm_version` is None
