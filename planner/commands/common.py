@@ -103,11 +103,14 @@ def pairs(flag: str, text: str) -> list[list[str]]:
 
 def cwd_path(text: str | None, builtin: Sequence[str] = ()) -> str | None:
     """A path given on the command line is relative to the working directory, while paths in a
-    request are relative to its file: make an existing one absolute (built-in names stay)."""
+    request are relative to its file: make an existing one absolute (built-in names, and names no
+    file can have, stay as written)."""
     if text is None or text in builtin:
         return text
-    p = Path(text)
-    return str(p.absolute()) if p.exists() else text
+    try:
+        return str(Path(text).absolute()) if Path(text).exists() else text
+    except (OSError, ValueError):  # a name no file can have (too long, NUL): its reader refuses it
+        return text
 
 
 def emit(report: BaseModel, as_json: bool, render: Callable[[dict[str, Any]], str]) -> None:

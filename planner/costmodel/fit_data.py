@@ -123,6 +123,8 @@ def parse_json(text: str, name: str, field: str = "MEASUREMENTS") -> Measurement
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
         raise InvalidInput(field, f"{name}:{exc.lineno}: malformed JSON: {exc.msg}") from None
+    except RecursionError:  # json.loads recurses once per level of [ or {
+        raise InvalidInput(field, f"{name}: nesting too deep") from None
     if isinstance(doc, list):
         rows_data, about = doc, ""
     elif isinstance(doc, dict):
