@@ -313,22 +313,29 @@ def test_heavy_traffic_above_unit_service_variability_is_conservative(ca2: float
     assert ratio == pytest.approx(limit, rel=1e-3)  # O(1 - rho) from the limit, as above
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="queueing.gg1_wait: for c_s^2 > 1 and smooth arrivals (c_a^2 < 1) f = (1 + c_s^2)/2 "
-    "gives a heavy-traffic mean below Kingman's exact limit, not the 'conservative' one the module "
-    "docstring claims (fix: f = max((c_a^2 + c_s^2)/(1 + c_a^2), (1 + c_s^2)/2) when c_s^2 > 1)",
-)
 @pytest.mark.parametrize(("ca2", "cs2"), ((0.5, 3.0), (1e-3, 3.0)))
 def test_heavy_traffic_smooth_arrivals_spread_service(ca2: float, cs2: float) -> None:
-    """Kingman's limit is exact for every GI/G/1, so a mean the module calls conservative must
-    not fall below it as rho -> 1. With c_a^2 < 1 < c_s^2 the module's limit
-    (1 + c_s^2)(1 + c_a^2)/4 is below (c_a^2 + c_s^2)/2 by (c_s^2 - 1)(1 - c_a^2)/4: at
-    c_a^2 = 0.5 (burstiness 2), c_s^2 = 3, 1.5 vs 1.75 (-14%); at c_a^2 -> 0, 1.0 vs 1.5 (-33%).
-    Reachable: burstiness goes up to 1e6, and spread prompt lengths have c_s^2 > 1."""
-    rho = 1.0 - 1e-4
-    ratio = gg1_wait(rho, 1.0, ca2, cs2).mean_s / kingman_mean_wait(rho, 1.0, ca2, cs2)
-    assert ratio >= 1.0 - 1e-3
+    """Kingman's limit is exact for every GI/G/1, so the mean must not fall below it as rho -> 1.
+    With c_a^2 < 1 < c_s^2, f = (1 + c_s^2)/2 would give the limit (1 + c_s^2)(1 + c_a^2)/4, below
+    (c_a^2 + c_s^2)/2 by (c_s^2 - 1)(1 - c_a^2)/4: at c_a^2 = 0.5 (burstiness 2), c_s^2 = 3, 1.5
+    vs 1.75 (-14%); at c_a^2 -> 0, 1.0 vs 1.5 (-33%). Reachable: burstiness goes up to 1e6, and
+    spread prompt lengths have c_s^2 > 1. f = (c_a^2 + c_s^2)/(1 + c_a^2) reaches the limit
+    exactly (test_kingman_heavy_traffic_limit's derivation), O(1 - rho) from it."""
+    for eps in (1e-2, 1e-4):
+        rho = 1.0 - eps
+        ratio = gg1_wait(rho, 1.0, ca2, cs2).mean_s / kingman_mean_wait(rho, 1.0, ca2, cs2)
+        assert abs(ratio - 1.0) <= eps, (rho, ratio)
+
+
+@pytest.mark.parametrize("cs2", (1.5, 3.0, 20.0))
+def test_service_factor_is_continuous_where_its_forms_meet(cs2: float) -> None:
+    """The two forms of f agree at c_a^2 = 1 (M/G/1, (1 + c_s^2)/2 either way), so the wait moves
+    continuously as burstiness crosses Poisson: within 1e-6 across c_a^2 = 1 -+ 1e-9."""
+    rho = 0.7
+    below = gg1_wait(rho, 1.0, 1.0 - 1e-9, cs2).mean_s
+    above = gg1_wait(rho, 1.0, 1.0 + 1e-9, cs2).mean_s
+    assert below == pytest.approx(above, rel=1e-6)
+    assert gg1_wait(rho, 1.0, 1.0, cs2).mean_s == pytest.approx(rho * (1 + cs2) / 2 / (1 - rho), rel=EXACT)
 
 
 def test_gg1_wait_edges() -> None:

@@ -8,15 +8,23 @@ waiting is GI/M/1's sigma, the root in (0, 1) of
 
 (A* the Laplace transform of the gaps; sigma = rho for Poisson, sigma > rho for bursty gaps);
 given a wait it is exponential with mean f E[X] / (1 - sigma), where f carries the service
-variability: f = (c_a^2 + c_s^2) / (1 + c_a^2) (c_s^2 <= 1), (1 + c_s^2) / 2 (c_s^2 > 1). So
+variability: f = (c_a^2 + c_s^2) / (1 + c_a^2), except (1 + c_s^2) / 2 when both c_a^2 > 1 and
+c_s^2 > 1. So
 
     P(W > w) = sigma exp(-w (1 - sigma) / (f E[X]))
 
-This is exact for M/G/1 (Pollaczek-Khinchine mean, k = 1) and for GI/M/1 (c_s^2 = 1), and has
-Kingman's heavy-traffic mean (c_a^2 + c_s^2) / (2 (1 - rho)) E[X] when c_s^2 <= 1 (above it,
-more: conservative). Allen–Cunneen/Kingman alone (P(W > 0) = rho) badly underrates bursty
-arrivals at moderate load, where whole bursts queue. sigma and the conditional mean both grow
-with rho, E[X] and burstiness, so every percentile of W does.
+This is exact for M/G/1 (Pollaczek-Khinchine mean, k = 1: both forms of f agree) and for GI/M/1
+(c_s^2 = 1), and has Kingman's heavy-traffic mean (c_a^2 + c_s^2) / (2 (1 - rho)) E[X] unless
+both c_a^2 and c_s^2 exceed 1 (then more: conservative). As rho -> 1, 1 - sigma ->
+2 (1 - rho) / (1 + c_a^2), so the limit is f (1 + c_a^2) / 2: the first form gives Kingman's
+exactly, and (1 + c_s^2) / 2 exceeds it by (c_s^2 - 1)(c_a^2 - 1) / 4, >= 0 only when both are
+above 1 or both below. The first form is therefore the larger of the two whenever c_s^2 > 1 >=
+c_a^2 (a max of the two there reads the same). Allen–Cunneen/Kingman alone (P(W > 0) = rho)
+badly underrates bursty arrivals at moderate load, where whole bursts queue. sigma and the mean
+wait grow with rho, E[X] and burstiness. With c_s^2 > 1 and smooth arrivals f falls as arrivals
+get burstier (from c_s^2 at k -> inf to (1 + c_s^2) / 2 at k = 1) while sigma grows: the mean
+still grows, and so do the percentiles up to p99 for c_s^2 <= 20 at burstiness 50 -> 4 -> 1; far
+tails of very spread service (p99.9, c_s^2 ~ 200) can dip a few percent on the way to Poisson.
 
 The response time adds the request's own service S (a discrete distribution): its percentiles
 are found in closed form, segment by segment of the sorted support of S.
@@ -87,9 +95,12 @@ def gg1_wait(rho: float, mean_service_s: float, arrival_cv2: float, service_cv2:
     if rho >= 1:
         return Wait(1.0, math.inf)
     sigma = gamma_wait_probability(rho, 1.0 / arrival_cv2)
-    # Service-variability factor: exact for M/G/1 and GI/M/1, Kingman's heavy-traffic mean for
-    # c_s^2 <= 1, conservative above (and then not falling as arrivals get burstier).
-    f = (arrival_cv2 + service_cv2) / (1.0 + arrival_cv2) if service_cv2 <= 1.0 else (1.0 + service_cv2) / 2.0
+    # Service-variability factor: exact for M/G/1 and GI/M/1, Kingman's heavy-traffic mean unless
+    # both c^2 exceed 1, conservative there (module docstring).
+    if min(arrival_cv2, service_cv2) <= 1.0:
+        f = (arrival_cv2 + service_cv2) / (1.0 + arrival_cv2)
+    else:
+        f = (1.0 + service_cv2) / 2.0
     return Wait(sigma, f * mean_service_s / (1.0 - sigma))
 
 
