@@ -402,6 +402,7 @@ class FixedParameters(BaseModel):
     eta_attention: float | None = Field(default=None, gt=0, le=1)
     step_overhead_s: float | None = Field(default=None, ge=0, le=1)
     prefix_kv_passes: float | None = Field(default=None, ge=0, le=1000)
+    decode_attention_items_per_sm: float | None = Field(default=None, ge=0, le=64)
 
     @model_validator(mode="before")
     @classmethod

@@ -20,8 +20,10 @@ from planner.costmodel.calibrated import (
     FITTED_MEASUREMENTS,
     MAX_FIT_MAPE,
     PARAMETERS,
+    VLLM_ENGINE_COST_S,
     UnderdeterminedFit,
     builtin_calibrated,
+    builtin_h200_profile,
     check_gpu_matches,
     fit_builtin,
     fit_profile,
@@ -84,8 +86,11 @@ def test_fit_is_stable_on_held_out_rows(seed: int) -> None:
 
 
 def test_shipped_h200_profile_equals_a_fresh_fit(fitted) -> None:
+    """The shipped file is fit_builtin's profile plus the vLLM engine cost per step."""
     shipped = json.loads((DATA / "profiles" / "h200-sxm.json").read_text())
-    fresh = fitted.profile.model_dump()
+    fresh = builtin_h200_profile().model_dump()
+    assert fresh["step_overhead_s"] == fitted.profile.step_overhead_s + VLLM_ENGINE_COST_S
+    assert fresh["decode_attention_items_per_sm"] == fitted.profile.decode_attention_items_per_sm > 0
     assert shipped["name"] == fresh["name"] == "h200-sxm-calibrated"
     assert shipped["gpu"] == "h200-sxm"
     for k in PARAMETERS:
@@ -119,7 +124,7 @@ def test_calibrated_resolves_per_gpu_and_is_refused_elsewhere() -> None:
 def test_profile_predicts_another_model_sensibly() -> None:
     """Fitted on Qwen3-8B, used on Llama-3.1-8B (same GPU): every step is slower than the
     roofline bound, by a factor like the one measured on Qwen."""
-    prof = builtin_calibrated("h200-sxm")
+    prof = fit_builtin().profile  # the timed steps' fit (the shipped one adds vLLM's engine cost)
     llama = get_model("meta-llama/Llama-3.1-8B-Instruct")
     cal, theo = Replica(llama, H200, profile=prof), Replica(llama, H200)
     for n in (1, 64, 256):
@@ -274,4 +279,73 @@ def test_a_fit_with_every_parameter_on_a_bound_is_refused_unless_forced() -> Non
         fit_profile(_subset(rows), QWEN8, H200)
     assert exc.value.field == "measurements" and "every fitted parameter sits on a bound" in exc.value.reason
     forced = fit_profile(_subset(rows), QWEN8, H200, force=True)
-    assert forced.mape < 1e-6 and all(p.at_bound for p in forced.parameters)
+    assert forced.mape < 1e-6 and all(p.at_bound for p in forced.parameters if not p.fixed)
+    # one context only: the decode attention term is held at 0, and the fit says so
+    held = {p.name: p for p in forced.parameters}["decode_attention_items_per_sm"]
+    assert held.fixed and held.value == 0.0
+    assert "decode_attention_items_per_sm held at 0" in forced.profile.source
+
+
+# --- the decode attention parallelism term -----------------------------------------------------
+
+CTX = parse_json((DATA / "measurements" / "h200_qwen3_8b_ctx.json").read_text(), "h200_qwen3_8b_ctx.json")
+_DECODE_GRID = tuple(r for r in CTX.rows if r.kind == "decode")  # batch 1-128 x context 1k-16k
+_HELD = {"eta_matmul": 0.65, "eta_attention": 0.43, "prefix_kv_passes": 30.0}  # decode rows cannot see them
+
+
+def _synthetic(a: float) -> Measurements:
+    """The decode grid's shapes timed by a known profile with decode_attention_items_per_sm = a."""
+    truth = Profile(
+        name="t",
+        gpu="h200-sxm",
+        eta_bandwidth=0.8,
+        step_overhead_s=2e-3,
+        decode_attention_items_per_sm=a,
+        **_HELD,
+    )
+    times = predict(_DECODE_GRID, QWEN8, H200, truth)
+    return replace(CTX, rows=tuple(replace(r, time_s=t) for r, t in zip(_DECODE_GRID, times, strict=True)))
+
+
+@pytest.mark.parametrize("a", [0.3, 0.8, 2.0])
+def test_decode_rows_over_batch_and_context_pin_the_attention_term(a: float) -> None:
+    cal = fit_profile(_synthetic(a), QWEN8, H200, fixed=_HELD)
+    assert cal.profile.decode_attention_items_per_sm == pytest.approx(a, rel=1e-4)
+    assert cal.profile.eta_bandwidth == pytest.approx(0.8, rel=1e-4) and not cal.notes
+
+
+def test_rows_without_a_penalty_fit_the_attention_term_to_zero() -> None:
+    cal = fit_profile(_synthetic(0.0), QWEN8, H200, fixed=_HELD)
+    assert cal.profile.decode_attention_items_per_sm == 0.0 and cal.mape < 1e-6
+    assert cal.notes == [
+        "decode_attention_items_per_sm fitted to 0 (off): the rows show no decode attention penalty"
+    ]
+    assert cal.notes[0] in cal.profile.source
+
+
+@pytest.mark.parametrize(
+    ("keep", "why"),
+    [
+        (lambda r: r.ctx == 4000, "contexts [4000]"),  # one context
+        (lambda r: r.batch in (1, 32, 64), "batches [1] at"),  # one batch under 132 / 8 = 16.5
+    ],
+)
+def test_rows_that_cannot_pin_the_attention_term_hold_it_at_zero(keep: Any, why: str) -> None:
+    rows = tuple(r for r in _synthetic(0.8).rows if keep(r))
+    cal = fit_profile(replace(CTX, rows=rows), QWEN8, H200, fixed=_HELD, force=True)
+    held = {p.name: p for p in cal.parameters}["decode_attention_items_per_sm"]
+    assert held.fixed and held.value == 0.0
+    assert len(cal.notes) == 1 and cal.notes[0].startswith("decode_attention_items_per_sm held at 0 (off)")
+    assert why in cal.notes[0] and cal.notes[0] in cal.profile.source
+
+
+def test_the_shipped_h200_attention_term_comes_from_the_context_grid() -> None:
+    """Stage 1 (docs/calibration.md): the term from h200_qwen3_8b_ctx.json's 25 decode rows; the
+    shipped profile keeps it and fits the rest to the main file."""
+    from planner.costmodel.calibrated import fit_decode_attention
+
+    stage1 = fit_decode_attention()
+    assert len(stage1.rows) == 25 and stage1.mape < 0.03  # 2.2%
+    a = stage1.profile.decode_attention_items_per_sm
+    assert 0.6 < a < 1.0  # 0.80: ~106 (sequence x KV head) items fill the 132 SMs
+    assert builtin_calibrated("h200-sxm").decode_attention_items_per_sm == a

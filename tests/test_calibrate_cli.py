@@ -97,6 +97,7 @@ def test_json_output(capsys) -> None:
         "eta_attention",
         "step_overhead_s",
         "prefix_kv_passes",
+        "decode_attention_items_per_sm",
     }
     assert d["profile"]["name"] == "mine"
     assert d["ceilings"]["bf16_gemm_TFLOPs"]["fraction_of_datasheet"] == pytest.approx(0.796, abs=1e-3)

@@ -33,13 +33,15 @@ SLOW = Profile(
     eta_attention=0.3,
     step_overhead_s=5e-4,
     prefix_kv_passes=12.5,
+    decode_attention_items_per_sm=0.8,
 )
 
 
 def reference_step_s(r: Replica, chunks: list[tuple[float, float]], n: float, s: float) -> float:
     """DESIGN.md, "The roofline cost model", one chunk at a time. A negative offset p (an
     "equivalent" chunk) attends to p + c/2 context tokens on average, reads p + c tokens of KV
-    and has no prefix to re-read."""
+    and has no prefix to re-read. The decodes' KV is read at bandwidth x u(n), u = min(1, max(n, 1)
+    KV heads per GPU / (SMs x a)) for a profile's a = decode_attention_items_per_sm > 0."""
     m, g, prof, tp = r.model, r.gpu, r.profile, r.tp
     real = list(chunks)
     tokens = sum(c for c, _ in real) + n
@@ -47,7 +49,9 @@ def reference_step_s(r: Replica, chunks: list[tuple[float, float]], n: float, s:
         return 0.0
     kv = m.kv_bytes_per_token(r.kv_dtype, tp)
     weights = m.params_read(tokens) * DTYPE_BYTES[r.weight_dtype] / tp
-    bytes_moved = weights + s * kv + sum((p + c) * kv for c, p in real)
+    a = prof.decode_attention_items_per_sm
+    u = min(1.0, max(n, 1.0) * math.ceil(m.kv_heads / tp) / (g.sms * a)) if a > 0 else 1.0
+    bytes_moved = weights + s * kv / u + sum((p + c) * kv for c, p in real)
     linear_flops = 2 * m.active_params * tokens / tp
     attention_flops = 4 * m.layers * m.query_dim * (sum(c * (p + c / 2) for c, p in real) + s) / tp
     bw = g.bandwidth * prof.eta_bandwidth
@@ -182,8 +186,34 @@ def test_linear_layers_rows_are_the_layers_roofline(r: Replica) -> None:
         assert close(step_time_s(k, 0.0, 0.0, tokens, 0.0), want)
 
 
+def test_decode_attention_parallelism_by_hand() -> None:
+    """Qwen3-8B (8 KV heads) on one H200 (132 SMs) with a = 0.8: N0 = 132 x 0.8 / 8 = 13.2 decodes
+    fill the SMs. One decode over 16,000 tokens reads its KV at u(1) = 8 / 105.6 of the achieved
+    bandwidth: the step's memory time is (W + 13.2 x 16,000 x KV) / BW. At 16 decodes
+    (16 x 8 = 128 items >= 105.6) the term is off; at TP 2 (4 KV heads per GPU) N0 doubles."""
+    m, g = get_model("Qwen/Qwen3-8B"), get_gpu("h200-sxm")
+    prof = Profile(name="p", eta_bandwidth=0.5, decode_attention_items_per_sm=0.8)
+    bw = 4.8e12 * 0.5
+    kv = 36 * 2 * 8 * 128 * 2  # layers x (K, V) x KV heads x head dim x bf16 bytes = 147,456
+    assert m.kv_bytes_per_token("bf16") == kv and g.sms == 132
+    r = Replica(m, g, profile=prof)
+    w = r.coefficients.weight_bytes
+    assert r.coefficients.decode_kv_full_decodes == pytest.approx(13.2)
+    assert r.decode_step(1, 16000).time_s == pytest.approx((w + 13.2 * 16000 * kv) / bw, rel=1e-12)
+    assert r.decode_step(8, 4000).time_s == pytest.approx((w + 13.2 / 8 * 8 * 4000 * kv) / bw, rel=1e-12)
+    assert r.decode_step(16, 4000).time_s == pytest.approx((w + 16 * 4000 * kv) / bw, rel=1e-12)
+    assert Replica(m, g, tp=2, profile=prof).coefficients.decode_kv_full_decodes == pytest.approx(26.4)
+    # only the decodes' KV: a prefill chunk's KV and the weights are read at full bandwidth
+    off = Replica(m, g, profile=prof.model_copy(update={"decode_attention_items_per_sm": 0.0}))
+    assert r.step_time_s([(2048, 8000)], 0, 0.0) == off.step_time_s([(2048, 8000)], 0, 0.0)
+    # the run of decode steps sums in closed form (one factor for the whole run)
+    direct = math.fsum(r.decode_step(4, 3000 + j).time_s for j in range(50))
+    assert r.decode_run_time_s(4, 4 * 3000, 50) == pytest.approx(direct, rel=1e-12)
+
+
 def test_theoretical_coefficients_carry_no_calibrated_terms() -> None:
     k = Replica(get_model("Qwen/Qwen3-8B"), get_gpu("h100-sxm"), profile=THEORETICAL).coefficients
+    assert k.decode_kv_full_decodes == 0.0
     assert k.overhead_s == 0.0 and k.prefix_reread_s_per_token == 0.0
     assert k.allreduce_s == 0.0 and k.allreduce_s_per_token == 0.0  # TP 1
     assert k.moe_weight_bytes == 0.0  # dense

@@ -475,6 +475,14 @@ def engine_cost(serving: Sequence[Mapping[str, Any]], kernel_profiles: Mapping[s
     )
 
 
+def decode_attention_note(cal: Any) -> str:
+    """What the fit made of the decode attention parallelism term (Profile field)."""
+    a = cal.profile.decode_attention_items_per_sm
+    if cal.notes:
+        return "; ".join(cal.notes) + "."
+    return f"decode_attention_items_per_sm = {a:.3g} fitted (the decode rows span batch x context)."
+
+
 def shipped_profile(gpu_name: str, cal: Any, engine: EngineCost, table_sha256: str) -> Any:
     """The fitted efficiencies and prefix passes; per-step overhead = fitted + engine cost."""
     system, version = SYSTEMS[gpu_name]
@@ -491,6 +499,7 @@ def shipped_profile(gpu_name: str, cal: Any, engine: EngineCost, table_sha256: s
         f"(system {system}, vLLM perf database {version}; extracted {EXTRACTED_ON}): "
         f"planner/costmodel/data/kernels/{gpu_name}.csv (sha256 {table_sha256[:12]}...), {len(cal.rows)} timings "
         f"of {FIT_MODEL} at TP {FIT_TP} ({kinds}); in-sample MAPE {100 * cal.mape:.1f}%. "
+        f"{decode_attention_note(cal)} "
         f"step_overhead_s = {1e3 * kernel_s:.3f} ms fitted to the kernel sums + {1e3 * engine.seconds:.3f} ms "
         "vLLM engine cost per step (scheduling, sampling, detokenizing, streaming), the median TPOT minus the "
         f"kernel-fitted decode step of published vllm bench serve runs at concurrency 1 "

@@ -45,6 +45,9 @@ class GpuSpec(BaseModel):
     # H100 reports 79.19 GiB. A null value: no reading, memory_bytes stands in
     # (planner.costmodel.memory.reported_memory_bytes).
     memory_reported_bytes: Sourced
+    # Streaming multiprocessors (NVIDIA) or compute units (AMD): how many attention work items the
+    # GPU runs at once (Profile.decode_attention_items_per_sm).
+    sm_count: Sourced
 
     # Plain-float accessors: the cost model reads these, reports read the Sourced fields.
     @property
@@ -54,6 +57,10 @@ class GpuSpec(BaseModel):
     @property
     def bandwidth(self) -> float:
         return _req(self.memory_bandwidth_bytes_per_s)
+
+    @property
+    def sms(self) -> float:
+        return _req(self.sm_count)
 
     @property
     def interconnect_bandwidth(self) -> float:

@@ -31,7 +31,12 @@ from planner.catalog.models import ModelSpec
 from planner.costmodel.fit_data import CEILINGS, Measurements, StepRow
 from planner.costmodel.profile import THEORETICAL, Profile
 from planner.costmodel.roofline import Replica, chunks
-from planner.costmodel.steptime import linear_layers_coefficients, step_coefficients, step_time_s
+from planner.costmodel.steptime import (
+    kv_heads_per_gpu,
+    linear_layers_coefficients,
+    step_coefficients,
+    step_time_s,
+)
 from planner.errors import InvalidInput
 
 MAX_FIT_MAPE = 0.25  # a fit missing the rows by more, on average, is refused unless forced
@@ -124,13 +129,21 @@ def linear_layers_time_s(replica: Replica, tokens: int) -> float:
 
 # --- the fit ------------------------------------------------------------------------------------
 
-PARAMETERS = ("eta_bandwidth", "eta_matmul", "eta_attention", "step_overhead_s", "prefix_kv_passes")
+PARAMETERS = (
+    "eta_bandwidth",
+    "eta_matmul",
+    "eta_attention",
+    "step_overhead_s",
+    "prefix_kv_passes",
+    "decode_attention_items_per_sm",
+)
 BOUNDS: dict[str, tuple[float, float]] = {
     "eta_bandwidth": (0.01, 1.0),
     "eta_matmul": (0.01, 1.0),
     "eta_attention": (0.01, 1.0),
     "step_overhead_s": (0.0, 0.1),
     "prefix_kv_passes": (0.0, 1000.0),
+    "decode_attention_items_per_sm": (0.0, 4.0),
 }
 # Typical magnitudes (scipy x_scale) and a few spread-out starts: the objective has kinks (the
 # roofline's max), so the fit runs from each start and keeps the best.
@@ -140,6 +153,7 @@ SCALES = {
     "eta_attention": 0.5,
     "step_overhead_s": 1e-3,
     "prefix_kv_passes": 10.0,
+    "decode_attention_items_per_sm": 0.5,
 }
 STARTS = (
     {
@@ -148,6 +162,7 @@ STARTS = (
         "eta_attention": 0.5,
         "step_overhead_s": 1e-3,
         "prefix_kv_passes": 1.0,
+        "decode_attention_items_per_sm": 1.0,
     },
     {
         "eta_bandwidth": 0.5,
@@ -155,6 +170,7 @@ STARTS = (
         "eta_attention": 0.3,
         "step_overhead_s": 1e-4,
         "prefix_kv_passes": 10.0,
+        "decode_attention_items_per_sm": 0.5,
     },
     {
         "eta_bandwidth": 0.9,
@@ -162,6 +178,7 @@ STARTS = (
         "eta_attention": 0.9,
         "step_overhead_s": 2e-3,
         "prefix_kv_passes": 0.1,
+        "decode_attention_items_per_sm": 2.0,
     },
     {
         "eta_bandwidth": 0.3,
@@ -169,6 +186,7 @@ STARTS = (
         "eta_attention": 0.1,
         "step_overhead_s": 5e-3,
         "prefix_kv_passes": 50.0,
+        "decode_attention_items_per_sm": 0.25,
     },
 )
 # A parameter is refused when its Jacobian column is (nearly) a combination of the others':
@@ -184,7 +202,27 @@ HINTS = {
     "with long prompts, beside linear rows of many tokens",
     "step_overhead_s": "add whole steps (decode at small batch, short prefills) beside linear rows",
     "prefix_kv_passes": "add chunked_prefill rows (several chunk sizes over a long prompt)",
+    "decode_attention_items_per_sm": "add decode rows at small batch (1-8) over several contexts "
+    "(1k-16k), or hold it fixed (0 = off)",
 }
+DECODE_ATTENTION = "decode_attention_items_per_sm"
+
+
+def decode_attention_unidentified(rows: Sequence[StepRow], model: ModelSpec, gpu: GpuSpec) -> str | None:
+    """Why the rows cannot pin `decode_attention_items_per_sm`, or None when they can: it needs
+    decode rows whose attention work items (batch x KV heads) leave SMs idle at two or more
+    batch sizes, spanning two or more contexts (the penalty is the slope in context at a small
+    batch, against the slope at another)."""
+    h = kv_heads_per_gpu(model)
+    small = [r for r in rows if r.kind == "decode" and r.batch * h < gpu.sms]
+    batches = sorted({r.batch for r in small})
+    contexts = sorted({r.ctx for r in small})
+    if len(batches) >= 2 and len(contexts) >= 2:
+        return None
+    return (
+        f"it needs decode rows with batch x {h} KV heads under the GPU's {gpu.sms:g} SMs at >= 2 batch "
+        f"sizes and >= 2 contexts; these have batches {batches or 'none'} at contexts {contexts or 'none'}"
+    )
 
 
 class UnderdeterminedFit(InvalidInput):
@@ -214,6 +252,7 @@ class Calibration:
     rows: list[dict[str, Any]]
     parameters: list[ParameterReport]
     ceilings: dict[str, dict[str, float]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # parameters held or zeroed by the fit itself
 
     @property
     def errors(self) -> list[float]:
@@ -335,6 +374,13 @@ def fit_profile(
         lo, hi = BOUNDS[k]
         if not lo <= v <= hi or (k.startswith("eta_") and v <= 0):
             raise InvalidInput(f"fix.{k}", f"must be in [{lo:g}, {hi:g}], got {v:g}")
+    notes: list[str] = []
+    user_fixed = dict(fixed)
+    if DECODE_ATTENTION not in fixed:
+        why = decode_attention_unidentified(meas.rows, model, gpu)
+        if why is not None:
+            fixed[DECODE_ATTENTION] = 0.0
+            notes.append(f"{DECODE_ATTENTION} held at 0 (off): {why}")
     free = [k for k in PARAMETERS if k not in fixed]
     obs = observations(meas.rows)
     measured = [o.measured_s for o in obs]
@@ -367,10 +413,17 @@ def fit_profile(
         x_scale=[SCALES[k] for k in free],
         noise_floor=NOISE_FLOOR,
     )
+    fitted = values(result.x)
     bad = result.unidentifiable(MIN_INDEPENDENCE)
+    flat = _flat_decode_attention(meas.rows, model, gpu, fitted) if DECODE_ATTENTION in free else False
+    if flat:
+        # Fitted below the smallest batch's items per SM: no row's time depends on it, and every
+        # row is predicted as with 0, which is what the rows say.
+        bad = [d for d in bad if d.name != DECODE_ATTENTION]
+        fitted[DECODE_ATTENTION] = 0.0
+        notes.append(f"{DECODE_ATTENTION} fitted to 0 (off): the rows show no decode attention penalty")
     if bad:
         raise UnderdeterminedFit(field, _underdetermined_message(bad, meas), [d.name for d in bad])
-    fitted = values(result.x)
     err_pct = 100 * float(np.mean(np.abs(result.residuals)))
     if not force:
         _refuse_a_poor_fit(field, meas, err_pct / 100, {k: fitted[k] for k in free})
@@ -380,7 +433,8 @@ def fit_profile(
         f"({', '.join(sorted(meas.kinds()))}) of {model.name} on {gpu.name} from {label}"
         + (f" ({meas.info['device']})" if "device" in meas.info else "")
         + f"; MAPE {err_pct:.1f}%"
-        + (f"; held fixed: {', '.join(f'{k}={v:g}' for k, v in fixed.items())}" if fixed else "")
+        + (f"; held fixed: {', '.join(f'{k}={v:g}' for k, v in user_fixed.items())}" if user_fixed else "")
+        + "".join(f"; {n}" for n in notes)
         + "."
     )
     profile = _profile(fitted, gpu.name, name or f"{gpu.name}-calibrated", source)
@@ -405,9 +459,9 @@ def fit_profile(
             name=k,
             value=fitted[k],
             fixed=k in fixed,
-            std_error=None if k in fixed else diag[k].std_error,
-            independence=None if k in fixed else diag[k].independence,
-            at_bound=False if k in fixed else diag[k].binding_bound,
+            std_error=None if k in fixed or (flat and k == DECODE_ATTENTION) else diag[k].std_error,
+            independence=None if k in fixed or (flat and k == DECODE_ATTENTION) else diag[k].independence,
+            at_bound=False if k in fixed else (flat and k == DECODE_ATTENTION) or diag[k].binding_bound,
         )
         for k in PARAMETERS
     ]
@@ -419,7 +473,21 @@ def fit_profile(
         rows=rows,
         parameters=params,
         ceilings=_ceilings(meas, gpu, profile),
+        notes=notes,
     )
+
+
+def _flat_decode_attention(
+    rows: Sequence[StepRow], model: ModelSpec, gpu: GpuSpec, fitted: Mapping[str, float]
+) -> bool:
+    """Does the fitted decode attention parameter leave every row's time as at 0? It does when
+    even the smallest decode count with context fills the SMs: N0 <= min max(n, 1)."""
+    counts = [max(r.batch, 1) for r in rows if r.kind == "decode" and r.ctx > 0]
+    counts += [max(r.decodes, 1) for r in rows if r.kind == "chunked_prefill" and r.decodes and r.ctx > 0]
+    if not counts:
+        return True
+    n0 = gpu.sms * fitted[DECODE_ATTENTION] / kv_heads_per_gpu(model)
+    return n0 <= min(counts)
 
 
 def on_bound(name: str, value: float) -> bool:

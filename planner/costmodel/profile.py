@@ -32,6 +32,10 @@ class Profile(BaseModel):
     # Extra passes over each prefill chunk's prefix KV per step, at the achieved bandwidth and
     # not hidden under the step's compute (0 = the roofline's single, overlapped read).
     prefix_kv_passes: float = Field(default=0.0, ge=0, le=1000)
+    # Work items (sequence x KV head on a GPU) per SM the decode attention kernel needs to read
+    # the decodes' KV at full bandwidth; with fewer it reads at bandwidth x n heads / (SMs x this)
+    # (0 = off: the KV read at full bandwidth whatever the batch).
+    decode_attention_items_per_sm: float = Field(default=0.0, ge=0, le=64)
     source: str = ""
     # Set when the profile stands in for a missing one (transferred from another GPU): callers
     # show it beside every number the profile produced.
@@ -46,8 +50,10 @@ THEORETICAL = Profile(
 BUILTIN_NAMES = ("theoretical", "calibrated", "auto")  # the names planner.costmodel.profiles resolves
 
 # What a profile file must spell out: every number, so a truncated or hand-mangled file is refused
-# rather than silently filled with theoretical defaults. `source` and `warning` are optional prose.
-REQUIRED_FILE_FIELDS = tuple(k for k in Profile.model_fields if k not in ("source", "warning"))
+# rather than silently filled with theoretical defaults. `source` and `warning` are optional prose;
+# `decode_attention_items_per_sm` came later, and a file without it means what it meant before (0).
+OPTIONAL_FILE_FIELDS = ("source", "warning", "decode_attention_items_per_sm")
+REQUIRED_FILE_FIELDS = tuple(k for k in Profile.model_fields if k not in OPTIONAL_FILE_FIELDS)
 
 
 def profile_from_data(data: Any, what: str, field: str = "profile") -> Profile:

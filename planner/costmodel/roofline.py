@@ -123,7 +123,9 @@ class Replica:
             linear_flops=k.linear_flops_per_token * tokens,
             attention_flops=k.attention_flops_per_pair * (pairs + s),
             comm_s=k.allreduce_s_per_token * tokens + k.allreduce_s,
-            memory_s=bytes_moved * k.s_per_byte,
+            # the decodes' KV at the bandwidth their attention parallelism reaches (steptime)
+            memory_s=(bytes_moved + s * (k.decode_kv_factor(decode_count) - 1.0) * k.kv_bytes_per_token)
+            * k.s_per_byte,
             compute_s=k.linear_s_per_token * tokens + k.attention_s_per_pair * (pairs + s),
             overhead_s=k.overhead_s,
             prefix_reread_s=k.prefix_reread_s_per_token * prefix,

@@ -12,7 +12,15 @@ the re-read of prefill chunks' prefix KV (../../../shared/DESIGN.md, "The roofli
     time    = max(memory, compute) + all-reduce(tokens) + overhead + passes sum max(p, 0) KV / BW
 
 for n decodes over a total context of S tokens and prefill chunks of c tokens at offset p
-(C = sum c). Everything is per GPU of the TP group; a step of no tokens takes 0 s. The
+(C = sum c). Everything is per GPU of the TP group; a step of no tokens takes 0 s.
+
+Decode attention parallelism (calibrated profiles with `decode_attention_items_per_sm` a > 0):
+the decode attention kernel runs one work item per (sequence, KV head on this GPU), and with
+fewer than SMs x a of them it cannot pull the full bandwidth. The decodes' KV is read at
+BW u(n), u(n) = min(1, max(n, 1) h / (SMs a)) with h KV heads per GPU: in `memory` the term
+S KV becomes S KV f(n), f = 1 / u = max(1, N0 / max(n, 1)), N0 = SMs a / h (the decodes that
+fill the GPU). Only the decodes' context is read this way: weights and chunks' KV are not.
+u depends on n alone, so a run of decode steps stays affine in S (`decode_run_time_s`). The
 formula is taken literally: a "chunk" of 0 tokens at offset p still reads p tokens of KV, so a
 step without a chunk is written chunk = offset = 0.
 
@@ -64,9 +72,19 @@ class StepCoefficients:
     allreduce_s: float
     overhead_s: float
     prefix_reread_s_per_token: float  # passes x KV / achieved bandwidth, per offset token
+    # N0: decodes whose (sequence x KV head) items fill the GPU's SMs (SMs x a / KV heads per GPU);
+    # below it the decodes' KV is read at bandwidth x max(n, 1) / N0. 0 = off.
+    decode_kv_full_decodes: float
     # FLOPs per unit, for reports (StepBreakdown); the time never reads them.
     linear_flops_per_token: float
     attention_flops_per_pair: float
+
+    def decode_kv_factor(self, decodes: float) -> float:
+        """f(n) = max(1, N0 / max(n, 1)): how much slower than the achieved bandwidth n decodes
+        read their KV (1 when off). The scalar branch's arithmetic, operation for operation."""
+        n = decodes if decodes > 1.0 else 1.0
+        f = self.decode_kv_full_decodes / n
+        return f if f > 1.0 else 1.0
 
     def weight_bytes_read(self, tokens: float) -> float:
         if self.moe_weight_bytes == 0.0:
@@ -78,6 +96,19 @@ def head_params(model: ModelSpec) -> int:
     """Embedding, lm_head (one matrix if tied) and the final norm: what the layers leave out."""
     embed = model.vocab_size * model.hidden_size
     return embed * (1 if model.tie_word_embeddings else 2) + model.hidden_size
+
+
+def kv_heads_per_gpu(model: ModelSpec, tp: int = 1) -> int:
+    """KV heads one GPU of a TP group holds (split over the group, or replicated when fewer)."""
+    return math.ceil(model.kv_heads / tp)
+
+
+def decode_kv_full_decodes(model: ModelSpec, gpu: GpuSpec, profile: Profile, tp: int = 1) -> float:
+    """N0 = SMs x a / h: the decodes whose attention work items fill the GPU (0 when a = 0)."""
+    a = profile.decode_attention_items_per_sm
+    if a == 0.0:
+        return 0.0
+    return gpu.sms * a / kv_heads_per_gpu(model, tp)
 
 
 def step_coefficients(
@@ -122,6 +153,7 @@ def step_coefficients(
         allreduce_s=ar_fixed,
         overhead_s=profile.step_overhead_s,
         prefix_reread_s_per_token=profile.prefix_kv_passes * kv / bw,
+        decode_kv_full_decodes=decode_kv_full_decodes(model, gpu, profile, tp),
         linear_flops_per_token=linear_flops,
         attention_flops_per_pair=attn_flops,
     )
@@ -150,6 +182,7 @@ def linear_layers_coefficients(
         allreduce_s=0.0,
         overhead_s=0.0,
         prefix_reread_s_per_token=0.0,
+        decode_kv_full_decodes=0.0,
         linear_flops_per_token=linear_flops,
         attention_flops_per_pair=0.0,
     )
@@ -167,7 +200,12 @@ def _scalar(k: StepCoefficients, n: float, s: float, c: float, a: float, kv: flo
         w = k.weight_bytes
     else:
         w = k.weight_bytes + k.moe_weight_bytes * (1.0 - k.moe_untouched_ratio**tokens)
-    mem = (w + (s + kv) * k.kv_bytes_per_token) * k.s_per_byte
+    if k.decode_kv_full_decodes:
+        nn = n if n > 1.0 else 1.0
+        f = k.decode_kv_full_decodes / nn
+        mem = (w + ((s * f if f > 1.0 else s) + kv) * k.kv_bytes_per_token) * k.s_per_byte
+    else:
+        mem = (w + (s + kv) * k.kv_bytes_per_token) * k.s_per_byte
     cmp = k.linear_s_per_token * tokens + k.attention_s_per_pair * (a + s)
     return (
         (mem if mem >= cmp else cmp)
@@ -195,7 +233,11 @@ def _array(
         w: FloatArray | float = k.weight_bytes
     else:
         w = k.weight_bytes + k.moe_weight_bytes * (1.0 - np.power(k.moe_untouched_ratio, tokens))
-    mem = (w + (s + kv) * k.kv_bytes_per_token) * k.s_per_byte
+    if k.decode_kv_full_decodes:
+        f = np.maximum(k.decode_kv_full_decodes / np.maximum(n, 1.0), 1.0)
+        mem = (w + (s * f + kv) * k.kv_bytes_per_token) * k.s_per_byte
+    else:
+        mem = (w + (s + kv) * k.kv_bytes_per_token) * k.s_per_byte
     cmp = k.linear_s_per_token * tokens + k.attention_s_per_pair * (a + s)
     out = np.maximum(mem, cmp)
     if k.allreduce_s_per_token or k.allreduce_s:
@@ -315,13 +357,13 @@ def chunks_time_s(
 def decode_run_time_s(k: StepCoefficients, decodes: int, context: float, steps: int) -> float:
     """Sum of `steps` decode-only steps of the same `decodes` sequences, the first over `context`
     tokens, each later one `decodes` tokens more (every sequence grew by one): the formula
-    summed in closed form. Memory and compute time are both affine in the context, so their max
-    switches side at most once: split the arithmetic series there and sum each part."""
+    summed in closed form. Memory and compute time are both affine in the context (the decode KV
+    factor f(n) is one number for the whole run), so their max switches side at most once: split the arithmetic series there and sum each part."""
     if steps <= 0 or decodes <= 0:
         return 0.0
     n = decodes
     a_mem = k.weight_bytes_read(n) * k.s_per_byte
-    b_mem = k.kv_bytes_per_token * k.s_per_byte
+    b_mem = k.kv_bytes_per_token * k.s_per_byte * k.decode_kv_factor(n)
     a_cmp = k.linear_s_per_token * n
     b_cmp = k.attention_s_per_pair
     fixed = k.allreduce_s_per_token * n + k.allreduce_s + k.overhead_s

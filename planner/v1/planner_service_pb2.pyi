@@ -548,18 +548,20 @@ class MeasurementsInput(_message.Message):
     def __init__(self, path: _Optional[str] = ..., rows: _Optional[_Iterable[_Union[MeasurementRow, _Mapping]]] = ..., about: _Optional[str] = ...) -> None: ...
 
 class FixedParameters(_message.Message):
-    __slots__ = ("eta_bandwidth", "eta_matmul", "eta_attention", "step_overhead_s", "prefix_kv_passes")
+    __slots__ = ("eta_bandwidth", "eta_matmul", "eta_attention", "step_overhead_s", "prefix_kv_passes", "decode_attention_items_per_sm")
     ETA_BANDWIDTH_FIELD_NUMBER: _ClassVar[int]
     ETA_MATMUL_FIELD_NUMBER: _ClassVar[int]
     ETA_ATTENTION_FIELD_NUMBER: _ClassVar[int]
     STEP_OVERHEAD_S_FIELD_NUMBER: _ClassVar[int]
     PREFIX_KV_PASSES_FIELD_NUMBER: _ClassVar[int]
+    DECODE_ATTENTION_ITEMS_PER_SM_FIELD_NUMBER: _ClassVar[int]
     eta_bandwidth: float
     eta_matmul: float
     eta_attention: float
     step_overhead_s: float
     prefix_kv_passes: float
-    def __init__(self, eta_bandwidth: _Optional[float] = ..., eta_matmul: _Optional[float] = ..., eta_attention: _Optional[float] = ..., step_overhead_s: _Optional[float] = ..., prefix_kv_passes: _Optional[float] = ...) -> None: ...
+    decode_attention_items_per_sm: float
+    def __init__(self, eta_bandwidth: _Optional[float] = ..., eta_matmul: _Optional[float] = ..., eta_attention: _Optional[float] = ..., step_overhead_s: _Optional[float] = ..., prefix_kv_passes: _Optional[float] = ..., decode_attention_items_per_sm: _Optional[float] = ...) -> None: ...
 
 class CalibrateRequest(_message.Message):
     __slots__ = ("measurements", "model", "gpu", "name", "fix", "force")
@@ -1324,7 +1326,7 @@ class Ceiling(_message.Message):
     def __init__(self, value: _Optional[float] = ..., fraction_of_datasheet: _Optional[float] = ..., fitted_eta: _Optional[float] = ...) -> None: ...
 
 class Profile(_message.Message):
-    __slots__ = ("name", "gpu", "eta_bandwidth", "eta_matmul", "eta_attention", "step_overhead_s", "prefix_kv_passes", "source", "warning")
+    __slots__ = ("name", "gpu", "eta_bandwidth", "eta_matmul", "eta_attention", "step_overhead_s", "prefix_kv_passes", "source", "warning", "decode_attention_items_per_sm")
     NAME_FIELD_NUMBER: _ClassVar[int]
     GPU_FIELD_NUMBER: _ClassVar[int]
     ETA_BANDWIDTH_FIELD_NUMBER: _ClassVar[int]
@@ -1334,6 +1336,7 @@ class Profile(_message.Message):
     PREFIX_KV_PASSES_FIELD_NUMBER: _ClassVar[int]
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     WARNING_FIELD_NUMBER: _ClassVar[int]
+    DECODE_ATTENTION_ITEMS_PER_SM_FIELD_NUMBER: _ClassVar[int]
     name: str
     gpu: str
     eta_bandwidth: float
@@ -1343,7 +1346,8 @@ class Profile(_message.Message):
     prefix_kv_passes: float
     source: str
     warning: str
-    def __init__(self, name: _Optional[str] = ..., gpu: _Optional[str] = ..., eta_bandwidth: _Optional[float] = ..., eta_matmul: _Optional[float] = ..., eta_attention: _Optional[float] = ..., step_overhead_s: _Optional[float] = ..., prefix_kv_passes: _Optional[float] = ..., source: _Optional[str] = ..., warning: _Optional[str] = ...) -> None: ...
+    decode_attention_items_per_sm: float
+    def __init__(self, name: _Optional[str] = ..., gpu: _Optional[str] = ..., eta_bandwidth: _Optional[float] = ..., eta_matmul: _Optional[float] = ..., eta_attention: _Optional[float] = ..., step_overhead_s: _Optional[float] = ..., prefix_kv_passes: _Optional[float] = ..., source: _Optional[str] = ..., warning: _Optional[str] = ..., decode_attention_items_per_sm: _Optional[float] = ...) -> None: ...
 
 class CalibrateReport(_message.Message):
     __slots__ = ("model", "gpu", "measurements", "rows", "mape_percent", "max_abs_error_percent", "theoretical_mape_percent", "parameters", "ceilings", "profile", "output")
@@ -1396,7 +1400,7 @@ class Sourced(_message.Message):
     def __init__(self, value: _Optional[float] = ..., source: _Optional[str] = ..., checked: _Optional[str] = ...) -> None: ...
 
 class GpuSpec(_message.Message):
-    __slots__ = ("name", "display_name", "vendor", "memory_bytes", "memory_bandwidth_bytes_per_s", "bf16_dense_flops_per_s", "fp8_dense_flops_per_s", "interconnect_bandwidth_bytes_per_s", "interconnect_latency_s", "max_gpus_per_node", "usd_per_gpu_hour", "memory_reported_bytes")
+    __slots__ = ("name", "display_name", "vendor", "memory_bytes", "memory_bandwidth_bytes_per_s", "bf16_dense_flops_per_s", "fp8_dense_flops_per_s", "interconnect_bandwidth_bytes_per_s", "interconnect_latency_s", "max_gpus_per_node", "usd_per_gpu_hour", "memory_reported_bytes", "sm_count")
     NAME_FIELD_NUMBER: _ClassVar[int]
     DISPLAY_NAME_FIELD_NUMBER: _ClassVar[int]
     VENDOR_FIELD_NUMBER: _ClassVar[int]
@@ -1409,6 +1413,7 @@ class GpuSpec(_message.Message):
     MAX_GPUS_PER_NODE_FIELD_NUMBER: _ClassVar[int]
     USD_PER_GPU_HOUR_FIELD_NUMBER: _ClassVar[int]
     MEMORY_REPORTED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    SM_COUNT_FIELD_NUMBER: _ClassVar[int]
     name: str
     display_name: str
     vendor: str
@@ -1421,7 +1426,8 @@ class GpuSpec(_message.Message):
     max_gpus_per_node: int
     usd_per_gpu_hour: Sourced
     memory_reported_bytes: Sourced
-    def __init__(self, name: _Optional[str] = ..., display_name: _Optional[str] = ..., vendor: _Optional[str] = ..., memory_bytes: _Optional[_Union[Sourced, _Mapping]] = ..., memory_bandwidth_bytes_per_s: _Optional[_Union[Sourced, _Mapping]] = ..., bf16_dense_flops_per_s: _Optional[_Union[Sourced, _Mapping]] = ..., fp8_dense_flops_per_s: _Optional[_Union[Sourced, _Mapping]] = ..., interconnect_bandwidth_bytes_per_s: _Optional[_Union[Sourced, _Mapping]] = ..., interconnect_latency_s: _Optional[_Union[Sourced, _Mapping]] = ..., max_gpus_per_node: _Optional[int] = ..., usd_per_gpu_hour: _Optional[_Union[Sourced, _Mapping]] = ..., memory_reported_bytes: _Optional[_Union[Sourced, _Mapping]] = ...) -> None: ...
+    sm_count: Sourced
+    def __init__(self, name: _Optional[str] = ..., display_name: _Optional[str] = ..., vendor: _Optional[str] = ..., memory_bytes: _Optional[_Union[Sourced, _Mapping]] = ..., memory_bandwidth_bytes_per_s: _Optional[_Union[Sourced, _Mapping]] = ..., bf16_dense_flops_per_s: _Optional[_Union[Sourced, _Mapping]] = ..., fp8_dense_flops_per_s: _Optional[_Union[Sourced, _Mapping]] = ..., interconnect_bandwidth_bytes_per_s: _Optional[_Union[Sourced, _Mapping]] = ..., interconnect_latency_s: _Optional[_Union[Sourced, _Mapping]] = ..., max_gpus_per_node: _Optional[int] = ..., usd_per_gpu_hour: _Optional[_Union[Sourced, _Mapping]] = ..., memory_reported_bytes: _Optional[_Union[Sourced, _Mapping]] = ..., sm_count: _Optional[_Union[Sourced, _Mapping]] = ...) -> None: ...
 
 class GpuCatalogReport(_message.Message):
     __slots__ = ("gpus",)
