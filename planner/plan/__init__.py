@@ -5,7 +5,7 @@ forecast (docs/plan.md).
     report = plan(yaml.safe_load(open("examples/chat.yaml")), base_dir="examples")
 
 Modules: request (the schema), capacity (one configuration -> requests/s within the SLOs),
-pool (many, on the cores), search (which configurations to ask), solve (the MILP's data and
+pool (many, on the cores), memo (answers remembered across plans), search (which configurations to ask), solve (the MILP's data and
 exact single-configuration costs), explain (infeasible answers), verify (the simulator),
 run (the pipeline and the report), report (the report's schema).
 """

@@ -6,6 +6,10 @@ few kilobytes); results come back in the order asked, so the plan is the same wh
 worker count. The worker processes are started once per process and kept for later plans
 (starting them costs about as much as a small plan); `shutdown_workers` (also at exit) stops
 them. `workers=1` answers in this process: no fork, what a threaded server should use.
+
+Every answer is first looked up in this process's capacity memo (planner/plan/memo.py) and
+only the misses are computed (then remembered): a later plan with the same capacity inputs,
+whatever its rates and prices, skips its searches.
 """
 
 from __future__ import annotations
@@ -14,12 +18,13 @@ import atexit
 import multiprocessing as mp
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import replace
 from types import TracebackType
 
 from planner.plan.capacity import CapacityPoint, ReplicaConfig, SearchContext, evaluate_config
+from planner.plan.memo import CAPACITY_MEMO, capacity_key
 from planner.plan.search import (
     SearchResult,
     Shape,
@@ -78,7 +83,8 @@ class CapacityPool:
         self.ctx = ctx
         self.workers = max(1, int(workers))
         self.cache: dict[ReplicaConfig, CapacityPoint] = {}
-        self.questions = 0  # root-finds and screens made
+        self.questions = 0  # root-finds and screens made (or found in the memo)
+        self._keys: dict[str, Hashable] = {}  # capacity key per GPU type
 
     def __enter__(self) -> CapacityPool:
         return self
@@ -88,7 +94,23 @@ class CapacityPool:
     ) -> None:
         return None
 
+    def _key(self, task: Shape | ReplicaConfig) -> Hashable:
+        key = self._keys.get(task.gpu)
+        if key is None:
+            key = self._keys[task.gpu] = capacity_key(self.ctx, task.gpu)
+        return (key, task)
+
     def _map(self, tasks: Sequence[Shape | ReplicaConfig]) -> list[ShapeResult | CapacityPoint]:
+        """Answers in the order asked: from the memo, else computed (and remembered)."""
+        keys = [self._key(t) for t in tasks]
+        out: list[ShapeResult | CapacityPoint | None] = [CAPACITY_MEMO.get(k) for k in keys]
+        todo = [i for i, a in enumerate(out) if a is None]
+        for i, a in zip(todo, self._compute([tasks[i] for i in todo]), strict=True):
+            CAPACITY_MEMO.put(keys[i], a)
+            out[i] = a
+        return [a for a in out if a is not None]
+
+    def _compute(self, tasks: Sequence[Shape | ReplicaConfig]) -> list[ShapeResult | CapacityPoint]:
         if self.workers > 1 and len(tasks) >= MIN_PARALLEL_TASKS:
             items = [(self.ctx, t) for t in tasks]
             return list(_executor(self.workers).map(_answer, items, chunksize=1))
