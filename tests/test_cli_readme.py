@@ -124,3 +124,15 @@ def test_example_comments_state_their_budget() -> None:
             assert budget is not None and value == budget, (
                 f"{path.name}: comment says {value}, file sets {budget}"
             )
+
+
+def test_cost_model_section_points_to_the_kv_capacity_model() -> None:
+    """The README's KV line summarizes docs/kv-capacity.md (vLLM's start-up budget) and links it;
+    the seed's flat 1.5 GiB reserve is stated only for the theoretical profile that keeps it."""
+    section = README.split("## The cost model", 1)[1].split("\n## ", 1)[0]
+    assert "](docs/kv-capacity.md)" in section
+    kv = next(b for b in section.split("\n- ") if b.startswith("KV capacity"))
+    before, _, after = kv.partition("theoretical")
+    assert "1.5 GiB" not in before and "1.5 GiB" in after
+    for link in re.findall(r"\]\((docs/[^)#]+)", README):
+        assert (ROOT / link).is_file(), link
