@@ -5,8 +5,11 @@ meets its SLO.
 One effect is modelled on purpose and bounds the ITL check: with the token budget full, every
 added decode displaces one prefill token, and a prefill token deep into a long prompt costs more
 attention than a decode does, so the full-budget step gets slightly cheaper as load rises (as it
-does in vLLM). ITL p99 may therefore dip by a fraction of a percent (at most ~0.7% seen over wide
-random sweeps); TTFT p99 never dips.
+does in vLLM). ITL p99 may therefore dip by about a percent next to saturation (at most ~0.7%
+seen over wide random sweeps with the roofline; 1.02% with the calibrated H200, whose decodes
+below the attention kernel's parallelism read their KV at a flat cost per step, so each decode
+that displaces a prefill token saves more: Qwen3-8B, budget 1024, 99.5% of the stable rate).
+TTFT p99 never dips.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from planner.errors import InvalidInput
 from planner.latency import LatencyModel, Slo, WorkloadStats
 from planner.workload import Workload
 
-ITL_DIP = 1e-2
+ITL_DIP = 2e-2
 SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
