@@ -12,6 +12,7 @@ import contextlib
 import io
 import json
 import math
+import os
 import re
 import resource
 import time
@@ -20,6 +21,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 
 from planner.cli import main
@@ -112,6 +114,20 @@ GARBAGE_FILES: list[bytes] = [
     b"x" * 3_000_000,  # one 3 MB line
     "ключ: значение\n".encode(),
 ]
+
+
+# FUZZ_EXAMPLES multiplies every fuzz test's example count (README "Development").
+FUZZ_EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "1"))
+
+
+def fuzz_settings(examples: int) -> settings:
+    """No "explain" phase: it traces every line, which makes a slow input ten times slower."""
+    return settings(
+        max_examples=examples * FUZZ_EXAMPLES,
+        deadline=None,
+        phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink],
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+    )
 
 
 def hostile_text() -> st.SearchStrategy[str]:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import copy
 import json
 import math
-import os
 import random
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,13 +25,14 @@ from fuzz_support import (
     HOSTILE_VALUES,
     MAX_RSS_GROWTH_BYTES,
     check,
+    fuzz_settings,
     hostile_text,
     hostile_value,
     memory_guard,
     peak_rss_bytes,
     run,
 )
-from hypothesis import HealthCheck, Phase, assume, given, settings
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,17 +40,6 @@ EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
 CHAT = ROOT / "examples" / "chat-qwen3-8b-h100.yaml"
 MEASUREMENTS = ROOT / "planner" / "costmodel" / "data" / "measurements" / "h200_qwen3_8b_shape.json"
 QWEN_CONFIG = ROOT / "planner" / "catalog" / "data" / "models" / "Qwen--Qwen3-8B.config.json"
-N = int(os.environ.get("FUZZ_EXAMPLES", "1"))
-
-
-def fuzz_settings(examples: int) -> settings:
-    # No "explain" phase: it traces every line, which makes a slow input ten times slower.
-    return settings(
-        max_examples=examples * N,
-        deadline=None,
-        phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink],
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
-    )
 
 
 @pytest.fixture(scope="module")

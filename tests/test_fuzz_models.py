@@ -13,7 +13,6 @@ import copy
 import functools
 import json
 import math
-import os
 import random
 import time
 from collections.abc import Callable
@@ -23,8 +22,8 @@ from typing import Any
 import numpy as np
 import pytest
 import yaml
-from fuzz_support import HOSTILE_VALUES, MAX_SECONDS, memory_guard
-from hypothesis import HealthCheck, Phase, given, settings
+from fuzz_support import HOSTILE_VALUES, MAX_SECONDS, fuzz_settings, memory_guard
+from hypothesis import given
 from hypothesis import strategies as st
 
 from planner import api
@@ -42,16 +41,6 @@ CHAT = yaml.safe_load((ROOT / "examples" / "chat-qwen3-8b-h100.yaml").read_text(
 PLAN = yaml.safe_load((ROOT / "examples" / "chat.yaml").read_text())
 DISAGG = yaml.safe_load((ROOT / "examples" / "disagg-llama70b-h100.yaml").read_text())
 MEASUREMENTS = ROOT / "planner" / "costmodel" / "data" / "measurements" / "h200_qwen3_8b_shape.json"
-N = int(os.environ.get("FUZZ_EXAMPLES", "1"))
-
-
-def fuzz_settings(examples: int) -> settings:
-    return settings(
-        max_examples=examples * N,
-        deadline=None,
-        phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink],
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
-    )
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -7,33 +7,24 @@ property is cold == warm, whatever the cost model computes.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from typing import Any
 
 import pytest
+from test_plan import request as plan_request
 
 from planner.plan import plan
 from planner.plan.memo import CAPACITY_MEMO, Memo, capacity_key, clear_memo, memo_info
 
-WORKLOAD: dict[str, Any] = {
-    "name": "chat",
-    "arrivals": {"requests_per_s": 20.0},
-    "input_tokens": {"percentiles": {"p10": 150, "p50": 800, "p90": 2000, "p99": 4000, "max": 8000}},
-    "output_tokens": {"pairs": [[100, 0.5], [300, 0.3], [800, 0.15], [2000, 0.05]]},
-    "prefix_cache_hit_fraction": 0.2,
-}
-
 
 def request(**over: Any) -> dict[str, Any]:
-    base: dict[str, Any] = {
-        "model": "Qwen/Qwen3-8B",
-        "slo": {"ttft_p99_ms": 500, "itl_p99_ms": 50},
-        "workload": copy.deepcopy(WORKLOAD),
-        "candidates": {"gpus": ["h100-sxm"], "tensor_parallel_sizes": [1, 2], "disaggregation": "never"},
-    }
-    base.update(over)
-    return base
+    """test_plan's request, colocated only (the memo is about shapes, not pools)."""
+    return plan_request(
+        **{
+            "candidates": {"gpus": ["h100-sxm"], "tensor_parallel_sizes": [1, 2], "disaggregation": "never"},
+            **over,
+        }
+    )
 
 
 def plan_json(req: dict[str, Any], workers: int = 1) -> str:
