@@ -54,9 +54,9 @@ TTFT_TOLERANCE = 0.25
 _FRONT_END = (
     "capplan's TTFT is GPU steps only (the prompt's prefill, ~8 ms for ~233 ShareGPT tokens, plus "
     "the wait for the step in flight); vLLM 0.11.0's OpenAI chat endpoint adds ~50 ms per request "
-    "outside the steps at concurrency 1 (HTTP, chat template, tokenization, first streamed chunk: "
-    "the page's SGLang run of the same model and GPU prints 27 ms). The model has no per-request "
-    "front-end term"
+    "outside the steps at concurrency 1 (HTTP, chat template, tokenization, first streamed chunk; "
+    "on the same page SGLang serves the same model and GPU at concurrency 4 with a 27 ms median "
+    "TTFT against vLLM's 60 ms). The model has no per-request front-end term"
 )
 TTFT_MISSES = {f"gpustack-qwen3-8b-h100-sxm-c{c}": _FRONT_END for c in (1, 2, 4, 8)}
 
