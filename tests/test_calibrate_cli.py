@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from planner.cli import main
-from planner.costmodel.calibrated import FITTED_MEASUREMENTS
+from planner.costmodel.calibrated import FITTED_MEASUREMENTS, PARAMETERS
 from planner.costmodel.fit_data import measurements_to_csv, parse_json
 
 MEAS_PATH = str(resources.files("planner.costmodel") / "data" / "measurements" / FITTED_MEASUREMENTS)
@@ -28,8 +28,8 @@ def test_table_lists_every_row_and_the_mape(capsys, tmp_path: Path) -> None:
     rc, out, err = _run(capsys, [*BASE, "-o", str(out_path)])
     assert rc == 0, err
     assert "prefill_ms" in out and "worst_step_ms" in out
-    assert "MAPE 6.0%" in out
-    assert "eta_bandwidth" in out and "prefix_kv_passes" in out
+    assert "MAPE 5.2%" in out
+    assert "eta_bandwidth" in out and "prefix_query_kv_passes" in out and "matmul_phantom_tokens" in out
     assert f"written to {out_path}" in out
     assert out.count("linear ") >= 12
     prof = json.loads(out_path.read_text())
@@ -96,8 +96,10 @@ def test_json_output(capsys) -> None:
         "eta_matmul",
         "eta_attention",
         "step_overhead_s",
-        "prefix_kv_passes",
+        "prefix_query_kv_passes",
         "decode_attention_items_per_sm",
+        "matmul_phantom_tokens",
+        "activation_passes",
     }
     assert d["profile"]["name"] == "mine"
     assert d["ceilings"]["bf16_gemm_TFLOPs"]["fraction_of_datasheet"] == pytest.approx(0.796, abs=1e-3)
@@ -114,7 +116,7 @@ def test_csv_input_gives_the_same_fit(capsys, tmp_path: Path) -> None:
     from_csv = json.loads(out)["profile"]
     rc, out, _ = _run(capsys, [*BASE, "--json"])
     from_json = json.loads(out)["profile"]
-    for k in ("eta_bandwidth", "eta_matmul", "eta_attention", "step_overhead_s", "prefix_kv_passes"):
+    for k in PARAMETERS:
         assert from_csv[k] == pytest.approx(from_json[k], rel=1e-6, abs=1e-12)
 
 
@@ -125,10 +127,11 @@ def test_fix_flag(capsys, tmp_path: Path) -> None:
     argv = ["calibrate", str(csv_path), "--model", "Qwen/Qwen3-8B", "--gpu", "h200-sxm"]
     rc, _, err = _run(capsys, argv)
     assert rc == 2 and err.count("\n") == 1
-    assert "cannot pin prefix_kv_passes" in err and "fix NAME=VALUE" in err
+    assert "cannot pin prefix_query_kv_passes" in err and "fix NAME=VALUE" in err
+    # the old name holds the new parameter (prefix_kv_passes P = prefix_query_kv_passes P / G)
     rc, out, err = _run(capsys, [*argv, "--fix", "prefix_kv_passes=0", "--json"])
     assert rc == 0, err
-    assert json.loads(out)["parameters"]["prefix_kv_passes"] == {
+    assert json.loads(out)["parameters"]["prefix_query_kv_passes"] == {
         "value": 0.0,
         "std_error": None,
         "independence": None,

@@ -43,7 +43,15 @@ KERNELS = ROOT / "planner" / "costmodel" / "data" / "kernels"
 PROFILES = ROOT / "planner" / "costmodel" / "data" / "profiles"
 DATA = Path(__file__).parent / "data"
 SHIPPED = ("a100-80gb-sxm", "h100-sxm", "b200", "l40s")
-PARAMS = ("eta_bandwidth", "eta_matmul", "eta_attention", "prefix_kv_passes")
+PARAMS = (
+    "eta_bandwidth",
+    "eta_matmul",
+    "eta_attention",
+    "prefix_query_kv_passes",
+    "decode_attention_items_per_sm",
+    "matmul_phantom_tokens",
+    "activation_passes",
+)
 
 
 def _load_tool() -> Any:
@@ -241,7 +249,7 @@ def test_engine_cost_by_hand(kernel_fits: dict[str, Any]) -> None:
         kernel_fits["h100-sxm"].profile,
     )[0]
     by_hand = 7.22e-3 - step
-    assert 0.7e-3 < by_hand < 0.9e-3  # the issue's 7.3-7.7 ms against ~6.2-6.5 ms of kernels
+    assert 0.7e-3 < by_hand < 1.1e-3  # the issue's 7.3-7.7 ms against ~6.2-6.5 ms of kernels (6.25)
     got = tool.engine_cost(_serving(), {g: kernel_fits[g].profile for g in SHIPPED})
     assert got.seconds == pytest.approx(by_hand, rel=1e-9)
     assert got.runs == ("gpustack-qwen3-8b-h100-sxm-c1",) and got.gpus == ("h100-sxm",)
@@ -282,39 +290,49 @@ def test_shipped_profile_is_the_refit_plus_engine_cost(
 
 @pytest.mark.parametrize(
     ("gpu", "bound"),
-    # in-sample MAPE of the Qwen3-8B fit (docs/calibration.md): 4.8, 4.7, 4.9, 7.2, 6.4%
-    [("a100-80gb-sxm", 0.06), ("h100-sxm", 0.06), ("h200-sxm", 0.06), ("b200", 0.09), ("l40s", 0.08)],
+    # in-sample MAPE of the Qwen3-8B fit (docs/calibration.md): 2.6, 4.3, 4.6, 5.1, 6.4%
+    [("a100-80gb-sxm", 0.04), ("h100-sxm", 0.06), ("h200-sxm", 0.06), ("b200", 0.07), ("l40s", 0.08)],
 )
 def test_in_sample_fit(kernel_fits: dict[str, Any], gpu: str, bound: float) -> None:
     cal = kernel_fits[gpu]
     assert cal.mape < bound
-    assert all(p.independence is None or p.independence > 0.5 or p.at_bound for p in cal.parameters)
+    # every fitted parameter seen on its own (eta_matmul shares some of its column with the
+    # phantom tokens: 0.46-0.52; the others 0.5-1)
+    assert all(p.independence is None or p.independence > 0.4 or p.at_bound for p in cal.parameters)
+    # small GEMMs below peak: m0 = 59-252 phantom tokens on the NVLink GPUs, 0 (its bound) on the L40S
+    assert 0.0 <= cal.profile.matmul_phantom_tokens < 300.0
+    assert cal.profile.matmul_phantom_tokens > (-1.0 if gpu == "l40s" else 50.0)
+    # the kernels between the GEMMs: 26-42 passes over a token's hidden state
+    assert 20.0 < cal.profile.activation_passes < 50.0
 
 
 @pytest.mark.parametrize("gpu", list(tool.SYSTEMS))
 def test_profile_fitted_on_8b_carries_to_other_dense_shapes(kernel_fits: dict[str, Any], gpu: str) -> None:
     """Fit on Qwen3-8B at TP 1, predict the tabled steps of the other dense shapes. At TP 1 and 2
-    (NVLink or, on the L40S, TP 2 over PCIe) the error stays that of the fit; at TP 4 the tables'
-    all-reduces and thinner GEMMs cost more than the roofline's, and the mixture of experts runs
-    its expert kernels well below the dense efficiencies (docs/calibration.md has every figure)."""
+    (NVLink or, on the L40S, TP 2 over PCIe) the error stays near that of the fit; at TP 4 within
+    12% on NVLink GPUs, and on the L40S, whose tables' all-reduces run over PCIe, the planner is
+    optimistic by ~40%; the mixture of experts runs its expert kernels well below the dense
+    efficiencies (docs/calibration.md has every figure)."""
     errors = tool.cross_model_errors(gpu, kernel_fits[gpu].profile)
     for shape, errs in errors.items():
         dense = not get_model(shape.model).is_moe
         if dense and shape.tp == 1:
-            assert mape(errs) < 0.08, shape
+            assert mape(errs) < 0.10, shape  # up to 9.0% (Qwen3-32B on the A100)
         elif dense and shape.tp == 2:
-            assert mape(errs) < 0.16, shape
-        elif dense:  # TP 4: the planner is optimistic (bias below zero), more so over PCIe
-            assert statistics.mean(errs) < 0 and mape(errs) < (0.5 if gpu == "l40s" else 0.25), shape
+            assert mape(errs) < 0.12, shape
+        elif dense and gpu == "l40s":  # TP 4 over PCIe: the planner is optimistic
+            assert statistics.mean(errs) < -0.3 and mape(errs) < 0.5, shape
+        elif dense:
+            assert mape(errs) < 0.15, shape
 
 
 def test_h200_tables_against_our_h200_measurements(kernel_fits: dict[str, Any]) -> None:
     """The method on the H200's table against the profile fitted to our own H200 measurements
     (kept as the shipped H200 profile, less its engine cost): on our measured rows the two agree on
-    decode within 7% from batch 8 up and on the layers within 14%; at batch 1 the harness's decode
+    decode within 7% from batch 8 up and on the layers within 19%; at batch 1 the harness's decode
     attention (one work item per sequence and KV head: 8 of 132 SMs busy) runs 8-20% slower than
     vLLM's split-KV kernels in the table; and vLLM's kernels run prefill and chunked prefill 10-48%
-    faster than the PyTorch harness that measured ours (docs/calibration.md: X = 18.4%)."""
+    faster than the PyTorch harness that measured ours (docs/calibration.md: X = 18.1%)."""
     meas = load_measurements(
         ROOT / "planner" / "costmodel" / "data" / "measurements" / "h200_qwen3_8b_shape.json"
     )
@@ -326,9 +344,9 @@ def test_h200_tables_against_our_h200_measurements(kernel_fits: dict[str, Any]) 
     batches = [r.batch for r in meas.rows if r.kind == "decode"]
     assert batches[0] == 1 and -0.2 < diff["decode"][0] < -0.08
     assert all(b > 1 for b in batches[1:]) and max(abs(d) for d in diff["decode"][1:]) < 0.08
-    assert max(abs(d) for d in diff["linear"]) < 0.15
+    assert max(abs(d) for d in diff["linear"]) < 0.20
     assert all(-0.5 < d < -0.1 for d in diff["prefill"] + diff["chunked_prefill"])
-    assert 0.15 < mape([d for v in diff.values() for d in v]) < 0.22  # X = 18.4%
+    assert 0.15 < mape([d for v in diff.values() for d in v]) < 0.22  # X = 18.1%
 
 
 # --- published serving results -------------------------------------------------------------------------

@@ -35,13 +35,30 @@ SLOW = Profile(
     prefix_kv_passes=12.5,
     decode_attention_items_per_sm=0.8,
 )
+# The calibrated terms added since: the re-read per query head, small GEMMs' phantom tokens, the
+# kernels between the GEMMs and vLLM's vocabulary accounting (the old per-KV-byte passes beside,
+# as a file may carry both).
+VLLM = SLOW.model_copy(
+    update={
+        "name": "vllm",
+        "prefix_query_kv_passes": 3.0,
+        "matmul_phantom_tokens": 120.0,
+        "sampled_logits": True,
+        "activation_passes": 30.0,
+    }
+)
 
 
 def reference_step_s(r: Replica, chunks: list[tuple[float, float]], n: float, s: float) -> float:
     """DESIGN.md, "The roofline cost model", one chunk at a time. A negative offset p (an
     "equivalent" chunk) attends to p + c/2 context tokens on average, reads p + c tokens of KV
     and has no prefix to re-read. The decodes' KV is read at bandwidth x u(n), u = min(1, max(n, 1)
-    KV heads per GPU / (SMs x a)) for a profile's a = decode_attention_items_per_sm > 0."""
+    KV heads per GPU / (SMs x a)) for a profile's a = decode_attention_items_per_sm > 0.
+    Calibrated terms: the prefix re-read also per query head (passes x KV x query heads / KV
+    heads); m0 phantom tokens in the linear layers' FLOPs; e activation passes over each token's
+    hidden state beside the all-reduce (not split by TP); with `sampled_logits`, the vocabulary
+    (lm_head, and the embedding unless tied) leaves the per-token FLOPs and the untied
+    embedding the bytes read, and the lm_head runs once per decode."""
     m, g, prof, tp = r.model, r.gpu, r.profile, r.tp
     real = list(chunks)
     tokens = sum(c for c, _ in real) + n
@@ -49,10 +66,16 @@ def reference_step_s(r: Replica, chunks: list[tuple[float, float]], n: float, s:
         return 0.0
     kv = m.kv_bytes_per_token(r.kv_dtype, tp)
     weights = m.params_read(tokens) * DTYPE_BYTES[r.weight_dtype] / tp
+    vocab = m.vocab_size * m.hidden_size
+    if prof.sampled_logits and not m.tie_word_embeddings:
+        weights -= vocab * DTYPE_BYTES[r.weight_dtype] / tp  # the embedding is a gather
     a = prof.decode_attention_items_per_sm
     u = min(1.0, max(n, 1.0) * math.ceil(m.kv_heads / tp) / (g.sms * a)) if a > 0 else 1.0
     bytes_moved = weights + s * kv / u + sum((p + c) * kv for c, p in real)
-    linear_flops = 2 * m.active_params * tokens / tp
+    linear_flops = 2 * m.active_params * (tokens + prof.matmul_phantom_tokens) / tp
+    if prof.sampled_logits:
+        layers = m.active_params - head_params(m)
+        linear_flops = (2 * layers * (tokens + prof.matmul_phantom_tokens) + 2 * vocab * n) / tp
     attention_flops = 4 * m.layers * m.query_dim * (sum(c * (p + c / 2) for c, p in real) + s) / tp
     bw = g.bandwidth * prof.eta_bandwidth
     matmul = g.matmul_flops(r.weight_dtype) * prof.eta_matmul
@@ -62,7 +85,11 @@ def reference_step_s(r: Replica, chunks: list[tuple[float, float]], n: float, s:
         per_call = 2 * (tp - 1) / tp * tokens * m.hidden_size * 2
         t += 2 * m.layers * (per_call / g.interconnect_bandwidth + g.interconnect_latency)
     t += prof.step_overhead_s
-    t += prof.prefix_kv_passes * sum(max(p, 0.0) for _, p in real) * kv / bw
+    # the kernels between the GEMMs: e passes over every token's bf16 hidden state, all layers
+    t += prof.activation_passes * m.layers * m.hidden_size * 2 * tokens / bw
+    group = (m.attention_heads / tp) / math.ceil(m.kv_heads / tp)
+    passes = prof.prefix_kv_passes + prof.prefix_query_kv_passes * group
+    t += passes * sum(max(p, 0.0) for _, p in real) * kv / bw
     return t
 
 
@@ -73,6 +100,11 @@ REPLICAS = [
     Replica(get_model("mistralai/Mixtral-8x7B-v0.1"), get_gpu("a100-80gb-sxm"), tp=4),
     Replica(
         get_model("meta-llama/Llama-3.1-70B-Instruct"), get_gpu("b200"), tp=8, kv_dtype="fp8", profile=SLOW
+    ),
+    Replica(get_model("Qwen/Qwen3-32B"), get_gpu("h200-sxm"), tp=2, profile=VLLM),
+    Replica(get_model("Qwen/Qwen3-30B-A3B"), get_gpu("h100-sxm"), tp=4, weight_dtype="fp8", profile=VLLM),
+    Replica(
+        get_model("meta-llama/Llama-3.1-70B-Instruct"), get_gpu("b200"), tp=8, kv_dtype="fp8", profile=VLLM
     ),
 ]
 

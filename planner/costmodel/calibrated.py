@@ -14,6 +14,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from planner.costmodel import fitting
 from planner.costmodel.fitting import (
     BOUNDS,
     HINTS,
@@ -86,7 +87,7 @@ ATTENTION_MEASUREMENTS = "h200_qwen3_8b_ctx.json"
 # runs at concurrency 1 (gpustack-qwen3-8b-h100-sxm-c1 in tests/data/vllm_bench_serve.json),
 # as tools/profiles_from_aiconfigurator.py computes it for every other GPU; tests/test_kernel_profiles.py
 # checks the two agree. Measured on an H100 SXM and applied unchanged (a host-side cost).
-VLLM_ENGINE_COST_S = 0.0007803192833172375
+VLLM_ENGINE_COST_S = 0.0009697894453165445
 
 
 def _measurements_dir() -> Any:
@@ -118,7 +119,8 @@ def fit_decode_attention() -> Calibration:
     base = fit_profile(main, model, gpu).profile  # the term held at 0: one context there
     meas, label = _read(ATTENTION_MEASUREMENTS)
     decodes = replace(meas, rows=tuple(r for r in meas.rows if r.kind == "decode"))
-    held = {k: getattr(base, k) for k in ("eta_matmul", "eta_attention", "prefix_kv_passes")}
+    seen = ("eta_bandwidth", "step_overhead_s", "decode_attention_items_per_sm")
+    held = {k: getattr(base, k) for k in fitting.PARAMETERS if k not in seen}
     return fit_profile(decodes, model, gpu, fixed=held, source_label=f"the decode rows of {label}")
 
 

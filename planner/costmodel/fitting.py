@@ -34,6 +34,7 @@ from planner.costmodel.roofline import Replica, chunks
 from planner.costmodel.steptime import (
     kv_heads_per_gpu,
     linear_layers_coefficients,
+    query_heads_per_kv_head,
     step_coefficients,
     step_time_s,
 )
@@ -134,17 +135,30 @@ PARAMETERS = (
     "eta_matmul",
     "eta_attention",
     "step_overhead_s",
-    "prefix_kv_passes",
+    "prefix_query_kv_passes",
     "decode_attention_items_per_sm",
+    "matmul_phantom_tokens",
+    "activation_passes",
 )
 BOUNDS: dict[str, tuple[float, float]] = {
     "eta_bandwidth": (0.01, 1.0),
     "eta_matmul": (0.01, 1.0),
     "eta_attention": (0.01, 1.0),
     "step_overhead_s": (0.0, 0.1),
-    "prefix_kv_passes": (0.0, 1000.0),
+    "prefix_query_kv_passes": (0.0, 1000.0),
     "decode_attention_items_per_sm": (0.0, 4.0),
+    "matmul_phantom_tokens": (0.0, 1024.0),
+    "activation_passes": (0.0, 1000.0),
 }
+# Fitted profiles use vLLM's accounting of the vocabulary (Profile.sampled_logits: logits for
+# sampled rows only, the embedding a gather) with the per-token kernels between the GEMMs
+# (activation_passes) beside it: the seed's per-token lm_head and embedding FLOPs had stood in
+# for those (docs/calibration.md, "The vocabulary and the kernels between the GEMMs").
+SAMPLED_LOGITS = True
+# `fix` names accepted for profiles' older parameters: prefix_kv_passes P (passes over the KV
+# bytes) holds prefix_query_kv_passes at P / G for the fitted model's GQA group G.
+LEGACY_FIXED = {"prefix_kv_passes": "prefix_query_kv_passes"}
+FIX_NAMES = PARAMETERS + tuple(LEGACY_FIXED)  # every name `fixed` accepts
 # Typical magnitudes (scipy x_scale) and a few spread-out starts: the objective has kinks (the
 # roofline's max), so the fit runs from each start and keeps the best.
 SCALES = {
@@ -152,8 +166,10 @@ SCALES = {
     "eta_matmul": 0.5,
     "eta_attention": 0.5,
     "step_overhead_s": 1e-3,
-    "prefix_kv_passes": 10.0,
+    "prefix_query_kv_passes": 10.0,
     "decode_attention_items_per_sm": 0.5,
+    "matmul_phantom_tokens": 100.0,
+    "activation_passes": 10.0,
 }
 STARTS = (
     {
@@ -161,32 +177,40 @@ STARTS = (
         "eta_matmul": 0.7,
         "eta_attention": 0.5,
         "step_overhead_s": 1e-3,
-        "prefix_kv_passes": 1.0,
+        "prefix_query_kv_passes": 1.0,
         "decode_attention_items_per_sm": 1.0,
+        "matmul_phantom_tokens": 32.0,
+        "activation_passes": 10.0,
     },
     {
         "eta_bandwidth": 0.5,
         "eta_matmul": 0.5,
         "eta_attention": 0.3,
         "step_overhead_s": 1e-4,
-        "prefix_kv_passes": 10.0,
+        "prefix_query_kv_passes": 10.0,
         "decode_attention_items_per_sm": 0.5,
+        "matmul_phantom_tokens": 128.0,
+        "activation_passes": 30.0,
     },
     {
         "eta_bandwidth": 0.9,
         "eta_matmul": 0.9,
         "eta_attention": 0.9,
         "step_overhead_s": 2e-3,
-        "prefix_kv_passes": 0.1,
+        "prefix_query_kv_passes": 0.1,
         "decode_attention_items_per_sm": 2.0,
+        "matmul_phantom_tokens": 8.0,
+        "activation_passes": 1.0,
     },
     {
         "eta_bandwidth": 0.3,
         "eta_matmul": 0.3,
         "eta_attention": 0.1,
         "step_overhead_s": 5e-3,
-        "prefix_kv_passes": 50.0,
+        "prefix_query_kv_passes": 50.0,
         "decode_attention_items_per_sm": 0.25,
+        "matmul_phantom_tokens": 256.0,
+        "activation_passes": 100.0,
     },
 )
 # A parameter is refused when its Jacobian column is (nearly) a combination of the others':
@@ -201,9 +225,13 @@ HINTS = {
     "eta_attention": "add attention-heavy rows: prefills of >= 8k tokens or chunked_prefill rows "
     "with long prompts, beside linear rows of many tokens",
     "step_overhead_s": "add whole steps (decode at small batch, short prefills) beside linear rows",
-    "prefix_kv_passes": "add chunked_prefill rows (several chunk sizes over a long prompt)",
+    "prefix_query_kv_passes": "add chunked_prefill rows (several chunk sizes over a long prompt)",
     "decode_attention_items_per_sm": "add decode rows at small batch (1-8) over several contexts "
     "(1k-16k), or hold it fixed (0 = off)",
+    "matmul_phantom_tokens": "add compute-bound linear rows at several sizes (128-8192 tokens), or hold "
+    "it fixed (0 = one matmul rate at every size)",
+    "activation_passes": "add whole steps of many tokens (prefills of 512-16k tokens) beside linear rows "
+    "of the same sizes, or hold it fixed (0 = none)",
 }
 DECODE_ATTENTION = "decode_attention_items_per_sm"
 
@@ -278,7 +306,13 @@ def mape(errors: Sequence[float]) -> float:
 
 def _profile(values: Mapping[str, float], gpu: str, name: str, source: str) -> Profile:
     return Profile.model_validate(
-        {"name": name, "gpu": gpu, "source": source, **{k: float(values[k]) for k in PARAMETERS}}
+        {
+            "name": name,
+            "gpu": gpu,
+            "source": source,
+            "sampled_logits": SAMPLED_LOGITS,
+            **{k: float(values[k]) for k in PARAMETERS},
+        }
     )
 
 
@@ -367,15 +401,18 @@ def fit_profile(
         )
     check_model_matches(meas, model)
     check_gpu_matches(meas, gpu)
-    fixed = dict(fixed or {})
-    for k, v in fixed.items():
-        if k not in PARAMETERS:
-            raise InvalidInput("fix", f"unknown parameter {k!r}; valid: {', '.join(PARAMETERS)}")
-        lo, hi = BOUNDS[k]
+    user_fixed = dict(fixed or {})
+    fixed = {}  # by parameter name (old names translated)
+    for k, v in user_fixed.items():
+        param = LEGACY_FIXED.get(k, k)
+        if param not in PARAMETERS or param in fixed:
+            what = f"{k!r} twice (as {param})" if param in fixed else f"unknown parameter {k!r}"
+            raise InvalidInput("fix", f"{what}; valid: {', '.join(PARAMETERS)}")
+        lo, hi = BOUNDS[param]
         if not lo <= v <= hi or (k.startswith("eta_") and v <= 0):
             raise InvalidInput(f"fix.{k}", f"must be in [{lo:g}, {hi:g}], got {v:g}")
+        fixed[param] = v / query_heads_per_kv_head(model) if k != param else v
     notes: list[str] = []
-    user_fixed = dict(fixed)
     if DECODE_ATTENTION not in fixed:
         why = decode_attention_unidentified(meas.rows, model, gpu)
         if why is not None:
@@ -396,7 +433,7 @@ def fit_profile(
     def values(x: Sequence[float] | np.ndarray) -> dict[str, float]:
         return {**fixed, **{k: float(v) for k, v in zip(free, x, strict=True)}}
 
-    trial = THEORETICAL.model_copy(update={"name": "fit", "gpu": gpu.name})
+    trial = THEORETICAL.model_copy(update={"name": "fit", "gpu": gpu.name, "sampled_logits": SAMPLED_LOGITS})
 
     measured_arr = np.array(measured)
 
@@ -487,7 +524,8 @@ def _flat_decode_attention(
     if not counts:
         return True
     n0 = gpu.sms * fitted[DECODE_ATTENTION] / kv_heads_per_gpu(model)
-    return n0 <= min(counts)
+    # every a <= min(counts) h / SMs fits alike: the solver may stop a rounding error above it
+    return n0 <= min(counts) * (1.0 + 1e-9)
 
 
 def on_bound(name: str, value: float) -> bool:

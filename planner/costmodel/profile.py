@@ -30,12 +30,30 @@ class Profile(BaseModel):
     eta_attention: float = Field(default=1.0, gt=0, le=1)
     step_overhead_s: float = Field(default=0.0, ge=0, le=1)
     # Extra passes over each prefill chunk's prefix KV per step, at the achieved bandwidth and
-    # not hidden under the step's compute (0 = the roofline's single, overlapped read).
+    # not hidden under the step's compute (0 = the roofline's single, overlapped read). Charged on
+    # the KV bytes: profiles written before `prefix_query_kv_passes` (which replaces it in fits).
     prefix_kv_passes: float = Field(default=0.0, ge=0, le=1000)
+    # The same re-read charged per query head: passes over the prefix KV as the query heads read
+    # it (KV bytes x query heads / KV heads), so it grows with the GQA group. A file's
+    # prefix_kv_passes P fitted on a model of group g is prefix_query_kv_passes P / g there.
+    prefix_query_kv_passes: float = Field(default=0.0, ge=0, le=1000)
     # Work items (sequence x KV head on a GPU) per SM the decode attention kernel needs to read
     # the decodes' KV at full bandwidth; with fewer it reads at bandwidth x n heads / (SMs x this)
     # (0 = off: the KV read at full bandwidth whatever the batch).
     decode_attention_items_per_sm: float = Field(default=0.0, ge=0, le=64)
+    # Small GEMMs run below peak: the linear layers' matmul rate at M tokens is
+    # eta_matmul x M / (M + m0), i.e. a step is charged m0 more tokens of linear FLOPs
+    # (0 = one rate at every size).
+    matmul_phantom_tokens: float = Field(default=0.0, ge=0, le=4096)
+    # vLLM's accounting of the vocabulary: logits only for sampled rows (one per decode; a
+    # prompt's last token, ~2 V d FLOPs, is left out) and the input embedding a gather of the
+    # step's rows, not a weight read (unless tied to the lm_head, which reads it anyway).
+    # False = the seed's: every token through the lm_head, the whole table read every step.
+    sampled_logits: bool = False
+    # Passes over each token's hidden state (bf16, all layers) by the kernels between the GEMMs:
+    # norms, residual adds, rotary, activations. Memory-bound, not overlapped with the GEMMs, and
+    # not split by TP (vLLM runs the norms on the whole hidden state on every GPU). 0 = none.
+    activation_passes: float = Field(default=0.0, ge=0, le=1000)
     source: str = ""
     # Set when the profile stands in for a missing one (transferred from another GPU): callers
     # show it beside every number the profile produced.
@@ -51,8 +69,16 @@ BUILTIN_NAMES = ("theoretical", "calibrated", "auto")  # the names planner.costm
 
 # What a profile file must spell out: every number, so a truncated or hand-mangled file is refused
 # rather than silently filled with theoretical defaults. `source` and `warning` are optional prose;
-# `decode_attention_items_per_sm` came later, and a file without it means what it meant before (0).
-OPTIONAL_FILE_FIELDS = ("source", "warning", "decode_attention_items_per_sm")
+# the fields added later default to what a file without them meant before (0 / False).
+OPTIONAL_FILE_FIELDS = (
+    "source",
+    "warning",
+    "decode_attention_items_per_sm",
+    "prefix_query_kv_passes",
+    "matmul_phantom_tokens",
+    "sampled_logits",
+    "activation_passes",
+)
 REQUIRED_FILE_FIELDS = tuple(k for k in Profile.model_fields if k not in OPTIONAL_FILE_FIELDS)
 
 

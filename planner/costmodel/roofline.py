@@ -35,7 +35,7 @@ Bound = Literal["memory", "compute"]  # what limits a step: bytes moved or FLOPs
 class StepBreakdown:
     """What one step costs and why, per GPU of the TP group. `time_s` is the formula's value
     (`steptime.batch_time_s`); the parts explain it: time = max(memory, compute) + comm +
-    overhead + prefix re-read."""
+    elementwise + overhead + prefix re-read."""
 
     bytes_moved: float
     linear_flops: float
@@ -45,9 +45,12 @@ class StepBreakdown:
     compute_s: float
     overhead_s: float
     # Calibrated profiles only (0 in theoretical mode): extra passes over prefill chunks' prefix
-    # KV, at the achieved bandwidth and not overlapped with compute (Profile.prefix_kv_passes).
+    # KV, at the achieved bandwidth and not overlapped with compute (Profile.prefix_kv_passes,
+    # Profile.prefix_query_kv_passes).
     prefix_reread_s: float
     time_s: float
+    # Calibrated profiles only: the kernels between the GEMMs, per token (Profile.activation_passes).
+    elementwise_s: float = 0.0
 
     @property
     def bound(self) -> Bound:
@@ -120,16 +123,20 @@ class Replica:
         bytes_moved = k.weight_bytes_read(tokens) + (s + kv) * k.kv_bytes_per_token
         return StepBreakdown(
             bytes_moved=bytes_moved,
-            linear_flops=k.linear_flops_per_token * tokens,
+            linear_flops=k.linear_flops_per_token * tokens + k.sampled_flops_per_decode * decode_count,
             attention_flops=k.attention_flops_per_pair * (pairs + s),
             comm_s=k.allreduce_s_per_token * tokens + k.allreduce_s,
             # the decodes' KV at the bandwidth their attention parallelism reaches (steptime)
             memory_s=(bytes_moved + s * (k.decode_kv_factor(decode_count) - 1.0) * k.kv_bytes_per_token)
             * k.s_per_byte,
-            compute_s=k.linear_s_per_token * tokens + k.attention_s_per_pair * (pairs + s),
+            # small GEMMs' phantom tokens and the sampled rows' logits (calibrated profiles; steptime)
+            compute_s=k.linear_s_per_token * tokens
+            + k.attention_s_per_pair * (pairs + s)
+            + (k.linear_phantom_s + k.sampled_s_per_decode * decode_count),
             overhead_s=k.overhead_s,
             prefix_reread_s=k.prefix_reread_s_per_token * prefix,
             time_s=batch_time_s(k, decode_count, s, c_sum, pairs, kv, prefix),
+            elementwise_s=k.elementwise_s_per_token * tokens,
         )
 
     def step_time_s(

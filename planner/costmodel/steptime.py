@@ -10,9 +10,26 @@ the re-read of prefill chunks' prefix KV (../../../shared/DESIGN.md, "The roofli
     memory  = (W(tokens) + (S + sum (p + c)) KV) / BW
     compute = 2 P tokens / F_lin + 4 L d_q (sum c (p + c/2) + S) / F_attn
     time    = max(memory, compute) + all-reduce(tokens) + overhead + passes sum max(p, 0) KV / BW
+              (+ e L h 2 tokens / BW, calibrated: below)
 
 for n decodes over a total context of S tokens and prefill chunks of c tokens at offset p
 (C = sum c). Everything is per GPU of the TP group; a step of no tokens takes 0 s.
+
+Calibrated profiles refine three terms (each off, i.e. exactly the above, at its default):
+
+* `passes` = prefix_kv_passes + prefix_query_kv_passes x G, G = query heads / KV heads per GPU
+  (the prefix re-read grows with the GQA group);
+* `sampled_logits`: P and W leave out the vocabulary matrices (2 V d parameters untied, V d
+  tied); the lm_head is charged per decode, 2 V d FLOPs each, and read as weights; the
+  embedding is a gather, not read (tied: it is the lm_head, read anyway). In symbols, with
+  P' = P - head parameters and W' = W - embedding bytes (untied):
+  compute = (2 P' tokens + 2 V d n) / F_lin + ..., memory = (W' + ...) / BW;
+* `matmul_phantom_tokens` m0: the linear layers run at eta_mm M / (M + m0) for M tokens, i.e.
+  the compute term charges 2 P' (tokens + m0) FLOPs (m0 is per step, so a decode run's compute
+  stays affine in the context and `decode_run_time_s` exact);
+* `activation_passes` e: the kernels between the GEMMs (norms, residual adds, rotary,
+  activations) read and write each token's hidden state e times over all layers, not
+  overlapped and not split by TP: time += e L h 2 tokens / BW, beside the all-reduce.
 
 Decode attention parallelism (calibrated profiles with `decode_attention_items_per_sm` a > 0):
 the decode attention kernel runs one work item per (sequence, KV head on this GPU), and with
@@ -70,14 +87,25 @@ class StepCoefficients:
     attention_s_per_pair: float  # 4 L d_q / TP per (query token x context token), bf16 rate
     allreduce_s_per_token: float
     allreduce_s: float
+    # activation_passes x layers x hidden x 2 bytes / achieved bandwidth: the kernels between the
+    # GEMMs, per token, added like the all-reduce (0 = off)
+    elementwise_s_per_token: float
     overhead_s: float
-    prefix_reread_s_per_token: float  # passes x KV / achieved bandwidth, per offset token
+    # passes x KV (prefix_query_kv_passes: x G) / achieved bandwidth, per offset token
+    prefix_reread_s_per_token: float
     # N0: decodes whose (sequence x KV head) items fill the GPU's SMs (SMs x a / KV heads per GPU);
     # below it the decodes' KV is read at bandwidth x max(n, 1) / N0. 0 = off.
     decode_kv_full_decodes: float
+    # Compute seconds every step pays beyond its tokens: m0 phantom tokens of the linear layers
+    # (matmul_phantom_tokens x linear_s_per_token; 0 = off).
+    linear_phantom_s: float
+    # The lm_head per decode when only sampled rows get logits (sampled_logits; 0 = off, the
+    # lm_head is then part of linear_s_per_token for every token).
+    sampled_s_per_decode: float
     # FLOPs per unit, for reports (StepBreakdown); the time never reads them.
     linear_flops_per_token: float
     attention_flops_per_pair: float
+    sampled_flops_per_decode: float
 
     def decode_kv_factor(self, decodes: float) -> float:
         """f(n) = max(1, N0 / max(n, 1)): how much slower than the achieved bandwidth n decodes
@@ -101,6 +129,11 @@ def head_params(model: ModelSpec) -> int:
 def kv_heads_per_gpu(model: ModelSpec, tp: int = 1) -> int:
     """KV heads one GPU of a TP group holds (split over the group, or replicated when fewer)."""
     return math.ceil(model.kv_heads / tp)
+
+
+def query_heads_per_kv_head(model: ModelSpec, tp: int = 1) -> float:
+    """G: query heads per KV head on one GPU (the GQA group; 1 for multi-head attention)."""
+    return model.attention_heads / tp / kv_heads_per_gpu(model, tp)
 
 
 def decode_kv_full_decodes(model: ModelSpec, gpu: GpuSpec, profile: Profile, tp: int = 1) -> float:
@@ -132,6 +165,16 @@ def step_coefficients(
         r = 1.0 - model.experts_per_token / model.num_experts
     else:
         w0, w1, r = model.weight_bytes(weight_dtype) / tp, 0.0, 0.0
+    linear_flops = 2.0 * model.active_params / tp
+    sampled_flops = 0.0
+    if profile.sampled_logits:
+        # vLLM: logits for sampled rows only, the input embedding a gather of the step's rows
+        # (its bytes, tokens x d, are < 1% of the KV a token reads: left out).
+        lm_head = model.vocab_size * model.hidden_size
+        linear_flops = 2.0 * (model.active_params - head_params(model)) / tp
+        sampled_flops = 2.0 * lm_head / tp
+        if not model.tie_word_embeddings:
+            w0 -= lm_head * b / tp
     if tp > 1:
         # Two ring all-reduces per layer of tokens x hidden activations: 2(t-1)/t of the data
         # crosses each GPU's link, plus a latency floor per call.
@@ -139,8 +182,8 @@ def step_coefficients(
         ar_slope, ar_fixed = 2 * model.layers * per_token, 2 * model.layers * gpu.interconnect_latency
     else:
         ar_slope = ar_fixed = 0.0
-    linear_flops = 2.0 * model.active_params / tp
     attn_flops = 4.0 * model.layers * model.query_dim / tp
+    passes = profile.prefix_kv_passes + profile.prefix_query_kv_passes * query_heads_per_kv_head(model, tp)
     return StepCoefficients(
         s_per_byte=1.0 / bw,
         kv_bytes_per_token=kv,
@@ -151,11 +194,19 @@ def step_coefficients(
         attention_s_per_pair=attn_flops / attention,
         allreduce_s_per_token=ar_slope,
         allreduce_s=ar_fixed,
+        elementwise_s_per_token=profile.activation_passes
+        * model.layers
+        * model.hidden_size
+        * ACTIVATION_BYTES
+        / bw,
         overhead_s=profile.step_overhead_s,
-        prefix_reread_s_per_token=profile.prefix_kv_passes * kv / bw,
+        prefix_reread_s_per_token=passes * kv / bw,
         decode_kv_full_decodes=decode_kv_full_decodes(model, gpu, profile, tp),
+        linear_phantom_s=profile.matmul_phantom_tokens * (linear_flops / matmul),
+        sampled_s_per_decode=sampled_flops / matmul,
         linear_flops_per_token=linear_flops,
         attention_flops_per_pair=attn_flops,
+        sampled_flops_per_decode=sampled_flops,
     )
 
 
@@ -163,9 +214,11 @@ def linear_layers_coefficients(
     model: ModelSpec, gpu: GpuSpec, profile: Profile, tp: int = 1, weight_dtype: Dtype = "bf16"
 ) -> StepCoefficients:
     """Every layer's projections and MLP and nothing else (no attention, embedding, lm_head,
-    all-reduce or per-step overhead): what a measured `linear` row times. Time it as `tokens`
-    decodes at zero context."""
-    full = step_coefficients(model, gpu, profile, tp, weight_dtype)
+    all-reduce or per-step overhead; the phantom tokens, a property of the GEMMs, stay): what a
+    measured `linear` row times. Time it as `tokens` decodes at zero context."""
+    full = step_coefficients(
+        model, gpu, profile.model_copy(update={"sampled_logits": False}), tp, weight_dtype
+    )
     head = head_params(model)
     b = DTYPE_BYTES[weight_dtype]
     matmul = gpu.matmul_flops(weight_dtype) * profile.eta_matmul
@@ -180,11 +233,15 @@ def linear_layers_coefficients(
         attention_s_per_pair=0.0,
         allreduce_s_per_token=0.0,
         allreduce_s=0.0,
+        elementwise_s_per_token=0.0,
         overhead_s=0.0,
         prefix_reread_s_per_token=0.0,
         decode_kv_full_decodes=0.0,
+        linear_phantom_s=profile.matmul_phantom_tokens * (linear_flops / matmul),
+        sampled_s_per_decode=0.0,
         linear_flops_per_token=linear_flops,
         attention_flops_per_pair=0.0,
+        sampled_flops_per_decode=0.0,
     )
 
 
@@ -207,9 +264,11 @@ def _scalar(k: StepCoefficients, n: float, s: float, c: float, a: float, kv: flo
     else:
         mem = (w + (s + kv) * k.kv_bytes_per_token) * k.s_per_byte
     cmp = k.linear_s_per_token * tokens + k.attention_s_per_pair * (a + s)
+    if k.linear_phantom_s or k.sampled_s_per_decode:
+        cmp += k.linear_phantom_s + k.sampled_s_per_decode * n
     return (
         (mem if mem >= cmp else cmp)
-        + (k.allreduce_s_per_token * tokens + k.allreduce_s)
+        + ((k.allreduce_s_per_token + k.elementwise_s_per_token) * tokens + k.allreduce_s)
         + k.overhead_s
         + k.prefix_reread_s_per_token * r
     )
@@ -229,23 +288,31 @@ def _array(
     scalar branch; terms whose coefficient is 0 are skipped (adding 0 changes nothing).
     `empty_batches=False`: the caller knows every batch has a token (no masking)."""
     tokens = c + n
+    # The phantom tokens' constant compute time ph moves out of the max: max(mem, cmp + ph) =
+    # max(mem - ph, cmp) + ph, with mem - ph folded into the weight bytes (a scalar) and ph into
+    # the per-step constant (one array operation fewer than adding it to cmp).
+    ph = k.linear_phantom_s
+    w0 = k.weight_bytes - ph / k.s_per_byte if ph else k.weight_bytes
     if k.moe_weight_bytes == 0.0:
-        w: FloatArray | float = k.weight_bytes
+        w: FloatArray | float = w0
     else:
-        w = k.weight_bytes + k.moe_weight_bytes * (1.0 - np.power(k.moe_untouched_ratio, tokens))
+        w = w0 + k.moe_weight_bytes * (1.0 - np.power(k.moe_untouched_ratio, tokens))
     if k.decode_kv_full_decodes:
         f = np.maximum(k.decode_kv_full_decodes / np.maximum(n, 1.0), 1.0)
         mem = (w + (s * f + kv) * k.kv_bytes_per_token) * k.s_per_byte
     else:
         mem = (w + (s + kv) * k.kv_bytes_per_token) * k.s_per_byte
     cmp = k.linear_s_per_token * tokens + k.attention_s_per_pair * (a + s)
+    if k.sampled_s_per_decode:
+        cmp += k.sampled_s_per_decode * n  # a fresh array of the broadcast shape: in place
     out = np.maximum(mem, cmp)
-    if k.allreduce_s_per_token or k.allreduce_s:
-        out += k.allreduce_s_per_token * tokens + k.allreduce_s
-    if k.overhead_s:
-        out += k.overhead_s
+    if k.allreduce_s_per_token or k.elementwise_s_per_token:
+        out += (k.allreduce_s_per_token + k.elementwise_s_per_token) * tokens
+    fixed = k.allreduce_s + k.overhead_s + ph
+    if fixed:
+        out += fixed
     if k.prefix_reread_s_per_token:
-        out = out + k.prefix_reread_s_per_token * np.asarray(r, dtype=np.float64)
+        out += k.prefix_reread_s_per_token * np.asarray(r, dtype=np.float64)
     return np.where(tokens > 0, out, 0.0) if empty_batches else out
 
 
@@ -364,9 +431,9 @@ def decode_run_time_s(k: StepCoefficients, decodes: int, context: float, steps: 
     n = decodes
     a_mem = k.weight_bytes_read(n) * k.s_per_byte
     b_mem = k.kv_bytes_per_token * k.s_per_byte * k.decode_kv_factor(n)
-    a_cmp = k.linear_s_per_token * n
+    a_cmp = k.linear_s_per_token * n + k.linear_phantom_s + k.sampled_s_per_decode * n
     b_cmp = k.attention_s_per_pair
-    fixed = k.allreduce_s_per_token * n + k.allreduce_s + k.overhead_s
+    fixed = (k.allreduce_s_per_token + k.elementwise_s_per_token) * n + k.allreduce_s + k.overhead_s
     s0 = float(context)
 
     def series(a: float, b: float, j0: int, j1: int) -> float:
