@@ -3,14 +3,16 @@
 document is docs/latency.md.
 
 Rates in a `Workload` are for the whole deployment; colocated replicas split them evenly, and so
-do the replicas of each pool of a disaggregated deployment. Times are seconds inside; the JSON
-contract (`to_dict`) is in milliseconds.
+do the replicas of each pool of a disaggregated deployment. The split also smooths bursts: each
+replica of a pool of R is modelled with the per-replica arrival CV² of a random split,
+`per_replica_arrival_cv2(cv2, 1/R)` (docs/plan.md, "Bursty arrivals over replicas"). Times are
+seconds inside; the JSON contract (`to_dict`) is in milliseconds.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -41,7 +43,21 @@ __all__ = [
     "Slo",
     "capacity",
     "evaluate",
+    "per_replica_arrival_cv2",
 ]
+
+
+def per_replica_arrival_cv2(cv2: float, share: float) -> float:
+    """The inter-arrival CV² one replica sees when it gets `share` (0 < share <= 1) of a renewal
+    stream whose gaps have CV² `cv2`, each request routed at random (a Kubernetes Service's
+    kube-proxy picks a pod at random): its gap is a sum of N ~ Geometric(share) stream gaps, so
+    CV² = (E[N] Var X + Var N E[X]²) / (E[N] E[X])² = 1 + (cv2 - 1) share. Poisson stays Poisson;
+    bursts spread out, smooth streams roughen towards Poisson. A round-robin router does better
+    (cv2 share for iid gaps: `share` consecutive gaps per replica), so this is the conservative
+    reading of an unknown router; `share` = 1 gives the stream itself."""
+    if not (0.0 < share <= 1.0):
+        raise ValueError(f"share must be in (0, 1], got {share}")
+    return 1.0 + (cv2 - 1.0) * share
 
 
 @dataclass(frozen=True)
@@ -242,6 +258,7 @@ class LatencyModel:
         self.engines: dict[Role, Engine] = {}
         self.replicas: dict[Role, int]
         if deployment.disaggregated:
+            self.replicas = {"prefill": deployment.prefill_replicas, "decode": deployment.decode_replicas}
             # Each GPU of the TP group ships its share of the prompt's KV over its own NIC.
             kv = deployment.replica.kv_bytes_per_token
             transfer = (
@@ -249,13 +266,24 @@ class LatencyModel:
                 + deployment.kv_transfer_latency_s
             )
             k = self.coefficients
-            self.engines["prefill"] = Engine(k, stats, config, "prefill", kv_transfer_s=transfer)
+            self.engines["prefill"] = Engine(
+                k, self.replica_stats("prefill"), config, "prefill", kv_transfer_s=transfer
+            )
             if stats.decode_steps > 0:
-                self.engines["decode"] = Engine(k, stats, config, "decode")
-            self.replicas = {"prefill": deployment.prefill_replicas, "decode": deployment.decode_replicas}
+                self.engines["decode"] = Engine(k, self.replica_stats("decode"), config, "decode")
         else:
-            self.engines["colocated"] = Engine(self.coefficients, stats, config, "colocated")
             self.replicas = {"colocated": deployment.replicas}
+            self.engines["colocated"] = Engine(
+                self.coefficients, self.replica_stats("colocated"), config, "colocated"
+            )
+
+    def replica_stats(self, role: Role) -> WorkloadStats:
+        """The workload as one replica of `role`'s pool sees it: the stream split at random over
+        the pool's replicas (`per_replica_arrival_cv2`); the stream itself for a single replica."""
+        reps = self.replicas[role]
+        cv2 = self.stats.arrival_cv2
+        split = per_replica_arrival_cv2(cv2, 1.0 / reps) if reps > 1 else cv2
+        return self.stats if split == cv2 else replace(self.stats, arrival_cv2=split)
 
     # ---- building blocks ------------------------------------------------------------------------
 
@@ -425,6 +453,18 @@ class LatencyModel:
             out.append(
                 f"prefix cache: {st.prefix_cache_hit_fraction:.0%} of each prompt is a cache hit; "
                 "only the rest is prefilled (KV still holds the whole prompt)"
+            )
+        split = [
+            f"{'each' if role == 'colocated' else 'each ' + role} of {self.replicas[role]} sees CV² "
+            f"{e.stats.arrival_cv2:.3g}"
+            for role, e in self.engines.items()
+            if self.replicas[role] > 1
+        ]
+        if split and st.arrival_cv2 != 1.0:
+            out.append(
+                f"arrivals (CV² {st.arrival_cv2:.3g}) taken as split at random over the replicas: "
+                + ", ".join(split)
+                + " (1 + (CV² - 1)/replicas; a round-robin router smooths more)"
             )
         if st.decode_steps <= 0:
             out.append("every answer is one token: no decode steps, no inter-token latency")
@@ -611,7 +651,7 @@ class LatencyModel:
             parts.append(f"TTFT p99 is {at.ttft_p99_s * 1e3:.4g} ms > {slo.ttft_p99_s * 1e3:.4g} ms")
         if slo.itl_p99_s is not None and at.itl_p99_s is not None and at.itl_p99_s > slo.itl_p99_s:
             parts.append(f"ITL p99 is {at.itl_p99_s * 1e3:.4g} ms > {slo.itl_p99_s * 1e3:.4g} ms")
-        k = 1.0 / self.stats.arrival_cv2 if self.stats.arrival_cv2 > 0 else math.inf
+        k = 1.0 / e.stats.arrival_cv2 if e.stats.arrival_cv2 > 0 else math.inf
         why = (
             f"arrivals come in bursts (burstiness k={k:.3g}, about {1 / k:.0f} requests at once) that queue "
             "behind each other at any rate"

@@ -140,6 +140,9 @@ class CapacityPoint:
     floor_ttft_p99_s: float | None
     floor_itl_p99_s: float | None
     floor_e2e_p99_s: float | None = None  # colocated: idle TTFT p99 + the p99 answer's idle decode steps
+    # The per-replica arrival CV² the capacity was sized with (planner/plan/split.py); None: the
+    # whole stream's, as the shape search sizes it.
+    arrival_cv2: float | None = None
 
 
 def kv_limit_seqs(resolved: ResolvedDeployment, stats: WorkloadStats) -> int:

@@ -11,6 +11,10 @@ deterministic code whoever asks first, so a hit is byte-for-byte what a cold pla
 The model and the GPU are keyed by name: their specs are read once per process (the catalogs'
 caches, and `get_model`'s for a config.json path), so a name means one spec for the memo's life.
 
+One kind of answer reads a rate: a bursty stream's capacity re-sized for the replicas' share of
+it (planner/plan/split.py) depends on the least bucket's demand x (1 + headroom); it is stored
+under its configuration's key plus that number (`split.split_key`), so it never aliases either.
+
 Bounded: at most MEMO_ENTRIES answers, least recently used dropped first. A whole-catalog plan
 leaves ~130 answers and ~7 KB per answer (measured with tracemalloc, keys included), so the cap
 holds ~15 capacity-input sets of the whole catalog, or ~120 of one GPU type, in ~15 MB. `clear_memo()` empties it; `memo_info()` counts.

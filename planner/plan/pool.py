@@ -35,6 +35,7 @@ from planner.plan.search import (
     prune_divisible,
     search_shape,
 )
+from planner.plan.split import Split, split_capacity, split_key
 
 # Below this many tasks a batch is answered in-process: handing them out costs more.
 MIN_PARALLEL_TASKS = 2
@@ -116,11 +117,15 @@ class CapacityPool:
             return list(_executor(self.workers).map(_answer, items, chunksize=1))
         return [_answer((self.ctx, t)) for t in tasks]
 
-    def search(self, shapes: Sequence[Shape], also: Sequence[ReplicaConfig] = ()) -> SearchResult:
-        """Search every shape (in parallel when there are workers), then set `max_num_seqs` on
-        the shapes' best configurations that no smaller replica dominates (the others never
-        reach the MILP); results in shape order. `also`: single configurations to evaluate
-        alongside (cached for `evaluate`, e.g. vLLM's defaults for the alternatives)."""
+    def search(
+        self, shapes: Sequence[Shape], also: Sequence[ReplicaConfig] = (), split: Split | None = None
+    ) -> SearchResult:
+        """Search every shape (in parallel when there are workers), re-size the shapes' best
+        configurations for the stream split over replicas (`split`, planner/plan/split.py; None:
+        the whole stream's burstiness), then set `max_num_seqs` on those that no smaller replica
+        dominates, from the requests running at that capacity (the others never reach the
+        MILP); results in shape order. `also`: single configurations to evaluate alongside
+        (cached for `evaluate`, e.g. vLLM's defaults for the alternatives)."""
         extra = sorted({c for c in also if c not in self.cache})
         answers = self._map([*shapes, *extra])
         results = [a for a in answers if isinstance(a, ShapeResult)]
@@ -131,6 +136,7 @@ class CapacityPool:
         for r in results:
             for p in r.points:
                 self.cache.setdefault(p.config, p)
+        results = [r if r.best is None else replace(r, best=self.split([r.best], split)[0]) for r in results]
         survivors, _ = prune_divisible([r.best for r in results if r.best is not None])
         alive = {p.config for p in survivors}
         todo: dict[int, ReplicaConfig] = {}
@@ -141,13 +147,28 @@ class CapacityPool:
                     todo[i] = low
         lowered = self.evaluate([todo[i] for i in sorted(todo)])
         final = list(results)
-        for i, p in zip(sorted(todo), lowered, strict=True):
+        for i, p in zip(sorted(todo), self.split(lowered, split), strict=True):
             best = results[i].best
             assert best is not None
             if keep_lowered(best, p):
                 final[i] = replace(results[i], best=p)
         out = combine(final, lowered)
         self.questions += out.evaluated - len(lowered)  # `evaluate` counted those
+        return out
+
+    def split(self, points: Sequence[CapacityPoint], split: Split | None) -> list[CapacityPoint]:
+        """`points` re-sized for the stream split over the replicas (planner/plan/split.py), in
+        order; remembered in the capacity memo. A Poisson stream, or no demand: as they are."""
+        if split is None or self.ctx.stats.arrival_cv2 == 1.0:
+            return list(points)
+        out = []
+        for p in points:
+            key = split_key(self._key(p.config), split)
+            got = CAPACITY_MEMO.get(key)
+            if got is None:
+                got = split_capacity(self.ctx, split, p)
+                CAPACITY_MEMO.put(key, got)
+            out.append(got)
         return out
 
     def evaluate(self, cfgs: Sequence[ReplicaConfig]) -> list[CapacityPoint]:

@@ -23,6 +23,7 @@ from typing import Any
 from planner.errors import InvalidInput
 from planner.latency import LatencyModel, WorkloadStats
 from planner.latency.engine import Point
+from planner.latency.model import per_replica_arrival_cv2
 from planner.plan import explain
 from planner.plan.capacity import CapacityPoint, ReplicaConfig, Role, SearchContext, e2e_estimate_s
 from planner.plan.pool import CapacityPool, default_workers
@@ -46,6 +47,7 @@ from planner.plan.report import (
 from planner.plan.request import PlanRequest, parse_plan_request
 from planner.plan.search import SearchResult, shapes_of, unfit_shapes
 from planner.plan.solve import HOURS_PER_MONTH, Costed, Forecast, Prices, milp_data, single_configurations
+from planner.plan.split import Split, share_note
 from planner.workload import Workload
 from solvers.milp import MilpData, MilpResult, solve
 
@@ -211,8 +213,11 @@ def _shares(points: Sequence[tuple[CapacityPoint, int]], demand: float) -> list[
     return out
 
 
-def _point_at(ctx: SearchContext, cfg: ReplicaConfig, rate: float) -> Point | None:
-    model = LatencyModel(ctx.resolve(cfg), ctx.stats)
+def _point_at(ctx: SearchContext, cfg: ReplicaConfig, rate: float, share: float) -> Point | None:
+    """The operating point of a replica at `rate`, taking `share` of the stream (split at random:
+    its arrival CV² is `per_replica_arrival_cv2`)."""
+    cv2 = per_replica_arrival_cv2(ctx.stats.arrival_cv2, min(1.0, max(share, 1e-12)))
+    model = LatencyModel(ctx.resolve(cfg), replace(ctx.stats, arrival_cv2=cv2))
     engine = model.engines[cfg.role]
     s = engine.solve(rate)
     return None if s is None else engine.point(s[0])
@@ -272,9 +277,10 @@ def plan(
         unfit = unfit_shapes(model, req.candidates, gpus, ctx.profile)
         also = default_configs(gpus, req.candidates.tensor_parallel_sizes, unfit)  # for the alternatives
         shapes = shapes_of(req.candidates, gpus, roles, unfit)
-        found = pool.search(shapes, also) if shapes else SearchResult((), (), ())
+        split = Split.of(forecast.rates_per_s, req.headroom)
+        found = pool.search(shapes, also, split) if shapes else SearchResult((), (), ())
         found = replace(found, unfit=tuple(sorted({*found.unfit, *unfit})))
-        builder = _Builder(req, ctx, workload, stats, forecast, prices, roles, notes, pool, found)
+        builder = _Builder(req, ctx, workload, stats, forecast, prices, roles, notes, pool, found, split)
         return builder.build(verify)
 
 
@@ -293,10 +299,11 @@ class _Builder:
         notes: list[str],
         pool: CapacityPool,
         found: SearchResult,
+        split: Split | None = None,
     ) -> None:
         self.req, self.ctx, self.workload, self.stats = req, ctx, workload, stats
         self.forecast, self.prices, self.roles, self.notes = forecast, prices, roles, notes
-        self.pool, self.found = pool, found
+        self.pool, self.found, self.split = pool, found, split
         self.warnings: list[str] = []
         self.by_id = {p.config.id: p for p in found.best}
         self.price_of = {p.gpu: p for p in prices}
@@ -346,9 +353,13 @@ class _Builder:
         out = list(self.notes)
         out.append(
             "capacity per replica is computed once per configuration from the workload's lengths, "
-            f"burstiness (k={k:.3g}) and prefix-cache hits, the same in every bucket; each bucket is "
-            "taken as a steady state (long against the queue's relaxation time)"
+            f"burstiness (k={k:.3g}{'' if k == 1 else ', as a replica taking its share of the stream sees it'}) "
+            "and prefix-cache hits, the same in every bucket; each bucket is taken as a steady state (long against "
+            "the queue's relaxation time)"
         )
+        split = share_note(st.arrival_cv2, self.split)
+        if split is not None:
+            out.append(split)
         out.append(
             "token budget read as vLLM V1: decodes are scheduled first, a prompt's chunk is the rest of "
             "max_num_batched_tokens"
@@ -536,7 +547,8 @@ class _Builder:
         demand = f.rates_per_s[peak]
         chosen = [self.by_id[cid] for cid in sorted(result.selected)]
         serving = _shares([(p, result.replicas[p.config.id][peak]) for p in chosen], demand)
-        points = {s.point.config.id: (s, _point_at(self.ctx, s.point.config, s.requests_per_s_per_replica))
+        points = {s.point.config.id: (s, _point_at(self.ctx, s.point.config, s.requests_per_s_per_replica,
+                                                   s.requests_per_s_per_replica / demand if demand > 0 else 1.0))
                   for s in serving if s.replicas > 0}  # fmt: skip
         deployments = []
         for p in chosen:
@@ -879,7 +891,7 @@ class _Builder:
         from planner.catalog.gpus import get_gpu
 
         cfgs = default_configs(gpus, self.req.candidates.tensor_parallel_sizes)
-        pts = [p for p in self.pool.evaluate(cfgs) if p.feasible]
+        pts = self.pool.split([p for p in self.pool.evaluate(cfgs) if p.feasible], self.split)
         label = (
             "vLLM defaults ("
             + ", ".join(
@@ -933,12 +945,20 @@ class _Builder:
                 f"the price (${objective / out_tokens * 1e6:,.2f} per 1M output tokens, ${full:,.2f} if fully used); "
                 "a smaller GPU, sharing GPUs between services, or a pay-per-token API may be cheaper at this volume"
             )
-        k = 1.0 / self.stats.arrival_cv2
-        if k < 1 and any(s.replicas > 1 for s in serving):
+        cv2 = self.stats.arrival_cv2
+        demand = f.rates_per_s[f.peak]
+        split = [
+            f"{s.point.config.id}: {s.replicas} replicas, CV² "
+            f"{per_replica_arrival_cv2(cv2, min(1.0, s.requests_per_s_per_replica / demand)):.3g} each"
+            for s in serving
+            if s.replicas > 1 and demand > 0
+        ]
+        if cv2 > 1 and split:
             out.append(
-                f"bursty arrivals (k={k:.3g}): every replica is modelled with the whole stream's bursts, while a "
-                "router spreads a burst over the replicas: with many replicas the plan errs high; --verify "
-                "simulates the peak"
+                f"bursty arrivals (k={1 / cv2:.3g}, CV² {cv2:.3g}): the plan assumes the router spreads each burst "
+                f"at random over the replicas (at the peak {'; '.join(split)}); a round-robin router spreads "
+                "them more evenly, but one that keeps a client's requests on one replica (session affinity) "
+                "does not, and then the replicas see the whole stream's bursts"
             )
         for s, pt in points.values():
             if pt is None:

@@ -202,10 +202,12 @@ def search_shape(ctx: SearchContext, shape: Shape) -> ShapeResult:
 
 
 def lowered_seqs(ctx: SearchContext, best: CapacityPoint) -> ReplicaConfig | None:
-    """The configuration with `max_num_seqs` set from the requests running at capacity (None:
-    already there)."""
+    """The configuration with `max_num_seqs` set from the requests running at capacity, as
+    variable as the arrivals `best` was sized with (its share of a split stream, else the
+    stream's) make them (None: already there)."""
     upper = best.config.max_num_seqs
-    s = seqs_for(best.running_requests, ctx.stats.arrival_cv2, upper)
+    cv2 = ctx.stats.arrival_cv2 if best.arrival_cv2 is None else best.arrival_cv2
+    s = seqs_for(best.running_requests, cv2, upper)
     if s >= upper:
         return None
     cfg = replace(best.config, max_num_seqs=s)

@@ -1,0 +1,211 @@
+"""Bursty arrivals split over replicas (planner/latency/model.py `per_replica_arrival_cv2`,
+planner/plan/split.py): the per-replica CV² pinned to a hand derivation and to a seeded sample,
+the latency model's replicas sized with it, and a bursty plan that needs fewer GPUs than the
+whole-stream sizing while the simulator still meets its SLO.
+
+Small candidate sets and workers=1 keep each plan fast.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+from test_plan import WORKLOAD
+
+from planner.deployment import Deployment
+from planner.latency import LatencyModel, Slo, WorkloadStats
+from planner.latency.model import per_replica_arrival_cv2
+from planner.plan import plan
+from planner.plan import run as plan_run
+from planner.plan.memo import clear_memo, memo_info
+from planner.plan.split import Split
+from planner.workload import Workload
+
+# --- the formula ------------------------------------------------------------------------------------
+
+
+def test_random_split_cv2_by_hand() -> None:
+    """Gamma gaps of shape k = 1/4 (CV² 4, mean 1), four replicas, each request routed at random.
+    A replica's gap is the sum of N ~ Geometric(1/4) stream gaps: E[N] = 4, Var N = (1 - p)/p² =
+    0.75/0.0625 = 12; Var X = 4. Var = E[N] Var X + Var N E[X]² = 16 + 12 = 28, mean 4, so
+    CV² = 28/16 = 1.75 = 1 + (4 - 1)/4."""
+    assert per_replica_arrival_cv2(4.0, 0.25) == pytest.approx(1.75, rel=1e-15)
+    assert per_replica_arrival_cv2(4.0, 1.0) == 4.0  # one replica: the stream itself
+    assert per_replica_arrival_cv2(1.0, 0.125) == 1.0  # Poisson thinned is Poisson
+    assert per_replica_arrival_cv2(0.5, 0.5) == pytest.approx(0.75)  # smooth roughens towards 1
+    for bad in (0.0, -0.1, 1.5):
+        with pytest.raises(ValueError, match="share"):
+            per_replica_arrival_cv2(4.0, bad)
+
+
+def test_random_split_cv2_matches_a_seeded_sample_and_bounds_round_robin() -> None:
+    """The same stream sampled (seed 0, 400k gamma gaps) and split: at random the pooled gaps'
+    CV² is 1.75 within 3% (sampling error of a CV² ~ 1%); round robin sums 4 consecutive gaps:
+    Gamma(1), CV² 1, below the random split's (the plan's reading is the conservative one)."""
+    rng = np.random.default_rng(0)
+    t = np.cumsum(rng.gamma(0.25, 4.0, size=400_000))
+    rep = rng.integers(0, 4, size=t.size)
+
+    def pooled_cv2(idx: np.ndarray) -> float:
+        g = np.concatenate([np.diff(t[idx == r]) for r in range(4)])
+        return float(g.var() / g.mean() ** 2)
+
+    assert pooled_cv2(rep) == pytest.approx(1.75, rel=0.03)
+    rr = pooled_cv2(np.arange(t.size) % 4)
+    assert rr == pytest.approx(1.0, rel=0.03)
+    assert rr < per_replica_arrival_cv2(4.0, 0.25)
+
+
+# --- the latency model ------------------------------------------------------------------------------
+
+
+def _bursty_stats(burstiness: float) -> WorkloadStats:
+    w = copy.deepcopy(WORKLOAD)
+    w["arrivals"] = {"requests_per_s": 8.0, "burstiness": burstiness}
+    return WorkloadStats.of(Workload.model_validate(w))
+
+
+def _deployment(replicas: int) -> Deployment:
+    return Deployment(model="Qwen/Qwen3-8B", gpu="h100-sxm", tp=1, replicas=replicas)
+
+
+def test_each_replica_is_modelled_with_its_share_of_the_bursts() -> None:
+    """R replicas at R x rate are one replica at the rate with CV² 1 + (c² - 1)/R: same p99s,
+    and the capacity per replica grows with R (bursts spread over more replicas)."""
+    st = _bursty_stats(0.05)  # c² = 20
+    one = LatencyModel(_deployment(1).resolve(), st)
+    assert one.engines["colocated"].stats.arrival_cv2 == 20.0
+    caps = []
+    for r in (1, 4, 16):
+        many = LatencyModel(_deployment(r).resolve(), st)
+        cv2 = many.engines["colocated"].stats.arrival_cv2
+        assert cv2 == pytest.approx(1 + 19 / r)
+        same = LatencyModel(_deployment(1).resolve(), _replace_cv2(st, cv2))
+        a, b = many.evaluate(2.0 * r), same.evaluate(2.0)
+        assert a.ttft_p99_s == b.ttft_p99_s and a.itl_p99_s == b.itl_p99_s
+        caps.append(many.capacity(Slo(ttft_p99_s=1.0, itl_p99_s=0.05)).max_requests_per_s_within_slo)
+        if r > 1:
+            assert any("split at random" in n and f"of {r} sees CV²" in n for n in a.notes)
+    assert caps[0] < caps[1] < caps[2]
+
+
+def test_poisson_replicas_are_unchanged() -> None:
+    st = _bursty_stats(1.0)
+    a = LatencyModel(_deployment(8).resolve(), st)
+    assert a.engines["colocated"].stats is st
+    assert not any("split at random" in n for n in a.evaluate(16.0).notes)
+
+
+def _replace_cv2(st: WorkloadStats, cv2: float) -> WorkloadStats:
+    from dataclasses import replace
+
+    return replace(st, arrival_cv2=cv2)
+
+
+# --- the plan ---------------------------------------------------------------------------------------
+
+
+def _bursty_request(burstiness: float = 0.02, rate: float = 20.0, headroom: float = 0.1) -> dict[str, Any]:
+    w = copy.deepcopy(WORKLOAD)
+    w["arrivals"] = {"requests_per_s": rate, "burstiness": burstiness}
+    return {
+        "model": "Qwen/Qwen3-8B",
+        "slo": {"ttft_p99_ms": 1000, "itl_p99_ms": 100},
+        "workload": w,
+        "candidates": {"gpus": ["h100-sxm"], "tensor_parallel_sizes": [1], "disaggregation": "never"},
+        "headroom": headroom,
+    }
+
+
+@pytest.fixture(autouse=True)
+def _fresh_memo() -> Any:
+    clear_memo()
+    yield
+    clear_memo()
+
+
+def test_split_capacity_is_self_consistent() -> None:
+    """The split capacity c meets the SLOs at rate c with CV² X(c) = 1 + (c² - 1) c / (d (1 +
+    headroom)), and 1% more does not (the largest such rate, within the bisection's tolerance)."""
+    from planner.plan.capacity import meets_at
+    from planner.plan.split import _built
+
+    req = _bursty_request()
+    rep = plan(req, workers=1)
+    dep = rep.deployments[0]
+    split = Split.of((20.0,), 0.1)
+    assert split is not None and split.demand_per_s == pytest.approx(22.0)
+    c = dep.requests_per_s_per_replica
+    x = split.cv2_at(50.0, c)
+    assert c < 22.0 and x == pytest.approx(1 + 49 * c / 22.0)
+    from planner.plan.capacity import ReplicaConfig
+
+    ctx = _context(req)
+    cfg = ReplicaConfig("h100-sxm", 1, "colocated", dep.max_num_batched_tokens, dep.max_num_seqs)
+    ok_ctx, ok = _built(ctx, cfg, x)
+    assert meets_at(ok_ctx, cfg, c, ok)
+    hi = c * 1.01
+    bad_ctx, bad = _built(ctx, cfg, split.cv2_at(50.0, hi))
+    assert not meets_at(bad_ctx, cfg, hi, bad)
+
+
+def _context(req: dict[str, Any]) -> Any:
+    from planner.inputs import build_workload
+    from planner.plan.request import parse_plan_request
+
+    r = parse_plan_request(req)
+    stats = WorkloadStats.of(build_workload(r.workload, "workload", None))
+    return plan_run._context(r, "Qwen/Qwen3-8B", stats, ["h100-sxm"], None)
+
+
+def test_bursty_plan_needs_fewer_gpus_and_the_simulator_meets_the_slo(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Burstiness 0.02 (CV² 50, bursts of ~50 requests) at 20 req/s: sized with the whole
+    stream's CV² per replica (the planner before the split) it takes more GPUs than with each
+    replica's share; the split plan's peak, replayed in the simulator (round robin over gamma
+    gaps, a smoother router than the random split assumed), still meets the SLOs."""
+    req = _bursty_request()
+    after = plan(req, workers=1, verify=True)
+    clear_memo()
+    monkeypatch.setattr(plan_run.Split, "of", classmethod(lambda cls, rates, headroom: None))
+    before = plan(req, workers=1)
+    assert after.gpu_count_peak < before.gpu_count_peak
+    assert after.usd_per_month is not None and before.usd_per_month is not None
+    assert after.usd_per_month < before.usd_per_month
+    sim = after.simulated
+    assert sim is not None and sim.slo_met, sim
+    notes = " ".join(after.notes)
+    assert "split at random" in notes and "CV² 50" in notes
+    assert any("at random over the replicas" in w for w in after.warnings)
+
+
+def test_bursty_plan_cold_equals_warm_and_headroom_only_resplits() -> None:
+    """A bursty plan from the memo is the cold plan byte for byte; another headroom re-sizes the
+    split (its key holds the demand x headroom) but reuses every shape search."""
+    req = _bursty_request()
+    cold = plan(req, workers=1).model_dump_json()
+    first = memo_info()
+    assert plan(req, workers=1).model_dump_json() == cold
+    assert memo_info().misses == first.misses
+    plan(_bursty_request(headroom=0.3), workers=1)
+    now = memo_info()
+    assert now.misses > first.misses  # the split answers, at another share
+    assert now.entries - first.entries == now.misses - first.misses  # only those are new
+    clear_memo()
+    assert plan(req, workers=1).model_dump_json() == cold
+
+
+def test_split_is_bounded_by_the_least_bucket() -> None:
+    """Buckets: the share is measured against the least positive demand (d_min x (1 + headroom));
+    no positive demand: nothing to split."""
+    s = Split.of((0.0, 3.0, 9.0), 0.5)
+    assert s is not None and s.demand_per_s == pytest.approx(4.5)
+    assert Split.of((0.0, 0.0), 0.1) is None
+    assert s.cv2_at(10.0, 9.0) == 10.0  # more than the stream: the whole stream's CV²
+    assert s.cv2_at(0.5, 1.0) == 1.0  # smooth streams are sized as Poisson
+    assert math.isclose(s.cv2_at(10.0, 0.45), 1 + 9 * 0.1)
