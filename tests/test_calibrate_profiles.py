@@ -92,6 +92,36 @@ def test_source_is_optional(tmp_path: Path) -> None:
     assert resolve_profile(str(_write(tmp_path, data)), "h200-sxm").source == ""
 
 
+def test_a_file_written_before_the_new_fields_keeps_its_meaning(tmp_path: Path) -> None:
+    """The H200 profile as shipped before the per-query-head re-read, the phantom tokens, the
+    activation passes and vLLM's vocabulary accounting: it loads, the new fields off, and times
+    a chunked step as it did (34.1 passes over the KV bytes, written out here)."""
+    from planner.catalog.models import get_model
+    from planner.costmodel.roofline import Replica
+
+    old = {
+        "name": "h200-sxm-calibrated",
+        "gpu": "h200-sxm",
+        "eta_bandwidth": 0.6906483619593718,
+        "eta_matmul": 0.6478398934202994,
+        "eta_attention": 0.4337268034176005,
+        "step_overhead_s": 0.0007803192833172375,
+        "prefix_kv_passes": 34.145624866987106,
+        "decode_attention_items_per_sm": 0.7968172681680341,
+    }
+    prof = resolve_profile(str(_write(tmp_path, old)), "h200-sxm")
+    assert prof.prefix_query_kv_passes == prof.matmul_phantom_tokens == prof.activation_passes == 0.0
+    assert not prof.sampled_logits
+    q8 = get_model("Qwen/Qwen3-8B")
+    step = Replica(q8, get_gpu("h200-sxm"), profile=prof).breakdown([(512, 15360)], 0, 0.0)
+    assert step.prefix_reread_s == pytest.approx(
+        34.145624866987106 * 15360 * 147_456 / (0.6906483619593718 * 4.8e12)
+    )
+    assert step.elementwise_s == 0.0
+    # the vocabulary as the seed counts it: every token through the embedding and lm_head
+    assert step.linear_flops == 2 * q8.active_params * 512
+
+
 @pytest.mark.parametrize(
     ("key", "value", "msg"),
     [

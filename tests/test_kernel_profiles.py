@@ -90,7 +90,14 @@ def test_arguments() -> None:
     a = tool.parse_args(["--out", "x", "--gpus", "l40s, h100-sxm"])
     assert (a.out, a.profiles, a.gpus) == ("x", None, ["l40s", "h100-sxm"])
     assert tool.parse_args(["--profiles", "p"]).gpus == list(tool.SYSTEMS)
-    for bad in ([], ["--out", "x", "--gpus", "mi300x"], ["--out", "x", "--gpus", ","]):
+    a = tool.parse_args(["--report", "--fix", "activation_passes=0", "--seed-accounting"])
+    assert a.report and a.fix == {"activation_passes": 0.0} and a.seed_accounting
+    for bad in (
+        [],
+        ["--out", "x", "--gpus", "mi300x"],
+        ["--out", "x", "--gpus", ","],
+        ["--report", "--fix", "activation_passes"],
+    ):
         with pytest.raises(SystemExit) as exc:
             tool.parse_args(bad)
         assert exc.value.code == 2

@@ -414,13 +414,24 @@ def kernel_table(gpu_name: str, kernels_dir: Path = KERNELS_DIR) -> Path:
     return kernels_dir / f"{gpu_name}.csv"
 
 
-def fit_kernels(gpu_name: str, kernels_dir: Path = KERNELS_DIR) -> Any:
-    """`capplan calibrate <gpu>.csv --model Qwen/Qwen3-8B --gpu <gpu>`, as a Calibration."""
+def fit_kernels(
+    gpu_name: str,
+    kernels_dir: Path = KERNELS_DIR,
+    fixed: Mapping[str, float] | None = None,
+    sampled_logits: bool | None = None,
+) -> Any:
+    """`capplan calibrate <gpu>.csv --model Qwen/Qwen3-8B --gpu <gpu>`, as a Calibration (`fixed`
+    and `sampled_logits`: the variants --report compares)."""
     from planner.costmodel.calibrated import fit_profile
     from planner.costmodel.fit_data import load_measurements
+    from planner.costmodel.fitting import SAMPLED_LOGITS
 
     return fit_profile(
-        load_measurements(kernel_table(gpu_name, kernels_dir)), get_model(FIT_MODEL), get_gpu(gpu_name)
+        load_measurements(kernel_table(gpu_name, kernels_dir)),
+        get_model(FIT_MODEL),
+        get_gpu(gpu_name),
+        fixed=fixed,
+        sampled_logits=SAMPLED_LOGITS if sampled_logits is None else sampled_logits,
     )
 
 
@@ -564,22 +575,73 @@ def shape_step_times_s(rep: Any, row: Any) -> list[float]:
 
 
 def cross_model_errors(
-    gpu_name: str, profile: Any, kernels_dir: Path = KERNELS_DIR
+    gpu_name: str, profile: Any, kernels_dir: Path = KERNELS_DIR, kinds: Iterable[str] | None = None
 ) -> dict[Shape, list[float]]:
-    """Relative error (predicted / tabled - 1) of every timing of the other shapes, predicted by a
-    profile fitted on the fit shape: the profile is a GPU's, so it must carry to other models."""
+    """Relative error (predicted / tabled - 1) of every timing of the other shapes (of `kinds`
+    only, if given), predicted by a profile fitted on the fit shape: the profile is a GPU's, so
+    it must carry to other models."""
     from planner.costmodel.roofline import Replica
 
     out: dict[Shape, list[float]] = {}
     gpu = get_gpu(gpu_name)
+    only = None if kinds is None else set(kinds)
     for shape, meas in load_shapes(kernels_dir / f"{gpu_name}-shapes.csv").items():
         rep = Replica(model=get_model(shape.model), gpu=gpu, tp=shape.tp, profile=profile)
         errs: list[float] = []
         for row in meas.rows:
+            if only is not None and row.kind not in only:
+                continue
             tabled = [row.time_s] if row.worst_step_s is None else [row.time_s, row.worst_step_s]
             errs += [p / t - 1.0 for p, t in zip(shape_step_times_s(rep, row), tabled, strict=True)]
         out[shape] = errs
     return out
+
+
+def report(
+    kernels_dir: Path = KERNELS_DIR,
+    fixed: Mapping[str, float] | None = None,
+    sampled_logits: bool | None = None,
+    log: Callable[[str], None] = print,
+) -> None:
+    """The per-GPU figures of docs/calibration.md: each table's fit (parameters, in-sample MAPE)
+    and its cross-model check (MAPE and mean error per other shape), from the committed tables."""
+    import statistics
+
+    from planner.costmodel.fitting import PARAMETERS, mape
+    from planner.costmodel.steptime import query_heads_per_kv_head
+
+    for gpu_name in SYSTEMS:
+        cal = fit_kernels(gpu_name, kernels_dir, fixed, sampled_logits)
+        params = ", ".join(f"{k} {getattr(cal.profile, k):.4g}" for k in PARAMETERS)
+        log(
+            f"{gpu_name}: {len(cal.rows)} timings, in-sample MAPE {100 * cal.mape:.2f}% "
+            f"(max {100 * cal.max_abs_error:.0f}%); {params}"
+        )
+        for shape, errs in cross_model_errors(gpu_name, cal.profile, kernels_dir).items():
+            log(
+                f"    {shape.model} tp={shape.tp}: MAPE {100 * mape(errs):.1f}%, "
+                f"mean {100 * statistics.mean(errs):+.1f}% ({len(errs)} timings)"
+            )
+        # the prefix re-read per query head against the same fit charged per KV byte (P = q G)
+        g = query_heads_per_kv_head(get_model(FIT_MODEL))
+        per_kv = cal.profile.model_copy(
+            update={
+                "prefix_kv_passes": cal.profile.prefix_query_kv_passes * g,
+                "prefix_query_kv_passes": 0.0,
+            }
+        )
+        chunked = ("chunked_prefill",)
+        for (shape, q), kv in zip(
+            cross_model_errors(gpu_name, cal.profile, kernels_dir, chunked).items(),
+            cross_model_errors(gpu_name, per_kv, kernels_dir, chunked).values(),
+            strict=True,
+        ):
+            if query_heads_per_kv_head(get_model(shape.model), shape.tp) != g:
+                log(
+                    f"    chunked rows of {shape.model} tp={shape.tp}: re-read per query head "
+                    f"{100 * mape(q):.1f}% (mean {100 * statistics.mean(q):+.1f}%), per KV byte "
+                    f"{100 * mape(kv):.1f}% (mean {100 * statistics.mean(kv):+.1f}%)"
+                )
 
 
 # --- command line ------------------------------------------------------------------------------
@@ -593,13 +655,38 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out", help="extract the tables (needs aiconfigurator) into this directory")
     p.add_argument("--profiles", help="fit and write the profile JSONs (one per GPU) into this directory")
     p.add_argument(
+        "--report",
+        action="store_true",
+        help="print every table's fit and cross-model check (docs/calibration.md's per-GPU figures)",
+    )
+    p.add_argument(
+        "--fix",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="with --report: hold a parameter (the variants docs/calibration.md compares)",
+    )
+    p.add_argument(
+        "--seed-accounting",
+        action="store_true",
+        help="with --report: the seed's vocabulary accounting (every token through the lm_head)",
+    )
+    p.add_argument(
         "--gpus",
         default=",".join(SYSTEMS),
         help=f"comma-separated capplan GPUs to extract (default: all of {', '.join(SYSTEMS)})",
     )
     a = p.parse_args(argv)
-    if not a.out and not a.profiles:
-        p.error("nothing to do: pass --out DIR (extract tables) and/or --profiles DIR (fit profiles)")
+    if not a.out and not a.profiles and not a.report:
+        p.error("nothing to do: pass --out DIR (extract tables), --profiles DIR (fit profiles) or --report")
+    fixed: dict[str, float] = {}
+    for item in a.fix:
+        name, _, value = item.partition("=")
+        try:
+            fixed[name.strip()] = float(value)
+        except ValueError:
+            p.error(f"--fix: expected NAME=VALUE, got {item!r}")
+    a.fix = fixed
     gpus = [g.strip() for g in a.gpus.split(",") if g.strip()]
     unknown = [g for g in gpus if g not in SYSTEMS]
     if not gpus or unknown:
@@ -643,6 +730,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             path = target / f"{gpu_name}.json"
             path.write_text(profile_to_json(prof))
             print(path)
+    if args.report:
+        report(
+            Path(args.out) if args.out else KERNELS_DIR,
+            args.fix,
+            False if args.seed_accounting else None,
+        )
     return 0
 
 

@@ -304,13 +304,15 @@ def mape(errors: Sequence[float]) -> float:
     return math.fsum(abs(e) for e in errors) / len(errors)
 
 
-def _profile(values: Mapping[str, float], gpu: str, name: str, source: str) -> Profile:
+def _profile(
+    values: Mapping[str, float], gpu: str, name: str, source: str, sampled_logits: bool = SAMPLED_LOGITS
+) -> Profile:
     return Profile.model_validate(
         {
             "name": name,
             "gpu": gpu,
             "source": source,
-            "sampled_logits": SAMPLED_LOGITS,
+            "sampled_logits": sampled_logits,
             **{k: float(values[k]) for k in PARAMETERS},
         }
     )
@@ -385,9 +387,11 @@ def fit_profile(
     field: str = "measurements",
     source_label: str | None = None,
     force: bool = False,
+    sampled_logits: bool = SAMPLED_LOGITS,
 ) -> Calibration:
     """Least-squares fit of the profile's parameters to `meas` (relative residuals, bounded).
-    `fixed` holds parameters at given values instead of fitting them. Raises UnderdeterminedFit
+    `fixed` holds parameters at given values instead of fitting them; `sampled_logits` picks the
+    vocabulary accounting (False: the seed's, for comparisons). Raises UnderdeterminedFit
     naming every parameter the rows cannot pin, and (unless `force`) refuses a fit with a MAPE
     over MAX_FIT_MAPE or every fitted parameter on a bound. Errors name `field` (the
     measurements), `model`, `gpu` or `fix` (the held parameters)."""
@@ -433,7 +437,7 @@ def fit_profile(
     def values(x: Sequence[float] | np.ndarray) -> dict[str, float]:
         return {**fixed, **{k: float(v) for k, v in zip(free, x, strict=True)}}
 
-    trial = THEORETICAL.model_copy(update={"name": "fit", "gpu": gpu.name, "sampled_logits": SAMPLED_LOGITS})
+    trial = THEORETICAL.model_copy(update={"name": "fit", "gpu": gpu.name, "sampled_logits": sampled_logits})
 
     measured_arr = np.array(measured)
 
@@ -474,7 +478,7 @@ def fit_profile(
         + "".join(f"; {n}" for n in notes)
         + "."
     )
-    profile = _profile(fitted, gpu.name, name or f"{gpu.name}-calibrated", source)
+    profile = _profile(fitted, gpu.name, name or f"{gpu.name}-calibrated", source, sampled_logits)
     pred = predictor(model, gpu, profile).tolist()
     theo = predictor(model, gpu, THEORETICAL).tolist()
     rows = [

@@ -1,8 +1,9 @@
 """Hardware profiles: how far a real serving stack falls short of the roofline.
 
 A profile describes a GPU and serving stack, not one model: efficiencies divide the datasheet
-bandwidth and FLOP rates, a fixed per-step overhead covers launches, scheduling and sampling, and
-`prefix_kv_passes` charges chunked prefill for re-reading the prefix KV (see
+bandwidth and FLOP rates, a fixed per-step overhead covers launches, scheduling and sampling,
+`prefix_query_kv_passes` charges chunked prefill for re-reading the prefix KV, and the later
+fields refine the matmul rate, the vocabulary and the kernels between the GEMMs (see
 docs/calibration.md). `theoretical` (all 1, no overhead, no re-reads) reproduces the seed
 article's numbers exactly; every field added since defaults to the theoretical value.
 
