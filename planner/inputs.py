@@ -401,8 +401,12 @@ class FixedParameters(BaseModel):
     eta_matmul: float | None = Field(default=None, gt=0, le=1)
     eta_attention: float | None = Field(default=None, gt=0, le=1)
     step_overhead_s: float | None = Field(default=None, ge=0, le=1)
-    prefix_kv_passes: float | None = Field(default=None, ge=0, le=1000)
+    prefix_query_kv_passes: float | None = Field(default=None, ge=0, le=1000)
     decode_attention_items_per_sm: float | None = Field(default=None, ge=0, le=64)
+    matmul_phantom_tokens: float | None = Field(default=None, ge=0, le=1024)
+    activation_passes: float | None = Field(default=None, ge=0, le=1000)
+    # the older name: P passes over the KV bytes hold prefix_query_kv_passes at P / G (fitting.LEGACY_FIXED)
+    prefix_kv_passes: float | None = Field(default=None, ge=0, le=1000)
 
     @model_validator(mode="before")
     @classmethod

@@ -40,7 +40,7 @@ def register(sub: Any) -> None:
         default=[],
         metavar="NAME=VALUE",
         help="hold a parameter at a value instead of fitting it (repeatable), "
-        "e.g. --fix prefix_kv_passes=0 when there are no chunked_prefill rows",
+        "e.g. --fix prefix_query_kv_passes=0 when there are no chunked_prefill rows",
     )
     p.add_argument(
         "--force",
@@ -120,6 +120,7 @@ def _calibrate(args: argparse.Namespace) -> None:
             f"theoretical profile: MAPE {d['theoretical_mape_percent']:.1f}%",
             "parameters:",
         ]
+        width = max((len(name) for name in d["parameters"]), default=0)
         for name, p in d["parameters"].items():
             if p["fixed"]:
                 note = "fixed"
@@ -130,7 +131,7 @@ def _calibrate(args: argparse.Namespace) -> None:
                 )
                 if p["at_bound"]:
                     note += ", at its bound"
-            out.append(f"  {name:17s} {p['value']:.6g}  ({note.strip(', ')})")
+            out.append(f"  {name:{width}s}  {p['value']:.6g}  ({note.strip(', ')})")
         for what, ceil in d["ceilings"].items():
             out.append(
                 f"measured ceiling {what} {ceil['value']:.4g} = {ceil['fraction_of_datasheet']:.2f} of the "

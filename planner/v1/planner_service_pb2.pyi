@@ -548,20 +548,26 @@ class MeasurementsInput(_message.Message):
     def __init__(self, path: _Optional[str] = ..., rows: _Optional[_Iterable[_Union[MeasurementRow, _Mapping]]] = ..., about: _Optional[str] = ...) -> None: ...
 
 class FixedParameters(_message.Message):
-    __slots__ = ("eta_bandwidth", "eta_matmul", "eta_attention", "step_overhead_s", "prefix_kv_passes", "decode_attention_items_per_sm")
+    __slots__ = ("eta_bandwidth", "eta_matmul", "eta_attention", "step_overhead_s", "prefix_kv_passes", "decode_attention_items_per_sm", "prefix_query_kv_passes", "matmul_phantom_tokens", "activation_passes")
     ETA_BANDWIDTH_FIELD_NUMBER: _ClassVar[int]
     ETA_MATMUL_FIELD_NUMBER: _ClassVar[int]
     ETA_ATTENTION_FIELD_NUMBER: _ClassVar[int]
     STEP_OVERHEAD_S_FIELD_NUMBER: _ClassVar[int]
     PREFIX_KV_PASSES_FIELD_NUMBER: _ClassVar[int]
     DECODE_ATTENTION_ITEMS_PER_SM_FIELD_NUMBER: _ClassVar[int]
+    PREFIX_QUERY_KV_PASSES_FIELD_NUMBER: _ClassVar[int]
+    MATMUL_PHANTOM_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    ACTIVATION_PASSES_FIELD_NUMBER: _ClassVar[int]
     eta_bandwidth: float
     eta_matmul: float
     eta_attention: float
     step_overhead_s: float
     prefix_kv_passes: float
     decode_attention_items_per_sm: float
-    def __init__(self, eta_bandwidth: _Optional[float] = ..., eta_matmul: _Optional[float] = ..., eta_attention: _Optional[float] = ..., step_overhead_s: _Optional[float] = ..., prefix_kv_passes: _Optional[float] = ..., decode_attention_items_per_sm: _Optional[float] = ...) -> None: ...
+    prefix_query_kv_passes: float
+    matmul_phantom_tokens: float
+    activation_passes: float
+    def __init__(self, eta_bandwidth: _Optional[float] = ..., eta_matmul: _Optional[float] = ..., eta_attention: _Optional[float] = ..., step_overhead_s: _Optional[float] = ..., prefix_kv_passes: _Optional[float] = ..., decode_attention_items_per_sm: _Optional[float] = ..., prefix_query_kv_passes: _Optional[float] = ..., matmul_phantom_tokens: _Optional[float] = ..., activation_passes: _Optional[float] = ...) -> None: ...
 
 class CalibrateRequest(_message.Message):
     __slots__ = ("measurements", "model", "gpu", "name", "fix", "force")
@@ -1326,7 +1332,7 @@ class Ceiling(_message.Message):
     def __init__(self, value: _Optional[float] = ..., fraction_of_datasheet: _Optional[float] = ..., fitted_eta: _Optional[float] = ...) -> None: ...
 
 class Profile(_message.Message):
-    __slots__ = ("name", "gpu", "eta_bandwidth", "eta_matmul", "eta_attention", "step_overhead_s", "prefix_kv_passes", "source", "warning", "decode_attention_items_per_sm")
+    __slots__ = ("name", "gpu", "eta_bandwidth", "eta_matmul", "eta_attention", "step_overhead_s", "prefix_kv_passes", "source", "warning", "decode_attention_items_per_sm", "prefix_query_kv_passes", "matmul_phantom_tokens", "sampled_logits", "activation_passes")
     NAME_FIELD_NUMBER: _ClassVar[int]
     GPU_FIELD_NUMBER: _ClassVar[int]
     ETA_BANDWIDTH_FIELD_NUMBER: _ClassVar[int]
@@ -1337,6 +1343,10 @@ class Profile(_message.Message):
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     WARNING_FIELD_NUMBER: _ClassVar[int]
     DECODE_ATTENTION_ITEMS_PER_SM_FIELD_NUMBER: _ClassVar[int]
+    PREFIX_QUERY_KV_PASSES_FIELD_NUMBER: _ClassVar[int]
+    MATMUL_PHANTOM_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    SAMPLED_LOGITS_FIELD_NUMBER: _ClassVar[int]
+    ACTIVATION_PASSES_FIELD_NUMBER: _ClassVar[int]
     name: str
     gpu: str
     eta_bandwidth: float
@@ -1347,7 +1357,11 @@ class Profile(_message.Message):
     source: str
     warning: str
     decode_attention_items_per_sm: float
-    def __init__(self, name: _Optional[str] = ..., gpu: _Optional[str] = ..., eta_bandwidth: _Optional[float] = ..., eta_matmul: _Optional[float] = ..., eta_attention: _Optional[float] = ..., step_overhead_s: _Optional[float] = ..., prefix_kv_passes: _Optional[float] = ..., source: _Optional[str] = ..., warning: _Optional[str] = ..., decode_attention_items_per_sm: _Optional[float] = ...) -> None: ...
+    prefix_query_kv_passes: float
+    matmul_phantom_tokens: float
+    sampled_logits: bool
+    activation_passes: float
+    def __init__(self, name: _Optional[str] = ..., gpu: _Optional[str] = ..., eta_bandwidth: _Optional[float] = ..., eta_matmul: _Optional[float] = ..., eta_attention: _Optional[float] = ..., step_overhead_s: _Optional[float] = ..., prefix_kv_passes: _Optional[float] = ..., source: _Optional[str] = ..., warning: _Optional[str] = ..., decode_attention_items_per_sm: _Optional[float] = ..., prefix_query_kv_passes: _Optional[float] = ..., matmul_phantom_tokens: _Optional[float] = ..., sampled_logits: _Optional[bool] = ..., activation_passes: _Optional[float] = ...) -> None: ...
 
 class CalibrateReport(_message.Message):
     __slots__ = ("model", "gpu", "measurements", "rows", "mape_percent", "max_abs_error_percent", "theoretical_mape_percent", "parameters", "ceilings", "profile", "output")
