@@ -1,6 +1,7 @@
 """The sizing MILP: how many replicas of which candidates per bucket, and how many reserved units,
-at least cost (PuLP model, CBC solver). This package (solvers.milp and the solvers.milp_* modules
-it drives) is the only code in the project that runs CBC or reads a PuLP status.
+at least cost (PuLP model; CBC solver, and HiGHS in-process for the bucket-wise path's one-bucket
+models). This package (solvers.milp and the solvers.milp_* modules it drives) is the only code in
+the project that runs a MILP solver or reads a PuLP status.
 
 Steps, kept apart: data (`MilpData`, solvers.milp_data) -> `build(data)` -> `Model` (a PuLP
 problem with every constraint named; the formulation is in solvers.milp_model) ->
@@ -8,8 +9,10 @@ problem with every constraint named; the formulation is in solvers.milp_model) -
 builds and solves the reduced model and maps the answer back.
 
 Reductions in `solve` (each exact: the optimum's cost is unchanged; `reduce=False` skips them):
-1. `prune_dominated`: a candidate with a same-resource, same-pool rival of no more units and no
-   less capacity is dropped. Prefill (decode) candidates that can never be paired are dropped.
+1. `prune_dominated`: a candidate with a same-resource, same-pool rival of which some m >= 1
+   replicas take no more units and serve no less (m = 1: the rival is at least as good; m >= 2:
+   e.g. two TP1 replicas beat one TP2 that serves less than both) is dropped. Prefill (decode)
+   candidates that can never be paired are dropped.
 2. Buckets of equal demand are merged (hours summed): given r (and y), buckets are independent
    and equal ones have the same best answer. Names and answers are reported per original bucket.
 3. Single configuration: solvers.milp_fastpath gives each option's exact cost in closed form;
@@ -17,9 +20,15 @@ Reductions in `solve` (each exact: the optimum's cost is unchanged; `reduce=Fals
    each option kept) and the cheapest as a warm start. Mixed: the cheapest single configuration
    (when the caps allow one) is the warm start.
 
-Mixed over more than MONOLITHIC_MAX_BUCKETS (merged) buckets: one model is hopeless for CBC
-(see solvers.milp_bucketwise), so the LP relaxation of the whole model fixes the reserved units
-and gives the bound, and CBC then sizes each bucket alone. `stats.method` says which path ran.
+Mixed over more than MONOLITHIC_MAX_BUCKETS (merged) buckets: when the largest candidate covers
+every bucket with few replicas (ATTEMPT_MAX_REPLICAS), CBC first tries the whole model, warm
+started, within ATTEMPT_NODES nodes (a forecast of a few dozen levels on big GPUs is proved in a
+few nodes: method "milp"). Otherwise, or when that does not prove it, one model is hopeless for
+CBC (see solvers.milp_bucketwise): the LP relaxation of the whole model fixes the reserved units
+and gives the bound, and each bucket is then sized alone (HiGHS, in this process); a finished
+attempt's plan is kept if it costs less, and the higher bound. `stats.method` says which path
+ran. An attempt cut by ATTEMPT_MAX_S is thrown away: what CBC had by then depends on the
+machine's speed, and the same input must give the same plan.
 
 Time: `time_limit_s` bounds the whole call. CBC gets what is left after the build, less the
 build's own duration again (PuLP writes the model file and reads the solution back in about
@@ -61,6 +70,7 @@ from solvers.milp_fastpath import (
     shortlist,
 )
 from solvers.milp_model import (
+    MIN_SOLVER_S,
     Model,
     Raw,
     bucket_needs,
@@ -119,8 +129,16 @@ BINDING_RTOL = 1e-6
 OPTIMAL_GAP = 1e-9
 
 
-# Mixed problems with more (merged) buckets than this are solved bucket-wise (solve_bucketwise).
+# Mixed problems with more (merged) buckets than this are first tried as one model within
+# ATTEMPT_NODES branch-and-bound nodes and ATTEMPT_MAX_S when a bucket needs few replicas
+# (_few_replicas), then solved bucket-wise
+# (solve_bucketwise) unless that proved the optimum. Bench (b) mixed, 8 buckets: 2.4 s to prove
+# as one model, 12 buckets: not proved in 20 s; examples/week-forecast.yaml over the catalog
+# (15 distinct levels): proved in 2 nodes, 0.11 s.
 MONOLITHIC_MAX_BUCKETS = 8
+ATTEMPT_NODES = 50
+ATTEMPT_MAX_S = 0.5
+ATTEMPT_MAX_REPLICAS = 8
 
 
 _FAMILIES = ("demand", "colocated_demand", "prefill_demand", "decode_demand", "units", "inventory")
@@ -398,15 +416,21 @@ def solve(data: MilpData, *, reduce: bool = True) -> MilpResult:
     _refuse_if_large(sub)
     warm_x = _option_replicas(sub, warm, reduced) if warm is not None else None
     warm_r = _option_reserved(sub, warm) if warm is not None else None
+    method = "milp"
+    model = build(sub, _labels=labels, _layout_of=data.candidates)
+    if warm is not None and warm_x is not None and warm_r is not None:
+        pos = {c.id: k for k, c in enumerate(sub.candidates)}
+        set_initial(model, warm_x, warm_r, [pos[reduced.candidates[k].id] for k in warm.members])
     if not data.single_config and len(sub.buckets) > MONOLITHIC_MAX_BUCKETS:
-        method = "bucketwise"
-        raw, model = solve_bucketwise(sub, labels, data.candidates, warm_x, deadline)
+        attempt = _attempt(model, deadline, warm=warm_x is not None) if _few_replicas(sub) else None
+        if attempt is not None and attempt.status in ("OPTIMAL", "INFEASIBLE"):
+            raw = attempt
+        else:
+            method = "bucketwise"
+            raw, _ = solve_bucketwise(sub, labels, data.candidates, warm_x, deadline, full=model)
+            if attempt is not None:
+                raw = _better(sub, raw, attempt)
     else:
-        method = "milp"
-        model = build(sub, _labels=labels, _layout_of=data.candidates)
-        if warm is not None and warm_x is not None and warm_r is not None:
-            pos = {c.id: k for k, c in enumerate(sub.candidates)}
-            set_initial(model, warm_x, warm_r, [pos[reduced.candidates[k].id] for k in warm.members])
         raw = run_cbc(model, _solver_seconds(deadline, model), warm=warm_x is not None)
     index_of = {c.id: i for i, c in enumerate(data.candidates)}
     mapping = _Mapping(data, tuple(index_of[c.id] for c in sub.candidates), labels)
@@ -428,6 +452,50 @@ def solve(data: MilpData, *, reduce: bool = True) -> MilpResult:
         solver_s=raw.solver_s,
     )
     return _assemble(raw, mapping, stats, started)
+
+
+def _attempt(model: Model, deadline: float, *, warm: bool) -> Raw | None:
+    """The whole model by CBC within ATTEMPT_NODES nodes and ATTEMPT_MAX_S (at most a quarter of
+    what is left): forecasts of a few distinct levels and replicas are proved in a few nodes.
+    None when the time ran out first: what CBC had then depends on the machine's speed, and a
+    plan must not (a node count stops it at the same place everywhere)."""
+    seconds = min(ATTEMPT_MAX_S, (deadline - time.perf_counter()) / 4) - model.build_s
+    if seconds < MIN_SOLVER_S:
+        return None
+    raw = run_cbc(model, seconds, warm=warm, want_bound=False, max_nodes=ATTEMPT_NODES)
+    return None if raw.timed_out else raw
+
+
+def _few_replicas(data: MilpData) -> bool:
+    """Whether the largest candidate covers every bucket with at most ATTEMPT_MAX_REPLICAS
+    replicas: then the LP relaxation is far from the integers (a bucket-wise answer's gap is
+    wide) and CBC's cuts close it in a few nodes; with many replicas the LP is close and the one
+    model's search is long (bench (b): its root alone takes 1.5 s)."""
+    need = bucket_needs(data)
+    biggest = max(c.capacity_per_s for c in data.candidates)
+    return int(replicas_needed(need, biggest).max(initial=0)) <= ATTEMPT_MAX_REPLICAS
+
+
+def _cost(data: MilpData, raw: Raw) -> float:
+    """The bill of an answer in `data`'s (merged) buckets."""
+    assert raw.x is not None and raw.r is not None
+    _, _, rate = totals(data, raw.x, np.asarray(raw.r, dtype=np.int64))
+    return math.fsum(float(v) * b.hours for v, b in zip(rate, data.buckets, strict=True))
+
+
+def _better(data: MilpData, found: Raw, attempt: Raw) -> Raw:
+    """The bucket-wise answer `found`, or the attempt's when it costs less (ties keep `found`),
+    with the higher of their bounds."""
+    if found.status in ("OPTIMAL", "INFEASIBLE") or attempt.x is None:
+        return found
+    if found.x is None:  # the bucket-wise path ran out of time, the attempt has a plan
+        return replace(attempt, solver_s=found.solver_s + attempt.solver_s)
+    pick = attempt if _cost(data, attempt) < _cost(data, found) * (1.0 - 1e-12) else found
+    bounds = [(b, src) for b, src in ((found.bound_usd, found.bound_source),
+                                      (attempt.bound_usd, attempt.bound_source)) if b is not None]  # fmt: skip
+    bound, source = max(bounds, key=lambda bs: bs[0]) if bounds else (None, None)
+    return replace(pick, status="FEASIBLE", bound_usd=bound, bound_source=source,
+                   solver_s=found.solver_s + attempt.solver_s)  # fmt: skip
 
 
 def _solver_seconds(deadline: float, model: Model) -> float:

@@ -253,29 +253,35 @@ def prune_dominated(
 ) -> tuple[tuple[Candidate, ...], int]:
     """Drop candidates that another candidate beats on both counts: same resource and pool (and
     group, for prefill/decode when `respect_groups`, i.e. when pairs must come from one group),
-    no more units per replica and no less capacity. Any solution using the dropped one stays
-    feasible, at no higher cost, with the other in its place (same replica counts), so pruning
-    never changes the optimum. A smaller replica that costs more per unit of capacity is kept: it
-    can be the cheapest way to cover a small demand. Among identical candidates the first is kept.
-    Returns (kept candidates in input order, number pruned)."""
+    and some m >= 1 with m x its units per replica no more and m x its capacity no less than the
+    dropped one's. Swapping every replica of the dropped one for m of the other covers as much on
+    no more units, in every bucket (with one configuration too: ceil(need / c_i) <= m x
+    ceil(need / c_j) replicas of u_i <= u_j / m units), so pruning never changes the optimum. A
+    smaller replica that costs more per unit of capacity is kept: it can be the cheapest way to
+    cover a small demand. The relation is transitive (m's multiply), so dropping every dominated
+    one is safe; among identical candidates the first is kept. Returns (kept candidates in input
+    order, number pruned)."""
     by_key: dict[tuple[str, str, str], list[int]] = {}
     for i, c in enumerate(candidates):
         group = c.group if respect_groups and c.pool != "colocated" else ""
         by_key.setdefault((c.resource, c.pool, group), []).append(i)
     pruned: set[int] = set()
     for members in by_key.values():
-        # Sort by (units asc, capacity desc, input order): a candidate is dominated iff some
-        # earlier one in this order has capacity >= its own (earlier => units <= and, at equal
-        # units, capacity >=; ties fall to input order).
+        # Sorted by (units asc, capacity desc, input order): a rival that dominates i with m = 1
+        # comes earlier; with m >= 2 it has fewer units, so it comes earlier too.
         order = sorted(
             members, key=lambda i: (candidates[i].units_per_replica, -candidates[i].capacity_per_s, i)
         )
-        best = -math.inf
+        kept_here: list[int] = []
         for i in order:
-            cap = candidates[i].capacity_per_s
-            if cap <= best:
-                pruned.add(i)
+            c = candidates[i]
+            for j in kept_here:  # bounded: at most len(members) rivals
+                rival = candidates[j]
+                m = c.units_per_replica // rival.units_per_replica
+                if m >= 1 and m * rival.capacity_per_s >= c.capacity_per_s:
+                    pruned.add(i)
+                    break
             else:
-                best = cap
+                kept_here.append(i)
     kept = tuple(c for i, c in enumerate(candidates) if i not in pruned)
     return kept, len(pruned)

@@ -1,5 +1,6 @@
-"""The sizing MILP as a PuLP model, and CBC to solve it. Together with solvers.milp, which
-drives it, the only code in the project that runs CBC or reads a PuLP status (`read_status`).
+"""The sizing MILP as a PuLP model, and CBC (or, for small models, HiGHS in this process) to solve
+it. Together with solvers.milp, which drives it, the only code in the project that runs a MILP
+solver or reads a PuLP status (`read_status`).
 
 Model. Buckets b (need_b = demand_b * (1 + headroom), hours h_b, H = sum h_b), resources t
 (on-demand price O_t, reserved price R_t, cap C_t), candidates k (units u_k, capacity c_k).
@@ -47,6 +48,8 @@ from functools import lru_cache
 
 import numpy as np
 import pulp
+from scipy.optimize import Bounds, LinearConstraint, milp
+from scipy.sparse import coo_array
 
 from solvers.milp_data import POOLS, Candidate, MilpData
 from solvers.milp_fastpath import COVER_RTOL, replicas_needed
@@ -66,6 +69,7 @@ __all__ = [
     "matrices",
     "read_status",
     "run_cbc",
+    "run_highs",
     "set_initial",
     "totals",
 ]
@@ -223,6 +227,10 @@ class Raw:
     bound_usd: float | None
     bound_source: str | None
     solver_s: float
+    timed_out: bool = False  # CBC stopped on its time limit (not on optimality or max_nodes)
+
+
+_STOPPED_ON_TIME = re.compile(r"^Result - Stopped on time", re.MULTILINE)
 
 
 _BEST_POSSIBLE = re.compile(r"best possible\s+([-+0-9.eE]+)")
@@ -252,13 +260,21 @@ def log_bound(log: str, objective: float) -> float | None:
 
 
 def cbc_solver(
-    seconds: float, gap_rel: float | None, *, mip: bool = True, log: str | None = None, warm: bool = False
+    seconds: float,
+    gap_rel: float | None,
+    *,
+    mip: bool = True,
+    log: str | None = None,
+    warm: bool = False,
+    max_nodes: int | None = None,
 ) -> pulp.COIN_CMD:
     # COIN_CMD on the CBC binary PuLP ships (PULP_CBC_CMD itself is deprecated in PuLP 3.3).
     # No `threads`: CBC's default (0) is its serial, deterministic search. `-threads 1` turns on
     # its threaded code with one worker, and CBC 2.10.3 (the binary PuLP 3.3 ships) then now and
     # again waits 10 s for that worker on a problem solved in a millisecond (log: "Thread 0 used
     # 0 times, waiting to start 10.000101"; 3 stalls in 300 tiny solves here, none without it).
+    # `max_nodes` bounds the branch and bound by its node count: unlike a time limit, the same
+    # input then stops at the same place on any machine.
     return pulp.COIN_CMD(
         path=pulp.PULP_CBC_CMD.pulp_cbc_path,
         mip=mip,
@@ -267,6 +283,7 @@ def cbc_solver(
         gapRel=gap_rel,
         logPath=log,
         warmStart=warm,
+        maxNodes=max_nodes,
     )
 
 
@@ -288,21 +305,36 @@ def read_status(prob: pulp.LpProblem) -> str:
     raise RuntimeError(f"CBC ended with {pulp.LpStatus.get(status)} / {pulp.LpSolution.get(sol)}")
 
 
-def run_cbc(model: Model, seconds: float, *, warm: bool, want_bound: bool = True) -> Raw:
+def run_cbc(
+    model: Model, seconds: float, *, warm: bool, want_bound: bool = True, max_nodes: int | None = None
+) -> Raw:
     data = model.data
     fd, log_path = tempfile.mkstemp(prefix="capplan-cbc-", suffix=".log")
     os.close(fd)
     t0 = time.perf_counter()
     try:
-        model.problem.solve(cbc_solver(seconds, data.gap_rel, log=log_path, warm=warm))
+        model.problem.solve(cbc_solver(seconds, data.gap_rel, log=log_path, warm=warm, max_nodes=max_nodes))
         with open(log_path, encoding="utf-8", errors="replace") as f:
             log = f.read()
     finally:
         os.unlink(log_path)
     solver_s = time.perf_counter() - t0
     status = read_status(model.problem)
+    timed_out = bool(_STOPPED_ON_TIME.search(log))
     if status in ("INFEASIBLE", "NO_SOLUTION"):
-        return Raw(status, None, None, None, None, None, solver_s)
+        return Raw(status, None, None, None, None, None, solver_s, timed_out)
+    xs, rs, ys = _read_values(model)
+    objective = float(pulp.value(model.problem.objective) or 0.0)
+    bound = log_bound(log, objective)
+    source: str | None = "solver_log" if bound is not None else None
+    if status == "FEASIBLE" and bound is None and want_bound:
+        bound, source = lp_bound(model.problem, seconds), "lp_relaxation"
+    return Raw(status, xs, rs, ys, bound, source, time.perf_counter() - t0, timed_out)
+
+
+def _read_values(model: Model) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """x, r and y of the model's variables' values, rounded to integers."""
+    data = model.data
     xs = np.zeros((len(data.candidates), len(data.buckets)), dtype=np.int64)
     for (k, b), v in model.x.items():
         xs[k, b] = round(v.varValue or 0.0)
@@ -314,12 +346,64 @@ def run_cbc(model: Model, seconds: float, *, warm: bool, want_bound: bool = True
         if model.y
         else None
     )
-    objective = float(pulp.value(model.problem.objective) or 0.0)
-    bound = log_bound(log, objective)
-    source: str | None = "solver_log" if bound is not None else None
-    if status == "FEASIBLE" and bound is None and want_bound:
-        bound, source = lp_bound(model.problem, seconds), "lp_relaxation"
-    return Raw(status, xs, rs, ys, bound, source, time.perf_counter() - t0)
+    return xs, rs, ys
+
+
+def run_highs(model: Model, seconds: float) -> Raw:
+    """The same model solved in this process by HiGHS (scipy.optimize.milp, relative gap 0: a
+    proof of optimality, or its time limit). For the many small models of the bucket-wise path:
+    a CBC run costs a process start, a model file written and a solution file read (30-40 ms on
+    two busy cores against 2-5 ms here). HiGHS's search is deterministic. Variables take the
+    values found (varValue), as after CBC."""
+    t0 = time.perf_counter()
+    prob = model.problem
+    variables = prob.variables()
+    index = {v.name: i for i, v in enumerate(variables)}
+    cost = np.zeros(len(variables))
+    for v, a in prob.objective.items():
+        cost[index[v.name]] = a
+    rows, cols, vals = [], [], []
+    lo = np.full(len(model.constraints), -np.inf)
+    hi = np.full(len(model.constraints), np.inf)
+    for i, con in enumerate(model.constraints.values()):
+        for v, a in con.items():
+            rows.append(i)
+            cols.append(index[v.name])
+            vals.append(a)
+        rhs = -con.constant
+        if con.sense != pulp.LpConstraintLE:
+            lo[i] = rhs
+        if con.sense != pulp.LpConstraintGE:
+            hi[i] = rhs
+    matrix = coo_array((vals, (rows, cols)), shape=(len(lo), len(variables))).tocsr()
+    lower = np.array([0.0 if v.lowBound is None else v.lowBound for v in variables], dtype=float)
+    upper = np.array([np.inf if v.upBound is None else v.upBound for v in variables], dtype=float)
+    integral = np.array([v.cat == pulp.LpInteger for v in variables], dtype=np.int64)
+    res = milp(
+        cost,
+        constraints=LinearConstraint(matrix, lo, hi),
+        bounds=Bounds(lower, upper),
+        integrality=integral,
+        options={"time_limit": max(float(seconds), MIN_SOLVER_S), "mip_rel_gap": 0.0},
+    )
+    solver_s = time.perf_counter() - t0
+    if res.status == 2:
+        return Raw("INFEASIBLE", None, None, None, None, None, solver_s)
+    if res.x is None:
+        if res.status == 1:  # time limit before any solution
+            return Raw("NO_SOLUTION", None, None, None, None, None, solver_s, timed_out=True)
+        raise RuntimeError(f"HiGHS ended with status {res.status}: {res.message}")
+    for v, value in zip(variables, res.x, strict=True):
+        v.varValue = float(value)
+    xs, rs, ys = _read_values(model)
+    if res.status == 0:
+        return Raw("OPTIMAL", xs, rs, ys, None, None, solver_s)
+    bound = (
+        res.mip_dual_bound if res.mip_dual_bound is not None and math.isfinite(res.mip_dual_bound) else None
+    )
+    return Raw(
+        "FEASIBLE", xs, rs, ys, bound, "solver_log" if bound is not None else None, solver_s, res.status == 1
+    )
 
 
 def lp_bound(prob: pulp.LpProblem, seconds: float) -> float | None:

@@ -15,6 +15,7 @@ import numpy as np
 import pulp
 import pytest
 
+from solvers import milp
 from solvers.milp import (
     Bucket,
     Candidate,
@@ -28,7 +29,7 @@ from solvers.milp import (
 )
 from solvers.milp_bucketwise import better_elsewhere
 from solvers.milp_data import LIMIT_PREFIX, MAX_BUCKETS
-from solvers.milp_model import log_bound, read_status
+from solvers.milp_model import log_bound, read_status, run_cbc, run_highs
 
 # ---------------------------------------------------------------------------------------------
 # Helpers
@@ -460,7 +461,8 @@ def random_many_buckets(rng: np.random.Generator, priced: bool) -> MilpData:
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_bucketwise_bound_and_answer_bracket_the_optimum(seed):
+def test_bucketwise_bound_and_answer_bracket_the_optimum(seed, monkeypatch):
+    monkeypatch.setattr(milp, "ATTEMPT_MAX_REPLICAS", 0)  # no attempt as one model first
     rng = np.random.default_rng(50 + seed)
     for priced in (False, True):
         data = random_many_buckets(rng, priced)
@@ -477,6 +479,93 @@ def test_bucketwise_bound_and_answer_bracket_the_optimum(seed):
             if out.status == "FEASIBLE":
                 objective, bound = usd(out.objective_usd), usd(out.best_bound_usd)
                 assert out.gap == pytest.approx((objective - bound) / objective)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_few_replicas_are_proved_as_one_model(seed):
+    # The same instances need at most 8 replicas of the largest candidate in any bucket, so the
+    # whole model is tried first (solvers.milp._attempt): CBC proves the brute-force optimum.
+    rng = np.random.default_rng(50 + seed)
+    for priced in (False, True):
+        data = random_many_buckets(rng, priced)
+        assert milp._few_replicas(data)
+        out = solve(data)
+        assert out.stats.method == "milp"
+        assert out.status == "OPTIMAL"
+        check_solution(data, out)
+        assert out.objective_usd == pytest.approx(separable_optimum(data), abs=1e-6)
+        assert same_answer(out, solve(data))
+
+
+def test_an_attempt_cut_by_time_is_discarded(monkeypatch):
+    # A time-limited attempt would make the plan depend on the machine's speed: run_cbc says
+    # when CBC stopped on time, and solve() then answers bucket-wise as if it had not tried.
+    rng = np.random.default_rng(50)
+    data = random_many_buckets(rng, True)
+    real_run = milp.run_cbc
+
+    def on_time(*a, **k):
+        return replace(real_run(*a, **k), status="FEASIBLE", timed_out=True)
+
+    monkeypatch.setattr(milp, "run_cbc", on_time)
+    out = solve(data)
+    assert out.stats.method == "bucketwise"
+    monkeypatch.setattr(milp, "run_cbc", real_run)
+    monkeypatch.setattr(milp, "ATTEMPT_MAX_REPLICAS", 0)
+    assert same_answer(out, solve(data))
+
+
+def random_bucket_models(seed: int) -> list[tuple[MilpData, list[int]]]:
+    """Seeded one-bucket problems with reserved units fixed (what the bucket-wise path solves):
+    two or three resources, colocated and split pools, caps, 1-40 replicas."""
+    rng = np.random.default_rng(900 + seed)
+    out = []
+    for _ in range(8):
+        n_t = int(rng.integers(2, 4))
+        res = tuple(
+            Resource(
+                f"t{t}", round(float(rng.uniform(1, 5)), 2), None, None if t else int(rng.integers(4, 20))
+            )
+            for t in range(n_t)
+        )
+        cands = tuple(
+            Candidate(f"c{k}", f"t{int(rng.integers(n_t))}", int(rng.choice([1, 2, 4])),
+                      round(float(rng.uniform(0.5, 8.0)), 3), str(rng.choice(["colocated", "prefill", "decode"])))
+            for k in range(int(rng.integers(3, 8)))
+        )  # fmt: skip
+        data = one_bucket(round(float(rng.uniform(1.0, 40.0)), 2), res, cands, single_config=False)
+        out.append((data, [int(rng.integers(0, 6)) for _ in range(n_t)]))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_highs_finds_the_cbc_optimum_of_each_bucket(seed):
+    # The bucket-wise path solves its one-bucket models with HiGHS in this process
+    # (solvers.milp_model.run_highs); CBC on the same PuLP model is the reference.
+    for data, reserved in random_bucket_models(seed):
+        model = build(data, _reserved=reserved)
+        highs = run_highs(model, 10.0)
+        cbc = run_cbc(build(data, _reserved=reserved), 10.0, warm=False, want_bound=False)
+        assert highs.status == cbc.status
+        if cbc.status != "OPTIMAL":
+            assert cbc.status == "INFEASIBLE"
+            continue
+        assert highs.x is not None and cbc.x is not None
+        costs = []
+        for raw in (highs, cbc):
+            assert raw.x is not None
+            xs = raw.x
+            caps = {p: sum(c.capacity_per_s * xs[k, 0] for k, c in enumerate(data.candidates) if c.pool == p)
+                    for p in ("colocated", "prefill", "decode")}  # fmt: skip
+            assert caps["colocated"] + min(caps["prefill"], caps["decode"]) >= data.need_per_s(0) * (1 - 1e-9)
+            bill = 0.0
+            for t, r in enumerate(data.resources):
+                used = sum(c.units_per_replica * xs[k, 0] for k, c in enumerate(data.candidates)
+                           if c.resource == r.name)  # fmt: skip
+                assert r.inventory is None or max(used, reserved[t]) <= r.inventory
+                bill += r.on_demand_usd_per_hour * max(0, used - reserved[t])
+            costs.append(bill)
+        assert costs[0] == pytest.approx(costs[1], abs=1e-9)
 
 
 # ---------------------------------------------------------------------------------------------

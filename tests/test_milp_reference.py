@@ -1,0 +1,129 @@
+"""The fast paths of solvers.milp.solve against the reference formulation, on small seeded
+random instances.
+
+The reference is `solve(data, reduce=False)`: the model of solvers.milp_model exactly as the
+docstring writes it, over every candidate and every original bucket, solved by CBC to proved
+optimality (no pruning, no merging, no closed form, no attempt, no bucket-wise split, no HiGHS).
+The fast path must find the same optimum: equal cost when it says OPTIMAL, and a bound and a plan
+that bracket it when it says FEASIBLE. The instances are shaped to reach every path: more than
+MONOLITHIC_MAX_BUCKETS distinct buckets (so mixed problems go through the attempt or the
+bucket-wise path), TP multiples that prune_dominated drops, repeated buckets that merge, caps,
+reserved prices and split pools.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from solvers import milp
+from solvers.milp import Bucket, Candidate, MilpData, MilpResult, Resource, prune_dominated, solve
+
+
+def random_instance(seed: int, single_config: bool, priced: bool) -> MilpData:
+    rng = np.random.default_rng(1000 + seed)
+    resources = []
+    cands = []
+    for t in range(2):
+        od = round(float(rng.uniform(1.0, 4.0)), 2)
+        reserved = round(od * float(rng.uniform(0.5, 0.8)), 2) if priced else None
+        resources.append(Resource(f"g{t}", od, reserved, None if t == 0 else int(rng.integers(6, 12))))
+        for pool in ("colocated", "prefill", "decode"):
+            base = float(rng.uniform(1.0, 3.0))
+            for tp in (1, 2, 4):  # capacity per unit falls with TP: the larger ones are often multiples
+                cap = round(base * tp ** float(rng.uniform(0.8, 1.05)), 3)
+                cands.append(Candidate(f"g{t}/tp{tp}/{pool}", f"g{t}", tp, cap, pool, f"g{t}"))
+    levels = [round(float(rng.uniform(0.5, 7.0)), 2) + 0.001 * i for i in range(10)]  # distinct
+    demand = levels + levels[:2]  # 12 buckets, 10 distinct: two merge
+    return MilpData(
+        tuple(Bucket(d, float(rng.choice([1.0, 2.0]))) for d in demand),
+        tuple(resources),
+        tuple(cands),
+        headroom=0.1,
+        single_config=single_config,
+        time_limit_s=60.0,
+    )
+
+
+def bill(data: MilpData, out: MilpResult) -> float:
+    """The plan's bill recomputed from its replicas and reserved units (and its caps and
+    coverage checked), without the solver's code."""
+    total = 0.0
+    for b, bucket in enumerate(data.buckets):
+        cap = {"colocated": 0.0, "prefill": 0.0, "decode": 0.0}
+        for c in data.candidates:
+            cap[c.pool] += c.capacity_per_s * out.replicas[c.id][b]
+        assert cap["colocated"] + min(cap["prefill"], cap["decode"]) >= data.need_per_s(b) * (1 - 1e-6)
+        for r in data.resources:
+            used = sum(
+                c.units_per_replica * out.replicas[c.id][b] for c in data.candidates if c.resource == r.name
+            )
+            held = max(used, out.reserved[r.name])
+            assert r.inventory is None or held <= r.inventory
+            total += bucket.hours * r.on_demand_usd_per_hour * (used - min(used, out.reserved[r.name]))
+    for r in data.resources:
+        total += (r.reserved_usd_per_hour or 0.0) * data.total_hours * out.reserved[r.name]
+    return total
+
+
+def agree(data: MilpData, fast: MilpResult, ref: MilpResult) -> None:
+    assert ref.status == "OPTIMAL"
+    assert ref.objective_usd is not None and fast.objective_usd is not None
+    assert bill(data, ref) == pytest.approx(ref.objective_usd, abs=1e-6)
+    assert bill(data, fast) == pytest.approx(fast.objective_usd, abs=1e-6)
+    if fast.status == "OPTIMAL":
+        assert fast.objective_usd == pytest.approx(ref.objective_usd, abs=1e-6)
+    else:
+        assert fast.status == "FEASIBLE"
+        assert fast.best_bound_usd is not None
+        assert fast.best_bound_usd <= ref.objective_usd + 1e-6 <= fast.objective_usd + 2e-6
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_mixed_fast_path_finds_the_reference_optimum(seed):
+    data = random_instance(seed, single_config=False, priced=seed % 2 == 0)
+    assert len({b.demand_per_s for b in data.buckets}) > milp.MONOLITHIC_MAX_BUCKETS
+    fast = solve(data)
+    agree(data, fast, solve(data, reduce=False))
+    # Few replicas: the attempt as one model proves it within its nodes (seeds 0-2), or it stops
+    # at ATTEMPT_NODES and the bucket-wise path, exact without reserved prices, does (seed 3).
+    assert fast.status == "OPTIMAL"
+    assert fast.stats.method == ("bucketwise" if seed == 3 else "milp")
+    assert fast.stats.candidates_in_model < len(data.candidates)
+    assert fast.stats.buckets_in_model == 10
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_bucketwise_path_finds_the_reference_optimum(seed, monkeypatch):
+    # Without reserved prices the buckets are independent: bucket by bucket (HiGHS) is exact.
+    # With them, the bucket-wise answer and its bound bracket the reference optimum.
+    monkeypatch.setattr(milp, "ATTEMPT_MAX_REPLICAS", 0)
+    data = random_instance(seed, single_config=False, priced=seed % 2 == 1)
+    fast = solve(data)
+    assert fast.stats.method == "bucketwise"
+    ref = solve(data, reduce=False)
+    agree(data, fast, ref)
+    if seed % 2 == 0:
+        assert fast.status == "OPTIMAL"
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_single_configuration_fast_path_finds_the_reference_optimum(seed):
+    data = random_instance(seed, single_config=True, priced=True)
+    fast = solve(data)
+    agree(data, fast, solve(data, reduce=False))
+    assert fast.status == "OPTIMAL"
+
+
+def test_pruned_multiples_never_carry_the_optimum():
+    # Every candidate prune_dominated drops (m copies of a kept one: no more units, no less
+    # capacity) can be taken out of the reference model without raising its optimum.
+    for seed in range(4):
+        data = random_instance(seed, single_config=False, priced=True)
+        kept, n = prune_dominated(data.candidates, respect_groups=False)
+        assert n > 0
+        narrow = MilpData(data.buckets, data.resources, kept, data.headroom, False, data.time_limit_s)
+        full = solve(data, reduce=False)
+        pruned = solve(narrow, reduce=False)
+        assert full.status == pruned.status == "OPTIMAL"
+        assert pruned.objective_usd == pytest.approx(full.objective_usd, abs=1e-6)
