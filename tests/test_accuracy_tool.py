@@ -1,5 +1,7 @@
-"""tools/accuracy.py on a tiny configuration: its core functions run and give finite errors, and
-the markdown renders. The full table (docs/accuracy.md) is not regenerated in CI."""
+"""tools/accuracy.py on a small configuration: its core functions run and give finite errors, the
+markdown renders, and the analytic model stays within pinned bounds of the simulator on a few
+cells where the model used to miss badly. The full table (docs/accuracy.md) is not regenerated
+in CI."""
 
 from __future__ import annotations
 
@@ -7,6 +9,8 @@ import importlib.util
 import math
 import sys
 from pathlib import Path
+
+import pytest
 
 TOOL = Path(__file__).resolve().parents[1] / "tools" / "accuracy.py"
 
@@ -28,16 +32,48 @@ def test_cells_on_a_few_hundred_requests() -> None:
     case = acc.Case("Qwen/Qwen3-8B", "h100-sxm", "theoretical", 2048)
     r = case.resolve()
     syn = acc.synthetic_cell(case, 0.5, trace, count=300, resolved=r)
+    const = acc.synthetic_cell(case, 0.5, trace, count=300, resolved=r, lengths="constant", spread_seed=None)
     rep = acc.trace_cell(case, 0.5, trace, count=300, resolved=r)
-    for cell in (syn, rep):
+    for cell in (syn, const, rep):
         assert cell.requests == 300
-        assert math.isfinite(cell.ttft_error) and math.isfinite(cell.itl_error)
-        assert cell.analytic_ttft_p99_s > 0 and cell.sim_ttft_p99_s > 0
-    assert syn.rate_rps == rep.rate_rps or abs(syn.rate_rps / syn.capacity_rps - 0.5) < 1e-9
+        for k in acc.METRICS:
+            assert math.isfinite(cell.error(k))
+            assert cell.analytic[k] > 0 and cell.simulated[k] > 0
+    assert math.isfinite(syn.seed_spread) and math.isnan(const.seed_spread)
+    assert abs(syn.rate_rps / syn.capacity_rps - 0.5) < 1e-9
     cap = acc.capacity_check(case, trace, count=400, resolved=r)
     assert math.isfinite(cap.error) and cap.simulated_rps > 0
     split = acc.wait_split(case, 0.5, trace, count=300, resolved=r)
     assert split.sim_residual_mean_s >= 0 and 0 <= split.sim_queued_fraction <= 1
-    text = acc.render(acc.Report([syn, rep], [cap], [split], 300), "python3 tools/accuracy.py")
+    assert 0 <= split.model_queued_fraction <= 1
+    text = acc.render(acc.Report([syn, const, rep], [cap], [split], 300), "python3 tools/accuracy.py")
     assert "| Qwen3-8B h100-sxm theoretical, budget 2048 | 50% |" in text
+    assert "### Constant lengths (every prompt 1,155 tokens" in text
     assert text.startswith("# Accuracy") and "python3 tools/accuracy.py" in text
+
+
+def test_budget_below_default_seats_caps_max_num_seqs() -> None:
+    """vLLM refuses max_num_batched_tokens below max_num_seqs: budget 512 runs 512 seats."""
+    r = acc.Case("Qwen/Qwen3-8B", "h100-sxm", "theoretical", 512).resolve()
+    assert r.max_num_seqs == 512
+
+
+# Cells where the model before the step/company rework missed by far more than these bounds
+# (docs/accuracy.md of 2026-11-30, 30,000 requests): budget 8192 at 60% load, spread lengths,
+# TTFT p50 +132%; constant lengths at 30% load, ITL p99 +126% (budget 8192) and +43% (2048).
+# 8,000 requests per cell (seed 0): the simulated p99s move by up to ~10% between seeds at this
+# count (docs/accuracy.md's seed-spread column at 40,000), so the bound is 25%.
+PINNED = [
+    (8192, "spread", 0.6),
+    (8192, "constant", 0.3),
+    (2048, "constant", 0.3),
+]
+
+
+@pytest.mark.parametrize(("budget", "lengths", "load"), PINNED)
+def test_model_within_bounds_of_the_simulator(budget: int, lengths: str, load: float) -> None:
+    trace = acc.builtin_trace(acc.TRACE)
+    case = acc.Case("Qwen/Qwen3-8B", "h100-sxm", "theoretical", budget)
+    cell = acc.synthetic_cell(case, load, trace, count=8_000, lengths=lengths, spread_seed=None)
+    for k in acc.METRICS:
+        assert abs(cell.error(k)) <= 0.25, f"{k}: {cell.error(k):+.1%}"

@@ -487,26 +487,45 @@ def test_bursts_that_miss_the_slo_at_any_rate_are_infeasible_not_zero() -> None:
 
 
 def test_prompts_admitted_in_the_same_step_share_its_time() -> None:
-    """Constant 1000-token prompts, Poisson, budget 8192: a prompt is admitted at the next step
-    boundary with the others that arrived during the step under way (length-biased mean L):
-    m = lambda L of them on average (Poisson: z = 1, so mu + z - 1 = mu), any with probability
-    pi = 1 - e^{-m}, then m / pi x 1000 tokens, each costing the marginal prefill token of an
-    idle engine's full-budget step, (T_full - T_0) / 8192: the mixture's mean is the service
-    alone plus m x 1000 x that cost, and it is a 1 - pi / pi mixture."""
+    """Constant 1000-token prompts, Poisson, budget 8192, 20 req/s (one chunk each). A prompt is
+    admitted at the next step boundary with the others that arrived during the step under way
+    (length-biased mean L): m = lam L of them (Poisson: burst factor 1), any with probability
+    pi = 1 - e^{-m}. Steps a decoder sees besides decode-only ones, per step: lam t_step (1 - q)
+    (1 - pi) carrying one prompt alone, lam t_step (1 - q) pi sum_j p_j / (1 + x_j / 1000)
+    carrying one with company x_j (a step with 1 + x_j / 1000 prompts counted once, not once
+    per prompt), and, queued beyond the next step (q), lam t_step q E[Pe] / s_f full steps. The
+    wait before its own step, D = U L + c X(L), has mean P(busy) [b t (1/2 + c g) + (1 - b) l
+    (1/2 + c g)] over decode-only (share b, L = t_dec) and mixed steps under way (mean
+    length-biased length l), g = lam 1000 the company's tokens per second, c the marginal
+    prefill token of an idle full-budget step."""
     m = model_for(Deployment(**QWEN_H100, max_num_batched_tokens=8192), make_workload(prompt=1000))
     eng = m.engines["colocated"]
     state, _ = eng.solve(20.0)
-    _, step_lb = eng._step_under_way(state)
-    assert step_lb > 0
-    mu = state.lam * step_lb
-    pi = -math.expm1(-mu)
-    base = np.array([0.05])
-    values, probs = eng._shared_service(state, base, step_lb)
+    st = eng._steps(state)
+    assert st.zf == 1.0
+    # m comes from the previous pass's L: the fixed point L -> company -> L has converged.
+    assert st.m == pytest.approx(20.0 * st.step_lb, rel=0.02)
+    assert st.pi == pytest.approx(-math.expm1(-st.m), rel=1e-12)
+    lam_t = 20.0 * state.t_step
+    q = st.backlog
+    assert st.values.size == 1 + 8 + (1 if q > 0 else 0)
+    assert st.rates[0] == pytest.approx(lam_t * (1.0 - q) * (1.0 - st.pi), rel=1e-9)
+    with_company = float(st.rates[1:9].sum())
+    assert with_company < lam_t * (1.0 - q) * st.pi  # merged: fewer steps than prompts
+    assert with_company > lam_t * (1.0 - q) * st.pi / (1.0 + 4.0 * st.m / st.pi)
+    # The company's steps carry more tokens than a prompt alone, capped by the budget.
+    assert np.all(st.values[1:9] > st.values[0])
     idle = eng.zero()
-    per_tok = (idle.t_full - idle.t_arr) / 8192.0
-    assert probs.sum() == pytest.approx(1.0, rel=1e-12)
-    assert probs[0] == pytest.approx(1.0 - pi, rel=1e-12)
-    assert float(values @ probs) == pytest.approx(0.05 + mu * 1000.0 * per_tok, rel=1e-9)
+    c = (idle.t_full - idle.t_arr) / 8192.0
+    g = 20.0 * 1000.0
+    d, p = eng._delay(state, st)
+    total, m1, m2, _ = st.sums
+    w0 = max(0.0, 1.0 - total)
+    mean_step = w0 * state.t_dec + m1 / max(1.0, total)
+    b = w0 * state.t_dec / mean_step
+    expected = st.busy * (b * state.t_dec + (1.0 - b) * m2 / m1) * (0.5 + c * g)
+    assert float(d @ p) == pytest.approx(expected, rel=1e-9)
+    assert float(p.sum()) == pytest.approx(1.0, rel=1e-12)
     # More load: more company, never a shorter p99.
     p20 = m.evaluate(requests_per_s=20.0).ttft_p99_s
     p40 = m.evaluate(requests_per_s=40.0).ttft_p99_s

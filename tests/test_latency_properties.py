@@ -122,10 +122,12 @@ def test_more_burstiness_never_lowers_ttft_p99(
             rate = load * m.max_stable_requests_per_s()
         p = m.evaluate(rate, per_bucket=False)
         cur = p.ttft_p99_s if p.stable and p.ttft_p99_s is not None else float("inf")
-        # 1e-4: for MoE models the mean step in progress (part of every wait) can shrink by ~1e-6
-        # as bursts grow, because a burstier batch spreads over more experts per step: a modelled
-        # second-order effect, far below anything a plan could notice.
-        assert cur >= prev * (1 - 1e-4), f"burstiness {k}: TTFT p99 {cur} < {prev}"
+        # 1e-3: bursts merge prompts into fewer, longer mixed steps, which moves weight between the
+        # decode-only and the mixed class of the step under way (docs/latency.md, "Approximations":
+        # dips of ~1e-4 seen, e.g. 1-token prompts mixed with 1,470-token ones at 6% load); for MoE
+        # models the mean step in progress can also shrink by ~1e-6 (a burstier batch spreads over
+        # more experts per step). Both far below anything a plan could notice.
+        assert cur >= prev * (1 - 1e-3), f"burstiness {k}: TTFT p99 {cur} < {prev}"
         prev = cur
 
 

@@ -30,14 +30,17 @@ import numpy as np
 import pytest
 
 from planner.costmodel.steptime import StepCoefficients
-from planner.latency.engine import Engine
+from planner.latency.engine import SLICE_EDGES, SLICE_PROBS, Engine, _lognormal_slices
 from planner.latency.queueing import (
     SPREAD,
     Wait,
     gamma_wait_probability,
     gg1_wait,
     response_quantiles,
+    response_quantiles_phases,
     tail_quantiles,
+    wait_beyond,
+    wait_phases,
 )
 from planner.latency.stats import WorkloadStats
 from planner.scheduler_config import SchedulerConfig
@@ -518,3 +521,119 @@ def test_hand_case_as_the_steady_state_at_20_per_s(threshold: int, mixed: float,
     p = e.point(s)
     assert p.mixed_step_fraction == pytest.approx(mixed, rel=1e-8)
     assert p.running_requests == pytest.approx(running, rel=1e-8)
+
+
+# ---- the wait's shape: M/G/1's second moment, phases, the wait beyond a shift ------------------
+
+
+@pytest.mark.parametrize("rho", [0.1, 0.5, 0.9])
+def test_wait_phases_have_mg1_second_moment(rho: float) -> None:
+    """M/G/1 [K]: E[W] = lam E[X^2] / (2 (1 - rho)) (Pollaczek-Khinchine) and
+    E[W^2] = 2 E[W]^2 + lam E[X^3] / (3 (1 - rho)) (Takacs). Service X = 1 or 5 s, 1/2 each:
+    E[X] = 3, E[X^2] = 13, E[X^3] = 63, c_s^2 = 13/9 - 1 = 4/9, kappa = E[X] E[X^3] / E[X^2]^2
+    = 189 / 169. Given W > 0 (probability rho): E[W | +] = E[W] / rho, E[W^2 | +] = E[W^2] / rho.
+    The phases must have that mean and second moment (r > 2 here only if kappa is large: at
+    kappa = 189/169 r = 2 rho + (4/3)(1 - rho) 189/169 < 2, one phase with the mean)."""
+    lam = rho / 3.0
+    ew = lam * 13.0 / (2.0 * (1.0 - rho))
+    ew2 = 2.0 * ew * ew + lam * 63.0 / (3.0 * (1.0 - rho))
+    w = gg1_wait(rho, 3.0, 1.0, 4.0 / 9.0)
+    assert w.prob == pytest.approx(rho, rel=EXACT)
+    assert w.mean_if_waiting_s == pytest.approx(ew / rho, rel=EXACT)
+    r = 2.0 * rho + (4.0 / 3.0) * (1.0 - rho) * 189.0 / 169.0
+    assert r == pytest.approx(ew2 / rho / (ew / rho) ** 2, rel=1e-12)  # the formula is M/G/1's
+    assert wait_phases(w, 189.0 / 169.0) == ((w.prob, w.mean_if_waiting_s),)
+
+
+def test_wait_phases_hyperexponential_moments() -> None:
+    """Spread service (X = 1 w.p. 0.99, 100 w.p. 0.01: E[X] = 1.99, E[X^2] = 100.99, E[X^3] =
+    10,000.99, kappa = 1.951 > 3/2) at rho = 0.3, Poisson: r = 0.6 + 0.7 (4/3) kappa = 2.42 > 2,
+    two balanced phases carrying E[W | +] and E[W^2 | +] of M/G/1, with a_1 m_1 = a_2 m_2."""
+    rho, ex, ex2, ex3 = 0.3, 1.99, 100.99, 10_000.99
+    kappa = ex * ex3 / ex2**2
+    lam = rho / ex
+    ew = lam * ex2 / (2.0 * (1.0 - rho))
+    ew2 = 2.0 * ew * ew + lam * ex3 / (3.0 * (1.0 - rho))
+    w = gg1_wait(rho, ex, 1.0, ex2 / ex**2 - 1.0)
+    ph = wait_phases(w, kappa)
+    assert len(ph) == 2
+    assert sum(a for a, _ in ph) == pytest.approx(rho, rel=EXACT)
+    assert sum(a * m for a, m in ph) == pytest.approx(ew, rel=1e-12)
+    assert sum(2.0 * a * m * m for a, m in ph) == pytest.approx(ew2, rel=1e-12)
+    assert ph[0][0] * ph[0][1] == pytest.approx(ph[1][0] * ph[1][1], rel=1e-12)
+
+
+def test_wait_beyond_exponential_and_gamma() -> None:
+    """Exponential service (kappa = 3/2): r = 2 at any sigma, the wait given positive is
+    exponential: P(W > x) = sigma e^{-x/m}, the excess Exp(m) (memoryless). Deterministic service
+    (kappa = 1) at rho = 0.5: r = 2 (0.5) + (4/3)(0.5) = 5/3, a gamma of shape
+    1 / (r - 1) = 3/2 and scale m (r - 1): P(W > x) = sigma Q(3/2, x / scale), Q(3/2, y) =
+    erfc(sqrt y) + 2 sqrt(y / pi) e^{-y} (the upper incomplete gamma at 3/2, by parts)."""
+    w = gg1_wait(0.5, 2.0, 1.0, 1.0)
+    q, ph = wait_beyond(w, 1.5, 0.7)
+    assert q == pytest.approx(w.prob * math.exp(-0.7 / w.mean_if_waiting_s), rel=1e-12)
+    assert len(ph) == 1 and ph[0] == pytest.approx((1.0, w.mean_if_waiting_s), rel=1e-12)
+    d = gg1_wait(0.5, 2.0, 1.0, 0.0)
+    scale = d.mean_if_waiting_s * (5.0 / 3.0 - 1.0)
+    y = 0.7 / scale
+    q_hand = d.prob * (math.erfc(math.sqrt(y)) + 2.0 * math.sqrt(y / math.pi) * math.exp(-y))
+    q, ph = wait_beyond(d, 1.0, 0.7)
+    assert q == pytest.approx(q_hand, rel=1e-12)
+    assert len(ph) == 1 and ph[0] == pytest.approx((1.0, scale), rel=1e-12)
+    assert wait_beyond(d, 1.0, 0.0)[0] == pytest.approx(d.prob, rel=1e-12)  # nothing shifted
+
+
+def _tail(service: np.ndarray, probs: np.ndarray, phases, waiting, x: float) -> float:
+    """P(W + S > x) summed term by term (the definition)."""
+    total = 0.0
+    for s_i, p_i, w_i in zip(service, probs, waiting, strict=True):
+        if x < s_i:
+            total += p_i
+        else:
+            total += p_i * w_i * sum(a * math.exp(-(x - s_i) / m) for a, m in phases)
+    return total
+
+
+def test_response_quantiles_phases_against_the_definition() -> None:
+    """Two phases and a partial `waiting` mask: each returned quantile x has P(W + S > x) =
+    1 - level (found here by bisection on the definition, an independent computation)."""
+    service = np.array([0.01, 0.02, 0.05, 0.3])
+    probs = np.array([0.4, 0.3, 0.2, 0.1])
+    waiting = np.array([0.0, 1.0, 0.5, 1.0])
+    phases = ((0.3, 0.01), (0.2, 0.2))
+    levels = np.array([0.5, 0.9, 0.99])
+    got = response_quantiles_phases(service, probs, phases, levels, waiting)
+    for level, x in zip(levels, got, strict=True):
+        lo, hi = 0.0, 10.0
+        for _ in range(200):
+            mid = 0.5 * (lo + hi)
+            if _tail(service, probs, phases, waiting, mid) > 1.0 - level:
+                lo = mid
+            else:
+                hi = mid
+        assert x == pytest.approx(hi, rel=1e-9, abs=1e-12)
+    # One phase, everyone waiting: the closed form of response_quantiles.
+    one = ((0.4, 0.05),)
+    assert response_quantiles_phases(service, probs, one, levels) == pytest.approx(
+        response_quantiles(service, probs, Wait(0.4, 0.05), levels), rel=1e-12
+    )
+
+
+@pytest.mark.parametrize("sigma", [0.1, 0.6, 1.2])
+def test_lognormal_slices_are_conditional_means(sigma: float) -> None:
+    """A lognormal of mean 1 (mu = -sigma^2 / 2): over probability slice [a, b], E[Y | slice] =
+    (Phi(z_b - sigma) - Phi(z_a - sigma)) / (b - a), z = Phi^-1; checked against the midpoint rule
+    of the quantile function over the slice (Y(u) = exp(mu + sigma Phi^-1(u))), and the slices'
+    mean is exactly 1."""
+    from statistics import NormalDist
+
+    nd = NormalDist()
+    got = _lognormal_slices(sigma)
+    assert float(got @ SLICE_PROBS) == pytest.approx(1.0, rel=1e-12)
+    mu = -0.5 * sigma * sigma
+    for j in range(SLICE_PROBS.size):
+        a, b = float(SLICE_EDGES[j]), float(SLICE_EDGES[j + 1])
+        n = 20_000
+        us = a + (b - a) * (np.arange(n) + 0.5) / n
+        ref = float(np.mean([math.exp(mu + sigma * nd.inv_cdf(u)) for u in us]))
+        assert got[j] == pytest.approx(ref, rel=2e-3 if j == SLICE_PROBS.size - 1 else 1e-4)

@@ -24,14 +24,21 @@ decode pool: decode steps only). With n the mean number of decoding sequences:
   lambda E[Delta] < 1, running requests (decoding + prefilling) <= max_num_seqs, mean KV use
   <= the KV cache, chunk share >= 1 token; the largest lambda on the stable branch is the max
   stable rate (a grid scan, then root-finding on the first margin to close).
-* ITL: the step times a decoder sees: decode-only steps (t_dec) and, for each prompt chunk, a
-  share lambda t_step of steps carrying it, as its own chunk (1 - rho) or topped up by the
-  waiting prompts' tokens (rho); quantiles of that mixture (queueing.tail_quantiles).
-* TTFT: the prefill queue's wait (GI/G/1, queueing.gg1_wait; service = the prompt's share of
-  full-budget steps) and at least the step under way, plus the prompt's own prefill steps
-  (topped up with probability rho), lengthened by the prompts admitted in the same step (those
-  that arrived during the step under way, a mixture over their tokens), plus (disaggregated)
-  the KV transfer.
+* Steps (`_steps`, shared by TTFT and ITL): V1 admits every waiting prompt at a step boundary
+  while budget is left, so a prompt's last chunk shares its step with its "company", the
+  prompts that arrived during the step under way (length-biased mean L: m = lambda L z of them,
+  z the burst factor); a step with several prompts counts once. Queued beyond the next step
+  (probability q: the GI/G/1 prefill queue's work exceeds the step under way plus one full
+  step), every step is a full budget. L follows from that mix (a fixed point, two passes).
+* ITL: quantiles of the steps a decoder sees: decode-only (t_dec), full chunks, last chunks
+  alone or with company (a lognormal of the company's tokens in 8 probability slices), full
+  steps of a backlog (queueing.tail_quantiles).
+* TTFT: with probability 1 - q, D + own steps, D = U L + c X(L) the rest of the step under way
+  and the company's tokens at c each (decode-only and mixed steps under way, each a lognormal
+  of D's two moments in slices); with q, the mean step under way + one full step + the excess
+  of the GI/G/1 wait (exponential phases with M/G/1's second moment: queueing.wait_beyond) +
+  the prompt's steps topped up to full. A disaggregated prefill pool: GI/G/1 wait + own steps
+  + the KV transfer.
 """
 
 from __future__ import annotations
@@ -42,9 +49,19 @@ from typing import Literal, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
+from scipy import special
 
 from planner.costmodel.steptime import StepCoefficients, step_time_s
-from planner.latency.queueing import NO_WAIT, Wait, gg1_wait, response_quantiles, tail_quantiles
+from planner.latency.queueing import (
+    NO_WAIT,
+    Wait,
+    gg1_wait,
+    phases_mean_s,
+    response_quantiles,
+    response_quantiles_phases,
+    tail_quantiles,
+    wait_beyond,
+)
 from planner.latency.stats import WorkloadStats
 from planner.scheduler_config import SchedulerConfig
 from solvers.rootfind import RootResult, find_root
@@ -57,7 +74,6 @@ StabilityLimit = Literal["compute", "kv_capacity", "max_num_seqs", "max_num_batc
 CHUNK_GROUPS = 4  # representatives of a prompt's full chunks (exact up to 4 chunks, else midpoints)
 GRID_POINTS = 16  # concurrency grid for the stability boundary
 LEVELS = np.array([0.5, 0.99])
-OTHERS_EDGES = np.array([0.25, 0.5, 0.75, 0.9, 0.95, 0.98, 0.99])  # cumulative-probability slices
 HUGE = 1e9  # stands in for an infinite ratio inside root-finding
 
 
@@ -97,6 +113,74 @@ class State:
     kv_mean: float  # KV tokens in use
     kv_var: float
     full_time: FloatArray | None = None  # the same steps topped up by a backlog (lazily)
+    steps: Steps | None = None  # what TTFT and ITL share (lazily)
+
+
+class Steps(NamedTuple):
+    """Per state, what TTFT and ITL share (Engine._steps)."""
+
+    wait: Wait  # the prefill queue (GI/G/1)
+    backlog: float  # P(more prompt tokens wait than the next step takes)
+    residual: float  # mean wait for the step under way
+    step_lb: float  # mean length of the step under way (length-biased)
+    step_lb_sq: float  # its second moment
+    m: float  # prompts admitted with an arriving one, as it sees them
+    pi: float  # P(any)
+    zf: float  # m / (lam L): burst factor of the company count
+    values: FloatArray  # the steps a decoder sees besides decode-only ones: times
+    rates: FloatArray  # and their shares of all steps
+    busy: float  # P(a step is under way when a prompt arrives)
+    sums: Sums  # of the mixed steps (`values`, `rates`)
+    beyond: tuple[tuple[float, float], ...]  # the wait beyond the next step, given one
+
+
+_EMPTY = np.empty(0)
+_ZERO = np.zeros(1)
+_ONE = np.ones(1)
+QUEUED_MIN = 1e-6  # below this chance of queueing beyond the next step, TTFT ignores it
+COMPANY_PASSES = 2  # passes of the step mix with company (module docstring of _steps)
+
+
+SLICE_EDGES = np.array([0.0, 0.25, 0.5, 0.75, 0.9, 0.95, 0.98, 0.99, 1.0])
+SLICE_PROBS = np.diff(SLICE_EDGES)
+_SLICE_Z = special.ndtri(SLICE_EDGES)
+_SQRT_HALF = math.sqrt(0.5)
+
+
+_SLICE_ZS = [float(z) * -_SQRT_HALF for z in _SLICE_Z]  # -z / sqrt(2) at each edge
+_SLICE_P = SLICE_PROBS.tolist()
+
+
+def _lognormal_slices(sigma: float) -> FloatArray:
+    """Conditional means of a lognormal of mean 1 and log-sd sigma over the probability slices
+    SLICE_EDGES: E[Y | slice j] = (Phi(z_b - sigma) - Phi(z_a - sigma)) / (b - a), z the edges'
+    normal quantiles; Phi(x) = erfc(-x / sqrt 2) / 2 (scalar math: cheaper than numpy here)."""
+    h = sigma * _SQRT_HALF
+    cdf = [0.5 * math.erfc(z + h) for z in _SLICE_ZS]
+    return np.array([(cdf[j + 1] - cdf[j]) / p for j, p in enumerate(_SLICE_P)])
+
+
+Sums = tuple[float, float, float, float]  # sum r, sum r v, sum r v^2, sum r v^3 of a step mix
+_NO_SUMS: Sums = (0.0, 0.0, 0.0, 0.0)
+
+
+def _add(a: Sums, wa: float, b: Sums, wb: float) -> Sums:
+    return (a[0] * wa + b[0] * wb, a[1] * wa + b[1] * wb, a[2] * wa + b[2] * wb, a[3] * wa + b[3] * wb)
+
+
+def _length_biased(atom: float, sums: Sums) -> tuple[float, float]:
+    """Steps take values with shares r (the `sums` of the mix, shares capped at 1 in all) and
+    `atom` otherwise: E[T^2] / E[T] and E[T^3] / E[T], the mean and second moment of the step
+    under way (length-biased: a long step is more likely under way)."""
+    total = sums[0]
+    scale = 1.0 / max(1.0, total)
+    w0 = max(0.0, 1.0 - total)
+    m1 = w0 * atom + scale * sums[1]
+    if m1 <= 0:
+        return 0.0, 0.0
+    m2 = w0 * atom * atom + scale * sums[2]
+    m3 = w0 * atom**3 + scale * sums[3]
+    return m2 / m1, m3 / m1
 
 
 @dataclass(frozen=True)
@@ -174,18 +258,8 @@ class Engine:
         self.kv_cap = float(config.kv_cache_tokens)
         self.threshold = float(config.long_prefill_token_threshold)
         self.extra_ttft = kv_transfer_s
-        # Others' prompts sharing a prompt's steps, in a few probability slices (finer in the
-        # tail), each at its conditional mean: the mean is exact.
-        mid = np.cumsum(self.pw) - 0.5 * self.pw
-        slot = np.searchsorted(OTHERS_EDGES, mid, side="right")
-        size = OTHERS_EDGES.size + 1
-        probs = np.bincount(slot, weights=self.pw, minlength=size)
-        keep = probs > 0
-        self.others_probs = probs[keep]
-        self.others_tokens = (
-            np.bincount(slot, weights=self.pw * self.pe, minlength=size)[keep] / self.others_probs
-        )
-        self._pair_probs = (self.pw[:, None] * self.others_probs[None, :]).ravel()
+        pe2 = float(self.pw @ self.pe**2)
+        self.kappa = self.mean_pe * float(self.pw @ self.pe**3) / (pe2 * pe2)  # E[X]E[X^3]/E[X^2]^2
         self._g = np.arange(CHUNK_GROUPS, dtype=np.float64)
         self._ones = np.ones((self.pe.size, 1))
         self._boundary: Boundary | None = None
@@ -599,9 +673,9 @@ class Engine:
         return self._itl(s)[1]
 
     def _full_time(self, s: State) -> FloatArray:
-        """Step times of the chunk steps when other prompts wait (probability rho): the step is
-        topped up with the waiting prompts' tokens, on average E[Pe] / (1 - rho) of them (the
-        queue length given that it is non-empty, M/M/1), up to the whole budget."""
+        """Step times of the chunk steps when other prompts wait: the step is topped up with the
+        waiting prompts' tokens, on average E[Pe] / (1 - rho) of them (the queue length given
+        that it is non-empty, M/M/1), up to the whole budget."""
         if s.full_time is None:
             s_f = max(s.share_full, 1.0)
             extra = self.mean_pe / max(1.0 - s.rho, 1e-12)
@@ -611,53 +685,226 @@ class Engine:
             )
         return s.full_time
 
+    def _steps(self, s: State) -> Steps:
+        """What TTFT and ITL share at a state (computed once): the prefill queue, the queue beyond
+        the next step, the company a prompt is admitted with, the mix of steps a decoder sees and
+        the step under way (docs/latency.md, "Steps and company").
+
+        The mix: a prompt's full chunks are steps of their own; its last chunk shares a step with
+        its company, the prompts that arrived during the step under way (counted once per step:
+        1 / (1 + others) of it per prompt); while prompt tokens queue beyond the next step
+        (probability q), every step is a full budget, E[Pe] / s_f of them per prompt. The company
+        arrives over the length-biased step under way L, which the mix sets: a first pass with
+        every chunk alone, then COMPANY_PASSES passes of the merged mix (the chain converges in
+        two: a long step brings more company, which makes the next step longer)."""
+        if s.steps is not None:
+            return s.steps
+        wait = gg1_wait(
+            s.rho, self.mean_pe * s.t_full / max(s.share_full, 1.0), self.ca2, self.stats.prefill_cv2
+        )
+        if not (self.has_decode and self.has_prefill) or s.n <= 0:
+            s.steps = Steps(wait, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, _EMPTY, _EMPTY, 0.0, _NO_SUMS, ())
+            return s.steps
+        busy = 1.0 - math.exp(-s.n) * (1.0 - min(max(s.rho, 0.0), 1.0))
+        t = s.t_dec
+        extra = s.t_dec - s.t_arr
+        lam_t = s.lam * s.t_step
+        pw = self.pw
+        v0 = s.chunk_time + extra
+        w_last = lam_t * pw  # last chunks per step, by prompt
+        vl = v0[:, -1]
+        cols = v0.shape[1]
+        # Power sums sum r v^k (k = 0..3) of the full chunks' and the last chunks' steps, in one
+        # pass: rates r = lam t_step p_i w_ij by column, then the columns split.
+        rates = w_last[:, None] * s.chunk_weight
+        pows = np.empty((4, *v0.shape))
+        pows[0] = rates
+        np.multiply(rates, v0, out=pows[1])
+        np.multiply(pows[1], v0, out=pows[2])
+        np.multiply(pows[2], v0, out=pows[3])
+        by_col = pows.sum(axis=1)  # (4, cols)
+        alone_a = by_col[:, -1].tolist()
+        alone: Sums = (alone_a[0], alone_a[1], alone_a[2], alone_a[3])
+        if cols > 1:
+            f = by_col[:, :-1].sum(axis=1).tolist()
+            full_cols: Sums = (f[0], f[1], f[2], f[3])
+        else:
+            full_cols = _NO_SUMS
+        sums = _add(full_cols, 1.0, alone, 1.0)
+        r1, r2 = _length_biased(t, sums)
+        lb, lb_sq = busy * r1, busy * r2
+        s_f = max(s.share_full, 1.0)
+        r_tok = s.chunk_tokens[:, -1:]
+        r_pairs = r_tok * (s.chunk_offset[:, -1:] + 0.5 * r_tok)
+        full_step = s.t_full + extra
+        m = mu = pi = backlog = 0.0
+        beyond: tuple[tuple[float, float], ...] = ()
+        # In the passes a company step costs its prompt's last chunk step plus tau per company
+        # token (tau the marginal prefill token of a full-budget step at this state): its
+        # moments then follow from the chunks' and the company's own (binomially), no 2-D
+        # arrays; the final mix below times every (chunk, company) step exactly.
+        tau = max(s.t_full - s.t_arr, 0.0) / s_f
+        zf = 1.0
+        x = _EMPTY
+        for _ in range(COMPANY_PASSES):
+            mu = s.lam * lb
+            m = mu * (1.0 + (self.ca2 - 1.0) / (1.0 + mu)) if mu > 0 else 0.0
+            pi = -math.expm1(-m)
+            backlog, beyond = wait_beyond(wait, self.kappa, lb / 2.0 + s.t_full)
+            quiet = 1.0 - backlog
+            sums = _add(full_cols, quiet, alone, quiet * (1.0 - pi))
+            if pi > 0:
+                # Company tokens X: given L, mean g L and variance v L (compound over arrivals,
+                # zf = m / mu their burst factor); over the length-biased L, given any: a
+                # lognormal of those two moments, in probability slices at their conditional
+                # means. A step with x of them carries 1 + x / E[Pe] prompts: counted once.
+                zf = m / mu
+                g = s.lam * zf * self.mean_pe
+                var = s.lam * zf * self.mean_pe**2 * (self.stats.prefill_cv2 + zf)
+                x1 = g * lb / pi
+                x2 = (g * g * lb_sq + var * lb) / pi
+                x = x1 * _lognormal_slices(math.sqrt(math.log(max(x2 / (x1 * x1), 1.0))))
+                b0 = b1 = b2 = b3 = 0.0
+                inv_pe = 1.0 / self.mean_pe
+                for xj, pj in zip(x.tolist(), _SLICE_P, strict=True):
+                    bj = pj / (1.0 + xj * inv_pe)
+                    y = tau * xj
+                    b0 += bj
+                    b1 += bj * y
+                    b2 += bj * y * y
+                    b3 += bj * y * y * y
+                f = quiet * pi
+                a0, a1, a2, a3 = (f * v for v in alone)
+                comp = (
+                    a0 * b0,
+                    a1 * b0 + a0 * b1,
+                    a2 * b0 + 2.0 * a1 * b1 + a0 * b2,
+                    a3 * b0 + 3.0 * a2 * b1 + 3.0 * a1 * b2 + a0 * b3,
+                )
+                sums = _add(sums, 1.0, comp, 1.0)
+            if backlog > 0:
+                rb = lam_t * backlog * self.mean_pe / s_f
+                sums = _add(sums, 1.0, (rb, rb * full_step, rb * full_step**2, rb * full_step**3), 1.0)
+            r1, r2 = _length_biased(t, sums)
+            lb, lb_sq = busy * r1, busy * r2
+        # The mix itself, for ITL's quantiles (the last pass): last chunks alone, full chunks,
+        # last chunks with each company slice (timed exactly), the backlog's full steps.
+        quiet = 1.0 - backlog
+        n_i = vl.size
+        n_full = n_i * (cols - 1)
+        n_comp = n_i * SLICE_PROBS.size if pi > 0 else 0
+        n_all = n_i + n_full + n_comp + (1 if backlog > 0 else 0)
+        vals = np.empty(n_all)
+        rts = np.empty(n_all)
+        vals[:n_i] = vl
+        np.multiply(w_last, quiet * (1.0 - pi), out=rts[:n_i])
+        if cols > 1:
+            vals[n_i : n_i + n_full] = v0[:, :-1].ravel()
+            np.multiply(rates[:, :-1].ravel(), quiet, out=rts[n_i : n_i + n_full])
+        if pi > 0:
+            c = np.minimum(r_tok + x, s_f)
+            xc = c - r_tok
+            p_eq = (r_pairs + 0.5 * xc * xc) / c - 0.5 * c  # each prompt attends to itself
+            tc = step_time_s(self.k, c, p_eq, s.n_arr, s.n_arr * self.cbar, empty_batches=False)
+            lo = n_i + n_full
+            np.add(tc.ravel(), extra, out=vals[lo : lo + n_comp])
+            bj = SLICE_PROBS / (1.0 + x / self.mean_pe)
+            np.multiply(
+                (w_last * (quiet * pi))[:, None], bj[None, :], out=rts[lo : lo + n_comp].reshape(n_i, -1)
+            )
+        if backlog > 0:
+            vals[-1] = full_step
+            rts[-1] = lam_t * backlog * self.mean_pe / s_f
+        s.steps = Steps(wait, backlog, lb / 2.0, lb, lb_sq, m, pi, zf, vals, rts, busy, sums, beyond)
+        return s.steps
+
     def _ttft(self, s: State) -> tuple[FloatArray, Wait]:
+        """TTFT at a state. Unless more prompt tokens wait than the next step takes (probability
+        q, `Steps.backlog`), a prompt waits D (`_delay`: the step under way and its company) and
+        is prefilled alone. Queued beyond the next step, it waits the mean step under way, one
+        full-budget step, and the rest of the GI/G/1 queue's wait beyond those (exponential,
+        memoryless), and its own steps are full-budget steps (topped up by the queue)."""
+        st = self._steps(s)
+        if not self.has_decode:
+            return self._ttft_prefill_pool(s, st.wait), st.wait
+        q = st.backlog if st.backlog >= QUEUED_MIN else 0.0
+        delay, dprob = self._delay(s, st)
+        own = s.own_service if self.extra_ttft is None else s.own_service + self.extra_ttft
+        size = own.size * delay.size
+        n_all = size + own.size if q > 0 else size
+        values = np.empty(n_all)
+        probs = np.empty(n_all)
+        np.add(own[:, None], delay[None, :], out=values[:size].reshape(own.size, delay.size))
+        np.multiply(
+            self.pw[:, None], ((1.0 - q) * dprob)[None, :], out=probs[:size].reshape(own.size, delay.size)
+        )
+        phases = st.beyond if q > 0 else ()
+        waiting = None
+        if q > 0:
+            full = (s.chunk_weight * self._full_time(s)).sum(axis=1)
+            values[size:] = full + (own - s.own_service) + (st.residual + s.t_full)
+            probs[size:] = q * self.pw
+            waiting = np.zeros(n_all)
+            waiting[size:] = 1.0
+        shown = Wait(q, phases_mean_s(phases) + s.t_full) if q > 0 else NO_WAIT
+        return response_quantiles_phases(values, probs, phases, LEVELS, waiting), shown
+
+    def _ttft_prefill_pool(self, s: State, wait: Wait) -> FloatArray:
+        """The prefill pool of a disaggregated deployment, modelled as a continuous server (no
+        step under way, no company): the GI/G/1 wait, then the prompt's own steps topped up by
+        the queue with probability rho, then the KV transfer."""
         rc = min(max(s.rho, 0.0), 1.0)
         service = s.own_service
         if rc > 0:
             full = (s.chunk_weight * self._full_time(s)).sum(axis=1)
             service = service + rc * (full - service)
-        wait = gg1_wait(
-            s.rho, self.mean_pe * s.t_full / max(s.share_full, 1.0), self.ca2, self.stats.prefill_cv2
-        )
-        # A prompt waits at least for the step under way (R) and, with a queue ahead, for the
-        # queue (W, which covers that step too): max(W, R) = R + max(W - R, 0), and
-        # P(W - R > y) = sigma e^{-R/m} e^{-y/m}.
-        residual, step_lb = self._step_under_way(s)
-        service, probs = self._shared_service(s, service, step_lb)
-        if residual > 0:
-            service = service + residual
-            if wait.prob > 0 and wait.mean_if_waiting_s > 0:
-                wait = Wait(wait.prob * math.exp(-residual / wait.mean_if_waiting_s), wait.mean_if_waiting_s)
         if self.extra_ttft is not None:
             service = service + self.extra_ttft
-        return response_quantiles(service, probs, wait, LEVELS), wait
+        return response_quantiles(service, self.pw, wait, LEVELS)
 
-    def _shared_service(self, s: State, service: FloatArray, step_lb: float) -> tuple[FloatArray, FloatArray]:
-        """A prompt is admitted at the next step boundary together with the prompts that arrived
-        during the same step under way (V1 admits every waiting prompt while budget is left), and
-        their tokens lengthen the step(s) it is prefilled in. Others arriving in that step
-        (length-biased, mean `step_lb`; an idle engine has none): mu = lam L, seen from an
-        arrival as mu + z(mu) - 1 (the peakedness convention of the decoders' size bias). With
-        probability pi = 1 - e^{-m} there are any; given that, their tokens are a slice of the
-        prompt distribution's (`others_tokens`) scaled by m / pi (the mean is exact). Each of
-        their tokens delays it by the marginal cost of a prefill token (`_token_cost_s`): those
-        ahead of it by their whole prefill, those behind by filling its steps (the ones that
-        spill past its last step are counted too: conservative, and it keeps the term rising
-        with load). Returns the service mixture (values, probs)."""
-        pw = self.pw
-        mu = s.lam * step_lb
-        if mu <= 0:
-            return service, pw
-        m = mu * (1.0 + (self.ca2 - 1.0) / (1.0 + mu))
-        pi = -math.expm1(-m)
-        if pi <= 0:
-            return service, pw
-        x = self.others_tokens * (m / pi)  # others' tokens, by the prompt slice they scale
-        extra = x * self._token_cost_s()
-        values = np.concatenate((service, (service[:, None] + extra[None, :]).ravel()))
-        probs = np.concatenate(((1.0 - pi) * pw, pi * self._pair_probs))
-        return values, probs
+    def _delay(self, s: State, st: Steps) -> tuple[FloatArray, FloatArray]:
+        """What a prompt waits before its own steps when nothing queues beyond the next step,
+        D = U L + c X(L): the rest of the step under way (length-biased L, U uniform) and the
+        prompts that arrived during it, X(L) tokens (mean g L, compound: variance v L), each
+        costing c (`_token_cost_s`). Idle (1 - P(busy)): 0; a decode-only step under way: U at
+        its quartiles; a mixed step: a lognormal of D's two moments over the mixed steps'
+        length-biased L, in probability slices. Returns (values, probabilities)."""
+        if st.busy <= 0:
+            return _ZERO, _ONE
+        c = self._token_cost_s()
+        g = s.lam * st.zf * self.mean_pe
+        var = s.lam * st.zf * self.mean_pe**2 * (self.stats.prefill_cv2 + st.zf)
+        t = s.t_dec
+        total, s1, s2, s3 = st.sums
+        scale = 1.0 / max(1.0, total)
+        w0 = max(0.0, 1.0 - total)
+        mean_step = w0 * t + scale * s1
+        b_dec = w0 * t / mean_step if mean_step > 0 else 1.0  # length-biased share of decode-only steps
+        # A decode-only step under way (L = t): U at the slices' conditional means (uniform).
+        sd = math.sqrt(math.log((1.0 / 3.0 + c * g + c * c * g * g + c * c * var / t) / (0.5 + c * g) ** 2))
+        dd = (t * (0.5 + c * g)) * _lognormal_slices(sd)
+        k = SLICE_PROBS.size
+        if s1 <= 0 or b_dec >= 1.0:
+            out_v = np.empty(1 + k)
+            out_v[0] = 0.0
+            out_v[1:] = dd
+            out_p = np.empty(1 + k)
+            out_p[0] = 1.0 - st.busy
+            out_p[1:] = st.busy * SLICE_PROBS
+            return out_v, out_p
+        l1, l2 = s2 / s1, s3 / s1
+        e1 = l1 * (0.5 + c * g)
+        e2 = l2 * (1.0 / 3.0 + c * g + c * c * g * g) + c * c * var * l1
+        dm = e1 * _lognormal_slices(math.sqrt(math.log(max(e2 / (e1 * e1), 1.0))))
+        out_v = np.empty(1 + 2 * k)
+        out_v[0] = 0.0
+        out_v[1 : 1 + k] = dd
+        out_v[1 + k :] = dm
+        out_p = np.empty(1 + 2 * k)
+        out_p[0] = 1.0 - st.busy
+        out_p[1 : 1 + k] = (st.busy * b_dec) * SLICE_PROBS
+        out_p[1 + k :] = (st.busy * (1.0 - b_dec)) * SLICE_PROBS
+        return out_v, out_p
 
     def _token_cost_s(self) -> float:
         """The marginal time of one prefill token in a full-budget step of an idle engine,
@@ -667,53 +914,17 @@ class Engine:
             self._token_cost = max(z.t_full - z.t_arr, 0.0) / max(z.share_full, 1.0)
         return self._token_cost
 
-    def _step_mix(self, s: State) -> tuple[FloatArray, FloatArray]:
-        """The steps a decoder sees besides decode-only ones: per prompt chunk, a share
-        lambda t_step of steps carries it (its own chunk with probability 1 - rho, topped up
-        by a backlog with probability rho). Times are the chunk steps as an arriving prompt sees
-        them plus the decoder's own share (t_dec - t_arr). Returns (times, shares)."""
-        rc = min(max(s.rho, 0.0), 1.0)
-        extra = s.t_dec - s.t_arr
-        share = (s.lam * s.t_step) * (self.pw[:, None] * s.chunk_weight)
-        if rc > 0:
-            values = np.concatenate(((s.chunk_time + extra).ravel(), (self._full_time(s) + extra).ravel()))
-            rates = np.concatenate(((1.0 - rc) * share.ravel(), rc * share.ravel()))
-        else:
-            values = (s.chunk_time + extra).ravel()
-            rates = share.ravel()
-        return values, rates
-
     def _residual_step_s(self, s: State) -> float:
-        return self._step_under_way(s)[0]
-
-    def _step_under_way(self, s: State) -> tuple[float, float]:
-        """Mean wait for the step under way when a prompt arrives (it is scheduled at the next
-        step boundary): P(engine busy) x E[T^2] / (2 E[T]) over the steps' mix, the length-biased
-        residual — a long mixed step is more likely to be under way than a short one. Returns
-        (that mean residual, P(busy) x E[T^2] / E[T]: the mean length of the step under way, over
-        which the prompts that share the next step with this one arrive)."""
-        if not self.has_decode or s.n <= 0:
-            return 0.0, 0.0
-        busy = 1.0 - math.exp(-s.n) * (1.0 - min(max(s.rho, 0.0), 1.0))
-        t = s.t_dec
-        if s.mixed_fraction <= 0:
-            return busy * t / 2.0, busy * t
-        values, rates = self._step_mix(s)
-        total = float(rates.sum())
-        scale = 1.0 / max(1.0, total)
-        w0 = max(0.0, 1.0 - total)
-        m1 = w0 * t + scale * float(rates @ values)
-        m2 = w0 * t * t + scale * float(rates @ (values * values))
-        return busy * m2 / (2.0 * m1), busy * m2 / m1
+        return self._steps(s).residual
 
     def _itl(self, s: State) -> tuple[float, float]:
         """Quantiles of the steps a decoder sees: decode-only steps (t_dec) and the mixed steps
-        of `_step_mix`."""
+        of `_steps`."""
         t_dec = s.t_dec
-        if s.mixed_fraction <= 0.01:  # p99 and p50 both fall on decode-only steps
+        st = self._steps(s)
+        if float(st.rates.sum()) <= 0.01:  # p99 and p50 both fall on decode-only steps
             return t_dec, t_dec
-        values, rates = self._step_mix(s)
-        q = tail_quantiles(t_dec, values, rates, LEVELS)
+        q = tail_quantiles(t_dec, st.values, st.rates, LEVELS)
         return float(q[0]), float(q[1])
 
     def _itl_worst(self, s: State) -> float:

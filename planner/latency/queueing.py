@@ -28,6 +28,11 @@ tails of very spread service (p99.9, c_s^2 ~ 200) can dip a few percent on the w
 
 The response time adds the request's own service S (a discrete distribution): its percentiles
 are found in closed form, segment by segment of the sorted support of S.
+
+The shape of the wait beyond a shift (the latency model's queue beyond the next step): given
+W > 0, W keeps the mean above and takes M/G/1's second moment (`wait_phases`: two exponential
+phases when it is more spread than an exponential, a gamma when less: `wait_beyond`), and
+`response_quantiles_phases` adds it to a discrete S, for some of S's points only.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
+from scipy import special
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -185,5 +191,137 @@ def response_quantiles(
         gap = eps - float(tail[j])
         q = float(s[j]) + m * math.log(float(rc[j]) / gap) if gap > 0 else math.inf
         out[i] = min(q, float(s[j + 1])) if j + 1 < n else q
+    result: FloatArray = out
+    return result
+
+
+Phases = tuple[tuple[float, float], ...]  # (P(W > 0) share, mean) of each exponential phase
+
+
+def wait_phases(wait: Wait, kappa: float) -> Phases:
+    """The wait given that it is positive as a mixture of exponentials: P(W > w) =
+    sum_k a_k exp(-w / m_k), of the same mean as `wait` and the second moment M/G/1 gives it,
+
+        E[W^2 | W > 0] / E[W | W > 0]^2 = r = 2 sigma + (4/3) (1 - sigma) kappa,
+
+    kappa = E[X] E[X^3] / E[X^2]^2 of the service X (sigma = rho for M/G/1, where this is exact:
+    E[W^2] = 2 E[W]^2 + lam E[X^3] / (3 (1 - rho)) with E[W] = lam E[X^2] / (2 (1 - rho))). It
+    goes from the residual life of the service in light traffic (r -> (4/3) kappa: a long
+    service ahead leaves a long wait) to exponential in heavy traffic (r -> 2). With r > 2, two
+    phases with balanced means (a_k m_k equal), the usual two-moment hyperexponential; else one
+    (exponential service: kappa = 3/2, r = 2)."""
+    prob, m = wait.prob, wait.mean_if_waiting_s
+    if prob <= 0 or m <= 0:
+        return ()
+    if not math.isfinite(m):
+        return ((prob, m),)
+    r = 2.0 * prob + (4.0 / 3.0) * (1.0 - prob) * kappa
+    c2 = r - 1.0
+    if c2 <= 1.0:
+        return ((prob, m),)
+    p1 = 0.5 * (1.0 + math.sqrt((c2 - 1.0) / (c2 + 1.0)))
+    p2 = 1.0 - p1
+    return ((prob * p1, m / (2.0 * p1)), (prob * p2, m / (2.0 * p2)))
+
+
+def wait_beyond(wait: Wait, kappa: float, shift_s: float) -> tuple[float, Phases]:
+    """P(W > shift) and the distribution of W - shift given that, as exponential phases (given
+    W > 0, W has the mean of `wait` and the second moment of `wait_phases`). Spread (r > 2):
+    the two phases, each memoryless. Less spread (r <= 2): a gamma of shape 1 / (r - 1) and
+    scale m (r - 1), so P(W > shift) = sigma Q(shape, shift / scale) (Q the regularized upper
+    incomplete gamma function) and the excess is exponential with the gamma's scale (its
+    asymptotic hazard); r = 2 is the exponential either way."""
+    prob, m = wait.prob, wait.mean_if_waiting_s
+    if prob <= 0 or m <= 0:
+        return 0.0, ()
+    if not math.isfinite(m):
+        return 1.0, ((1.0, m),)
+    r = 2.0 * prob + (4.0 / 3.0) * (1.0 - prob) * kappa
+    if r > 2.0:
+        ph = shift_phases(wait_phases(wait, kappa), shift_s)
+        q = sum(a for a, _ in ph)
+        return q, tuple((a / q, mk) for a, mk in ph) if q > 0 else ()
+    c2 = max(r - 1.0, 1e-6)
+    scale = m * c2
+    q = prob * float(special.gammaincc(1.0 / c2, max(shift_s, 0.0) / scale))
+    return q, ((1.0, scale),)
+
+
+def shift_phases(phases: Phases, shift_s: float) -> Phases:
+    """The wait beyond `shift_s`, max(W - shift, 0): each phase is memoryless, so its weight
+    shrinks by e^{-shift / m} and its mean stays."""
+    return tuple((a * math.exp(-shift_s / m), m) for a, m in phases)
+
+
+def phases_mean_s(phases: Phases) -> float:
+    return sum(a * m for a, m in phases)
+
+
+NEWTON_STEPS = 60
+
+
+def response_quantiles_phases(
+    service_s: FloatArray,
+    probs: FloatArray,
+    phases: Phases,
+    levels: FloatArray,
+    waiting: FloatArray | None = None,
+) -> FloatArray:
+    """Percentiles of W + S as `response_quantiles`, the wait a mixture of exponential phases:
+    P(W > y) = sum_k a_k e^{-y/m_k}. On a segment s_j <= x < s_{j+1} of S's sorted support,
+    P(W + S > x) = A_j + sum_k a_k C_jk e^{-(x - s_j)/m_k}; the level is met where the sum falls
+    to eps - A_j, found by Newton's method on its logarithm (convex and decreasing in x, so
+    Newton from the segment's start climbs monotonically onto the root). One phase: the closed
+    form of `response_quantiles`. `waiting` (per support point, 0..1): only that share of the
+    point's probability waits (the rest has W = 0); default all."""
+    ph = [(a, m) for a, m in phases if a > 0 and m > 0]
+    if not ph:
+        return weighted_quantiles(service_s, probs, levels)
+    if any(not math.isfinite(m) for _, m in ph):
+        return np.full(levels.shape, math.inf)
+    if len(ph) == 1 and waiting is None:
+        return response_quantiles(service_s, probs, Wait(ph[0][0], ph[0][1]), levels)
+    order = np.argsort(service_s, kind="stable")
+    s = service_s[order]
+    p = probs[order]
+    tail = 1.0 - np.cumsum(p)
+    with np.errstate(divide="ignore"):
+        log_p = np.log(p if waiting is None else p * waiting[order])
+    rcs = []
+    for a, m in ph:
+        x = s * (1.0 / m)
+        rcs.append(a * np.exp(np.logaddexp.accumulate(log_p + x) - x))
+    at_start = tail + sum(rcs)
+    inv = [1.0 / m for _, m in ph]
+    out = np.empty(levels.shape, dtype=np.float64)
+    n = s.size
+    for i, eps in enumerate((1.0 - levels).tolist()):
+        j = int(np.searchsorted(-at_start, -eps, side="left")) - 1
+        if j < 0:
+            out[i] = s[0]
+            continue
+        gap = eps - float(tail[j])
+        if gap <= 0:
+            out[i] = float(s[j + 1]) if j + 1 < n else math.inf
+            continue
+        c = [float(rc[j]) for rc in rcs]
+        limit = float(s[j + 1] - s[j]) if j + 1 < n else math.inf
+        log_gap = math.log(gap)
+        if len(c) == 1:  # closed form
+            out[i] = float(s[j]) + min(max(ph[0][1] * (math.log(c[0]) - log_gap), 0.0), limit)
+            continue
+        y = 0.0
+        for _ in range(NEWTON_STEPS):
+            terms = [ck * math.exp(-y * ik) for ck, ik in zip(c, inv, strict=True)]
+            f = sum(terms)
+            h = math.log(f) - log_gap
+            if h <= 0 or y >= limit:
+                break
+            dh = -sum(t * ik for t, ik in zip(terms, inv, strict=True)) / f
+            step = -h / dh
+            y += step
+            if step <= 1e-12 * max(y, 1e-300):
+                break
+        out[i] = float(s[j]) + min(y, limit)
     result: FloatArray = out
     return result
