@@ -64,8 +64,9 @@ def solve_bucketwise(
        configuration and the LP's replicas rounded up, where either is valid (a start the
        reserved units hold entirely costs nothing: optimal, that bucket is done);
     3. with the reserved units fixed, HiGHS sizes each bucket alone, over the candidates
-       `better_elsewhere` leaves, largest possible saving first, until done or out of time (a
-       bucket not reached keeps its start);
+       `better_elsewhere` leaves, smallest need first, until done or out of time (a bucket not
+       reached keeps its start); a bucket the last proved answer still covers takes it without
+       a solve (size_buckets);
     4. the reserved units are re-chosen for the final replicas (closed form: never costs more).
 
     Exact when no resource has a reserved price and every bucket was proved optimal; otherwise
@@ -82,12 +83,11 @@ def solve_bucketwise(
         rs[priced] = np.floor(lp.r[priced] + 1e-6).astype(np.int64)
     starts = [x for x in (warm_x, lp.x_ceil) if x is not None]
     xs, start_cost = cheapest_start(data, starts, rs)
-    saving = start_cost - (lp.cost_by_bucket if lp.cost_by_bucket is not None else 0.0)
-    hours = np.array([b.hours for b in data.buckets])
     started = np.isfinite(start_cost)
     # A start that costs nothing at these reserved units (they hold it all) is optimal as it is.
     free = started & (start_cost <= 0.0)
-    order = sorted(np.flatnonzero(~free).tolist(), key=lambda j: (-saving[j] * hours[j], j))
+    need = bucket_needs(data)
+    order = sorted(np.flatnonzero(~free).tolist(), key=lambda j: (need[j], j))
     solved, infeasible, proved = size_buckets(data, labels, layout_of, rs, xs, started, order, deadline)
     solved = [s or bool(f) for s, f in zip(solved, free, strict=True)]
     if infeasible:
@@ -168,11 +168,13 @@ def size_buckets(
     order: Sequence[int],
     deadline: float,
 ) -> tuple[list[bool], bool, bool]:
-    """Each bucket alone with the reserved units fixed, in `order`, solved in this process by
-    HiGHS (solvers.milp_model.run_highs), writing the answers into `xs` (whose columns are the
-    starts where `started`), over the candidates `better_elsewhere` leaves (starts moved onto
-    them). Returns which buckets were solved, whether one was proved infeasible, and whether all
-    solved ones were proved optimal."""
+    """Each bucket alone with the reserved units fixed, in `order` (smallest need first), over
+    the candidates `better_elsewhere` leaves (starts moved onto them), solved in this process by
+    HiGHS (solvers.milp_model.run_highs); or, when the last answer proved optimal still covers
+    the bucket, that answer: with the same reserved units and caps in every bucket, a bigger need
+    costs at least as much, so an answer that covers it is optimal. The answers go into `xs`
+    (whose columns are the starts where `started`). Returns which buckets were solved, whether
+    one was proved infeasible, and whether all solved ones were proved optimal."""
     n_b = len(data.buckets)
     swap = better_elsewhere(data, rs)
     keep = [k for k in range(len(data.candidates)) if k not in swap]
@@ -180,9 +182,17 @@ def size_buckets(
         xs[j] += xs[k]
         xs[k] = 0
     narrow = replace(data, candidates=tuple(data.candidates[k] for k in keep))
+    _, capacity = matrices(narrow)
+    need = bucket_needs(data) * (1.0 - COVER_RTOL)
     solved = [False] * n_b
     verdicts: list[str] = []
+    reach = -np.inf  # the most the last proved answer covers
+    best: np.ndarray | None = None
     for j in order:
+        if best is not None and need[j] <= reach:
+            xs[keep, j] = best
+            solved[j] = True
+            continue
         left = deadline - time.perf_counter()
         if left <= 0:
             break
@@ -193,4 +203,8 @@ def size_buckets(
         if raw.x is not None:
             xs[keep, j] = raw.x[:, 0]
             solved[j] = True
+        if raw.status == "OPTIMAL" and raw.bound_usd is None and raw.x is not None:
+            best = raw.x[:, 0].copy()
+            col, pre, dec = capacity @ best
+            reach = float(col + min(pre, dec))
     return solved, "INFEASIBLE" in verdicts, all(v == "OPTIMAL" for v in verdicts)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from solvers import milp
+from solvers import milp, milp_bucketwise
 from solvers.milp import Bucket, Candidate, MilpData, MilpResult, Resource, prune_dominated, solve
 
 
@@ -127,3 +127,23 @@ def test_pruned_multiples_never_carry_the_optimum():
         pruned = solve(narrow, reduce=False)
         assert full.status == pruned.status == "OPTIMAL"
         assert pruned.objective_usd == pytest.approx(full.objective_usd, abs=1e-6)
+
+
+def test_buckets_covered_by_a_smaller_proved_answer_are_not_solved_again(monkeypatch):
+    # size_buckets goes up the needs and reuses a proved answer for every bigger need it still
+    # covers (solvers.milp_bucketwise): fewer HiGHS runs than buckets, the same optimum.
+    monkeypatch.setattr(milp, "ATTEMPT_MAX_REPLICAS", 0)
+    calls = []
+    real = milp_bucketwise.run_highs
+
+    def counted(*a, **k):
+        calls.append(1)
+        return real(*a, **k)
+
+    monkeypatch.setattr(milp_bucketwise, "run_highs", counted)
+    data = random_instance(0, single_config=False, priced=False)
+    fast = solve(data)
+    assert fast.stats.method == "bucketwise"
+    assert 0 < len(calls) < fast.stats.buckets_in_model
+    agree(data, fast, solve(data, reduce=False))
+    assert fast.status == "OPTIMAL"
