@@ -1,7 +1,8 @@
 """Wall time of the sizing MILP (solvers.milp) on synthetic but realistic instances.
 
-    python3 bench/bench_milp.py [RUNS] [--full]     (default 5 runs; --full adds (b) without
-                                                     the reductions, about 30 s)
+    python3 bench/bench_milp.py [RUNS] [--full] [--plan] [--only a,b1,bm,c]
+        default 5 runs; --full adds (b) without the reductions (about 30 s); --plan adds (c);
+        --only runs those cases alone
 
 (a) one resource type, one bucket, 50 candidates (TP x budget x max_num_seqs-like variants, all
     colocated): the "one GPU type, one bucket" planner case; target under 200 ms for the whole
@@ -14,6 +15,12 @@
     bound, then CBC on each bucket): it takes seconds, and its time limit (30 s here, the
     planner's default is 10 s) bounds it.
 
+(c) `--plan`: the sizing problem `capplan plan` hands the solver for bench/bench_plan.py's
+    catalog-week request (examples/week-forecast.yaml's diurnal week, 7 GPU types, TP 1/2/4/8,
+    colocated and disaggregated) with `candidates.mixed_gpu_types: true`: 26 candidates, 168
+    buckets of 15 distinct levels, reserved prices on two types. Built once through
+    planner.plan.plan (the capacity search, a few seconds, is not timed).
+
 Prices $1-6 per unit-hour (reserved about 0.6x), capacities 0.5-70 requests/s: the numbers are
 made up to have the right orders of magnitude, the instance shape is what matters here. Reported:
 median (and max) wall time of `solve()` over RUNS runs, its build and CBC parts, and the model
@@ -22,10 +29,12 @@ size after reductions next to the size without them.
 
 from __future__ import annotations
 
+import argparse
 import math
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -110,16 +119,57 @@ def report(label: str, times: list[float], result: MilpResult) -> None:
     )
 
 
+def instance_c() -> MilpData:
+    """The MilpData planner.plan.plan builds for the mixed catalog-week request (see (c))."""
+    import copy
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_plan import ROOT, cases
+
+    from planner.plan import plan
+    from planner.plan import run as plan_run
+
+    request = copy.deepcopy(cases()["catalog-week"])
+    request["candidates"]["mixed_gpu_types"] = True
+    seen: list[MilpData] = []
+    real = plan_run.solve
+
+    def keep(data: MilpData, *a: object, **k: object) -> MilpResult:
+        seen.append(data)
+        return real(data)
+
+    plan_run.solve = keep
+    try:
+        plan(request, base_dir=ROOT / "examples", workers=1)
+    finally:
+        plan_run.solve = real
+    return seen[0]
+
+
 def main() -> None:
-    args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    runs = int(args[0]) if args else 5
-    a = instance_a()
-    report("(a) 1 type, 1 bucket, 50 candidates", *timed(a, max(runs, 20)))
-    for single in (True, False):
-        b = instance_b(single)
-        label = "single configuration" if single else "mixed"
-        report(f"(b) 7 types x 4 TP x 8 budgets x 3 pools, 168 buckets, {label}", *timed(b, runs))
-    if "--full" in sys.argv:  # ~30 s: what the reductions save
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("runs", nargs="?", type=int, default=5)
+    parser.add_argument("--full", action="store_true", help="(b) without the reductions too (~30 s)")
+    parser.add_argument("--plan", action="store_true", help="(c): the planner's mixed catalog-week problem")
+    parser.add_argument(
+        "--only", default="", help="comma-separated cases among a, b1 (single), bm (mixed), c"
+    )
+    args = parser.parse_args()
+    runs = args.runs
+    only = set(filter(None, args.only.split(",")))
+    if args.plan:
+        only = only | {"c"} if only else {"a", "b1", "bm", "c"}
+    want = only or {"a", "b1", "bm"}
+    if "a" in want:
+        report("(a) 1 type, 1 bucket, 50 candidates", *timed(instance_a(), max(runs, 20)))
+    for single, key in ((True, "b1"), (False, "bm")):
+        if key in want:
+            b = instance_b(single)
+            label = "single configuration" if single else "mixed"
+            report(f"(b) 7 types x 4 TP x 8 budgets x 3 pools, 168 buckets, {label}", *timed(b, runs))
+    if "c" in want:
+        report("(c) capplan plan's mixed catalog-week problem", *timed(instance_c(), max(runs, 20)))
+    if args.full:  # ~30 s: what the reductions save
         b = instance_b(True)
         t, r = timed(b, 1, reduce=False)
         report("(b) single configuration without reductions (full model)", t, r)
