@@ -12,7 +12,7 @@
     seeded noise, so every bucket differs), reserved and on-demand prices, one inventory cap;
     single configuration (the planner's default) and mixed (Mélange-style). Target for the whole
     plan (candidates + MILP): under 3 s on 2 cores. Mixed over 168 buckets goes bucket-wise (LP
-    bound, then CBC on each bucket): it takes seconds, and its time limit (30 s here, the
+    bound, then HiGHS on each bucket): it takes seconds, and its time limit (30 s here, the
     planner's default is 10 s) bounds it.
 
 (c) `--plan`: the sizing problem `capplan plan` hands the solver for bench/bench_plan.py's
