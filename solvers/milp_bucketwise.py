@@ -170,8 +170,8 @@ def size_buckets(
 ) -> tuple[list[bool], bool, bool]:
     """Each bucket alone with the reserved units fixed, in `order` (smallest need first), over
     the candidates `better_elsewhere` leaves (starts moved onto them), solved in this process by
-    HiGHS (solvers.milp_model.run_highs); or, when the last answer proved optimal still covers
-    the bucket, that answer: with the same reserved units and caps in every bucket, a bigger need
+    HiGHS (solvers.milp_model.run_highs); or, when an answer proved optimal for a smaller need
+    covers the bucket too, that answer: with the same reserved units and caps in every bucket, a bigger need
     costs at least as much, so an answer that covers it is optimal. The answers go into `xs`
     (whose columns are the starts where `started`). Returns which buckets were solved, whether
     one was proved infeasible, and whether all solved ones were proved optimal."""
@@ -186,7 +186,7 @@ def size_buckets(
     need = bucket_needs(data) * (1.0 - COVER_RTOL)
     solved = [False] * n_b
     verdicts: list[str] = []
-    reach = -np.inf  # the most the last proved answer covers
+    reach = -np.inf  # the most a proved answer so far covers
     best: np.ndarray | None = None
     for j in order:
         if best is not None and need[j] <= reach:
@@ -204,7 +204,8 @@ def size_buckets(
             xs[keep, j] = raw.x[:, 0]
             solved[j] = True
         if raw.status == "OPTIMAL" and raw.bound_usd is None and raw.x is not None:
-            best = raw.x[:, 0].copy()
-            col, pre, dec = capacity @ best
-            reach = float(col + min(pre, dec))
+            col, pre, dec = capacity @ raw.x[:, 0]
+            if col + min(pre, dec) > reach:  # any proved answer that covers a bigger need will do
+                best = raw.x[:, 0].copy()
+                reach = float(col + min(pre, dec))
     return solved, "INFEASIBLE" in verdicts, all(v == "OPTIMAL" for v in verdicts)

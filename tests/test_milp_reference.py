@@ -105,6 +105,14 @@ def test_bucketwise_path_finds_the_reference_optimum(seed, monkeypatch):
     agree(data, fast, ref)
     if seed % 2 == 0:
         assert fast.status == "OPTIMAL"
+    again = solve(data)  # the same answer, to the last replica and the bound
+    assert (again.status, again.objective_usd, again.best_bound_usd, again.replicas, again.reserved) == (
+        fast.status,
+        fast.objective_usd,
+        fast.best_bound_usd,
+        fast.replicas,
+        fast.reserved,
+    )
 
 
 @pytest.mark.parametrize("seed", range(3))
