@@ -35,7 +35,7 @@ decode pool: decode steps only). With n the mean number of decoding sequences:
   steps of a backlog (queueing.tail_quantiles).
 * TTFT: with probability 1 - q, D + own steps, D = U L + c X(L) the rest of the step under way
   and the company's tokens at c each (decode-only and mixed steps under way, each a lognormal
-  of D's two moments in slices); with q, the mean step under way + one full step + the excess
+  in slices: D's mean, U L's relative spread); with q, the mean step under way + one full step + the excess
   of the GI/G/1 wait (exponential phases with M/G/1's second moment: queueing.wait_beyond) +
   the prompt's steps topped up to full. A disaggregated prefill pool: GI/G/1 wait + own steps
   + the KV transfer.
@@ -145,6 +145,7 @@ SLICE_EDGES = np.array([0.0, 0.25, 0.5, 0.75, 0.9, 0.95, 0.98, 0.99, 1.0])
 SLICE_PROBS = np.diff(SLICE_EDGES)
 _SLICE_Z = special.ndtri(SLICE_EDGES)
 _SQRT_HALF = math.sqrt(0.5)
+_SIGMA_UNIFORM = math.sqrt(math.log(4.0 / 3.0))  # U L at a fixed L: E[D^2] / E[D]^2 = (1/3) / (1/4)
 
 
 _SLICE_ZS = [float(z) * -_SQRT_HALF for z in _SLICE_Z]  # -z / sqrt(2) at each edge
@@ -865,24 +866,26 @@ class Engine:
     def _delay(self, s: State, st: Steps) -> tuple[FloatArray, FloatArray]:
         """What a prompt waits before its own steps when nothing queues beyond the next step,
         D = U L + c X(L): the rest of the step under way (length-biased L, U uniform) and the
-        prompts that arrived during it, X(L) tokens (mean g L, compound: variance v L), each
-        costing c (`_token_cost_s`). Idle (1 - P(busy)): 0; a decode-only step under way: U at
-        its quartiles; a mixed step: a lognormal of D's two moments over the mixed steps'
-        length-biased L, in probability slices. Returns (values, probabilities)."""
+        prompts that arrived during it, X(L) tokens (mean g L), each costing c
+        (`_token_cost_s`): E[D | class] = E[L] (1/2 + c g). Idle (1 - P(busy)): 0; a decode-only
+        step under way (L = t_dec) or a mixed one (L over the mixed steps, length-biased): a
+        lognormal in probability slices with that mean and U L's relative spread,
+        E[(U L)^2] / E[U L]^2 = (4/3) E[L^2] / E[L]^2. Returns (values, probabilities)."""
         if st.busy <= 0:
             return _ZERO, _ONE
         c = self._token_cost_s()
         g = s.lam * st.zf * self.mean_pe
-        var = s.lam * st.zf * self.mean_pe**2 * (self.stats.prefill_cv2 + st.zf)
         t = s.t_dec
         total, s1, s2, s3 = st.sums
         scale = 1.0 / max(1.0, total)
         w0 = max(0.0, 1.0 - total)
         mean_step = w0 * t + scale * s1
         b_dec = w0 * t / mean_step if mean_step > 0 else 1.0  # length-biased share of decode-only steps
-        # A decode-only step under way (L = t): U at the slices' conditional means (uniform).
-        sd = math.sqrt(math.log((1.0 / 3.0 + c * g + c * c * g * g + c * c * var / t) / (0.5 + c * g) ** 2))
-        dd = (t * (0.5 + c * g)) * _lognormal_slices(sd)
+        # The shape of each class is U L's (a lognormal of its two moments), scaled to D's mean:
+        # more company or burstier arrivals then move every slice up (a shape fitted to D's own
+        # moments narrows as the company's share grows and can lower the top slices).
+        # A decode-only step under way (L = t): U L / E[U L] has E[.^2] = (1/3) / (1/4).
+        dd = (t * (0.5 + c * g)) * _lognormal_slices(_SIGMA_UNIFORM)
         k = SLICE_PROBS.size
         if s1 <= 0 or b_dec >= 1.0:
             out_v = np.empty(1 + k)
@@ -893,9 +896,9 @@ class Engine:
             out_p[1:] = st.busy * SLICE_PROBS
             return out_v, out_p
         l1, l2 = s2 / s1, s3 / s1
-        e1 = l1 * (0.5 + c * g)
-        e2 = l2 * (1.0 / 3.0 + c * g + c * c * g * g) + c * c * var * l1
-        dm = e1 * _lognormal_slices(math.sqrt(math.log(max(e2 / (e1 * e1), 1.0))))
+        dm = (l1 * (0.5 + c * g)) * _lognormal_slices(
+            math.sqrt(math.log(max(4.0 * l2 / (3.0 * l1 * l1), 1.0)))
+        )
         out_v = np.empty(1 + 2 * k)
         out_v[0] = 0.0
         out_v[1 : 1 + k] = dd
