@@ -28,6 +28,7 @@ from planner.catalog.gpus import get_gpu, gpu_names
 from planner.catalog.models import get_model, model_names
 from planner.costmodel.calibrated import (
     VLLM_ENGINE_COST_S,
+    VLLM_REQUEST_OVERHEAD_S,
     builtin_calibrated,
     fit_builtin,
     fit_profile,
@@ -260,6 +261,25 @@ def test_engine_cost_by_hand(kernel_fits: dict[str, Any]) -> None:
     got = tool.engine_cost(_serving(), {g: kernel_fits[g].profile for g in SHIPPED})
     assert got.seconds == pytest.approx(by_hand, rel=1e-9)
     assert got.runs == ("gpustack-qwen3-8b-h100-sxm-c1",) and got.gpus == ("h100-sxm",)
+
+
+def test_request_overhead_is_the_published_ttft_beyond_one_prefill_step(kernel_fits: dict[str, Any]) -> None:
+    """By hand, the front end's per-request cost: the concurrency-1 run's median TTFT (60.38 ms)
+    minus one step prefilling its mean prompt (23,260 input tokens / 100 prompts = 233 tokens) on
+    the idle engine, the kernel fit's step plus the engine cost."""
+    kernel = predict(
+        [StepRow(kind="prefill", prompt=233)],
+        get_model("Qwen/Qwen3-8B"),
+        get_gpu("h100-sxm"),
+        kernel_fits["h100-sxm"].profile,
+    )[0]
+    got = tool.engine_cost(_serving(), {g: kernel_fits[g].profile for g in SHIPPED})
+    by_hand = 60.38e-3 - (kernel + got.seconds)
+    assert 0.045 < by_hand < 0.055  # a 233-token prefill is ~8 ms of the 60
+    assert got.request_overhead_s == pytest.approx(by_hand, rel=1e-9)
+    assert VLLM_REQUEST_OVERHEAD_S == pytest.approx(by_hand, rel=1e-6)
+    for gpu in (*SHIPPED, "h200-sxm"):
+        assert builtin_calibrated(gpu).request_overhead_s == pytest.approx(by_hand, rel=1e-6), gpu
 
 
 def test_the_h200_carries_the_same_engine_cost(kernel_fits: dict[str, Any]) -> None:

@@ -48,17 +48,13 @@ CANDIDATES: list[dict[str, Any]] = DOC["candidates"]
 # (docs/published-runs.md lists what was found and why it was left out).
 TPOT_TOLERANCE = {"h100-sxm": 0.05}
 
-# Target for the median TTFT (the latency model's p50 at the run's rate). Not reached: see TTFT_MISSES.
-TTFT_TOLERANCE = 0.25
-
-_FRONT_END = (
-    "capplan's TTFT is GPU steps only (the prompt's prefill, ~8 ms for ~233 ShareGPT tokens, plus "
-    "the wait for the step in flight); vLLM 0.11.0's OpenAI chat endpoint adds ~50 ms per request "
-    "outside the steps at concurrency 1 (HTTP, chat template, tokenization, first streamed chunk; "
-    "on the same page SGLang serves the same model and GPU at concurrency 4 with a 27 ms median "
-    "TTFT against vLLM's 60 ms). The model has no per-request front-end term"
-)
-TTFT_MISSES = {f"gpustack-qwen3-8b-h100-sxm-c{c}": _FRONT_END for c in (1, 2, 4, 8)}
+# Documented accuracy of the latency model's median TTFT (p50 at the run's achieved rate) against a
+# published median TTFT. The profiles carry vLLM's front-end cost per request, request_overhead_s
+# (52.3 ms, set from the concurrency-1 run: in sample); at 2 / 4 / 8 the model is within 5% (+2.6%,
+# -2.5%, +4.8%). Without it the model was 80-83% short on every run (GPU steps only: ~8 ms of
+# prefill for the ~233-token prompts, plus the step under way). 10% covers the rest and the spread
+# of published medians (60.3-64.8 ms at concurrency 1-8 for one constant cost).
+TTFT_TOLERANCE = 0.10
 
 
 def mean_input_tokens(o: dict[str, Any]) -> float:
@@ -118,12 +114,6 @@ def implied_engine_cost_ms(o: dict[str, Any]) -> float:
     return o["tpot_ms"]["median"] - (decode_step_ms(o) - VLLM_ENGINE_COST_S * 1e3)
 
 
-def _xfail_ttft(o: dict[str, Any]) -> Any:
-    reason = TTFT_MISSES.get(o["id"])
-    marks = [pytest.mark.xfail(strict=True, raises=AssertionError, reason=reason)] if reason else []
-    return pytest.param(o, id=o["id"], marks=marks)
-
-
 # --- the qualifying runs ------------------------------------------------------------------------------
 
 
@@ -148,21 +138,22 @@ def test_decode_step_predicts_the_median_itl(o: dict[str, Any]) -> None:
     assert decode_step_ms(o) == pytest.approx(o["itl_ms"]["median"], rel=TPOT_TOLERANCE[o["gpu"]])
 
 
-@pytest.mark.parametrize("o", [_xfail_ttft(o) for o in RUNS])
+@pytest.mark.parametrize("o", RUNS, ids=[o["id"] for o in RUNS])
 def test_latency_model_predicts_the_median_ttft(o: dict[str, Any]) -> None:
     assert ttft_p50_ms(o) == pytest.approx(o["ttft_ms"]["median"], rel=TTFT_TOLERANCE)
 
 
-def test_ttft_misses_are_on_the_low_side() -> None:
-    """The TTFT misses are what the reason says: the model is low by the per-request cost it
-    omits (tens of ms), not high, and its GPU part is the prefill of the mean prompt."""
+def test_the_engine_alone_misses_the_ttft_by_the_front_end() -> None:
+    """Without the front end's cost the model's TTFT is GPU steps only, at least the prefill of
+    the mean prompt, and short of every published median by tens of ms: the gap the profile's
+    request_overhead_s closes."""
     for o in RUNS:
-        if o["id"] not in TTFT_MISSES:
-            continue
-        ours, theirs = ttft_p50_ms(o), o["ttft_ms"]["median"]
+        front = resolve_profile("calibrated", o["gpu"]).request_overhead_s
+        assert 0.045 < front < 0.055, o["gpu"]
+        ours, theirs = ttft_p50_ms(o) - front * 1e3, o["ttft_ms"]["median"]
         prefill = run_replica(o).prefill_time_s(round(mean_input_tokens(o))) * 1e3
-        assert prefill <= ours < theirs * (1 - TTFT_TOLERANCE), (o["id"], ours, theirs)
-        assert 20 < theirs - ours < 80, (o["id"], ours, theirs)
+        assert prefill <= ours < theirs * 0.25, (o["id"], ours, theirs)
+        assert 40 < theirs - ours < 60, (o["id"], ours, theirs)
 
 
 def test_the_concurrency_1_runs_imply_an_engine_cost() -> None:

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
+from planner.errors import InvalidInput
 from planner.simulate import SchedulerConfig, SimRequest, Slo, simulate, weighted_percentiles
 from planner.simulate.metrics import ItlRecorder, itl_stats
 
@@ -87,6 +88,23 @@ def test_goodput_counts_requests_meeting_every_slo() -> None:
     strict = simulate(reqs, Toy(), cfg, slo=Slo(ttft_p99_s=1.1e-3, tpot_p99_s=1.0e-3))
     assert strict.goodput is not None and strict.goodput.good_requests == 1  # only the 1-token B
     assert simulate(reqs, Toy(), cfg).goodput is None
+
+
+def test_the_front_end_adds_a_constant_to_ttft_and_e2e_and_moves_no_step() -> None:
+    """The same three requests as above with vLLM's front end costing 40 ms per request: every
+    TTFT and end-to-end latency 40 ms longer, TPOT and the engine's own times unchanged, and the
+    goodput judged on the client's TTFT (1.05 ms + 40 ms misses a 41 ms target by nothing: meets)."""
+    cfg = SchedulerConfig(kv_cache_blocks=1000, max_num_seqs=8, max_num_batched_tokens=100)
+    reqs = [SimRequest(0.0, 4, 3), SimRequest(0.0, 1, 1), SimRequest(0.0005, 50, 2)]
+    base = simulate(reqs, Toy(), cfg)
+    res = simulate(reqs, Toy(), cfg, slo=Slo(ttft_p99_s=41.06e-3), request_overhead_s=0.040)
+    assert res.ttft_s == pytest.approx([41.05e-3, 41.05e-3, 42.06e-3])
+    assert res.e2el_s == pytest.approx(base.e2el_s + 0.040)
+    assert np.array_equal(res.tpot_s, base.tpot_s)
+    assert np.array_equal(res.first_token_s, base.first_token_s)
+    assert res.goodput is not None and res.goodput.good_requests == 2
+    with pytest.raises(InvalidInput, match="request_overhead_s"):
+        simulate(reqs, Toy(), cfg, request_overhead_s=-1.0)
 
 
 def test_minute_series_add_up() -> None:

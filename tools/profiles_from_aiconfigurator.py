@@ -403,11 +403,13 @@ PROFILE_GPUS = ("a100-80gb-sxm", "h100-sxm", "b200", "l40s")
 
 @dataclass(frozen=True)
 class EngineCost:
-    """The per-step cost vLLM adds to the kernels, and the published runs it was read from."""
+    """The per-step cost vLLM adds to the kernels, the per-request cost its front end adds to the
+    time to first token, and the published runs both were read from."""
 
     seconds: float
     runs: tuple[str, ...]  # observation ids
     gpus: tuple[str, ...]  # where those runs were measured
+    request_overhead_s: float = 0.0
 
 
 def kernel_table(gpu_name: str, kernels_dir: Path = KERNELS_DIR) -> Path:
@@ -442,6 +444,19 @@ def decode_step_s(profile: Any, model: str, gpu_name: str, batch: int, ctx: int)
 
     row = StepRow(kind="decode", batch=batch, ctx=ctx)
     return predict([row], get_model(model), get_gpu(gpu_name), profile)[0]
+
+
+def prefill_step_s(profile: Any, model: str, gpu_name: str, prompt: int) -> float:
+    """One step prefilling a whole prompt on an idle engine, through the fit's predictor."""
+    from planner.costmodel.calibrated import predict
+    from planner.costmodel.fit_data import StepRow
+
+    row = StepRow(kind="prefill", prompt=prompt)
+    return predict([row], get_model(model), get_gpu(gpu_name), profile)[0]
+
+
+def mean_prompt(obs: Mapping[str, Any]) -> int:
+    return round(obs["total_input_tokens"] / obs["num_prompts"])
 
 
 def mean_context(obs: Mapping[str, Any]) -> int:
@@ -479,10 +494,20 @@ def engine_cost(serving: Sequence[Mapping[str, Any]], kernel_profiles: Mapping[s
         - decode_step_s(kernel_profiles[o["gpu"]], o["model"], o["gpu"], 1, mean_context(o))
         for o in used
     ]
+    engine_s = statistics.median(deltas)
+    # At concurrency 1 the engine is idle when a request arrives (the previous one has finished):
+    # its first token takes one step prefilling the prompt. What the published median TTFT holds
+    # beyond that step (kernels + the engine cost) is the front end's.
+    front = [
+        o["ttft_ms"]["median"] / 1e3
+        - (prefill_step_s(kernel_profiles[o["gpu"]], o["model"], o["gpu"], mean_prompt(o)) + engine_s)
+        for o in used
+    ]
     return EngineCost(
-        seconds=statistics.median(deltas),
+        seconds=engine_s,
         runs=tuple(o["id"] for o in used),
         gpus=tuple(sorted({o["gpu"] for o in used})),
+        request_overhead_s=max(0.0, statistics.median(front)),
     )
 
 
@@ -514,12 +539,16 @@ def shipped_profile(gpu_name: str, cal: Any, engine: EngineCost, table_sha256: s
         f"step_overhead_s = {1e3 * kernel_s:.3f} ms fitted to the kernel sums + {1e3 * engine.seconds:.3f} ms "
         "vLLM engine cost per step (scheduling, sampling, detokenizing, streaming), the median TPOT minus the "
         f"kernel-fitted decode step of published vllm bench serve runs at concurrency 1 "
-        f"(tests/data/vllm_bench_serve.json: {', '.join(engine.runs)}), {where}."
+        f"(tests/data/vllm_bench_serve.json: {', '.join(engine.runs)}), {where}. "
+        f"request_overhead_s = {1e3 * engine.request_overhead_s:.1f} ms per request (vLLM's front end: HTTP, chat "
+        "template, tokenizing, streaming), the median TTFT of the same runs minus one step prefilling the mean "
+        "prompt on the idle engine."
     )
     return cal.profile.model_copy(
         update={
             "name": f"{gpu_name}-aiconfigurator-vllm",
             "step_overhead_s": kernel_s + engine.seconds,
+            "request_overhead_s": engine.request_overhead_s,
             "source": source,
         }
     )

@@ -57,6 +57,7 @@ __all__ = [
     "SCALES",
     "STARTS",
     "VLLM_ENGINE_COST_S",
+    "VLLM_REQUEST_OVERHEAD_S",
     "Calibration",
     "Observation",
     "ParameterReport",
@@ -97,6 +98,11 @@ ATTENTION_MEASUREMENTS = "h200-sxm.csv"
 # as tools/profiles_from_aiconfigurator.py computes it for every other GPU; tests/test_kernel_profiles.py
 # checks the two agree. Measured on an H100 SXM and applied unchanged (a host-side cost).
 VLLM_ENGINE_COST_S = 0.0009697894453165445
+# vLLM's front end per request (HTTP, chat template, tokenizing, streaming the first token): the
+# same runs' median TTFT minus one step prefilling the mean prompt on the idle engine, as
+# tools/profiles_from_aiconfigurator.py computes it (tests/test_kernel_profiles.py checks the two
+# agree). A host-side cost, applied unchanged.
+VLLM_REQUEST_OVERHEAD_S = 0.05228845507207215
 
 
 def _measurements_dir() -> Any:
@@ -192,11 +198,13 @@ def builtin_h200_profile() -> Profile:
         f"step_overhead_s = {1e3 * kernel_s:.3f} ms fitted to the timed steps + {1e3 * VLLM_ENGINE_COST_S:.3f} ms "
         "vLLM engine cost per step (scheduling, sampling, detokenizing, streaming) from published vllm bench "
         "serve runs on h100-sxm (tests/data/vllm_bench_serve.json: gpustack-qwen3-8b-h100-sxm-c1), as every "
-        "other GPU's profile carries it."
+        f"other GPU's profile carries it; request_overhead_s = {1e3 * VLLM_REQUEST_OVERHEAD_S:.1f} ms per request "
+        "(vLLM's front end) from the same runs' median TTFT."
     )
     return cal.profile.model_copy(
         update={
             "step_overhead_s": kernel_s + VLLM_ENGINE_COST_S,
+            "request_overhead_s": VLLM_REQUEST_OVERHEAD_S,
             "decode_attention_items_per_sm": vllm_a,
             "source": source,
         }

@@ -55,6 +55,11 @@ class Profile(BaseModel):
     # norms, residual adds, rotary, activations. Memory-bound, not overlapped with the GEMMs, and
     # not split by TP (vLLM runs the norms on the whole hidden state on every GPU). 0 = none.
     activation_passes: float = Field(default=0.0, ge=0, le=1000)
+    # Per request, not per step: what vLLM's front end adds to the time to first token (and so
+    # to the end-to-end latency) outside the engine's steps: HTTP, chat template, tokenizing,
+    # handing the request to the engine core and streaming the first token back. A constant
+    # latency: it moves no step and no other request (0 = the engine's steps alone).
+    request_overhead_s: float = Field(default=0.0, ge=0, le=10)
     source: str = ""
     # Set when the profile stands in for a missing one (transferred from another GPU): callers
     # show it beside every number the profile produced.
@@ -79,6 +84,7 @@ OPTIONAL_FILE_FIELDS = (
     "matmul_phantom_tokens",
     "sampled_logits",
     "activation_passes",
+    "request_overhead_s",
 )
 REQUIRED_FILE_FIELDS = tuple(k for k in Profile.model_fields if k not in OPTIONAL_FILE_FIELDS)
 

@@ -232,10 +232,11 @@ class Engine:
         stats: WorkloadStats,
         config: SchedulerConfig,
         role: Role,
-        kv_transfer_s: FloatArray | None = None,
+        ttft_extra_s: FloatArray | None = None,
     ) -> None:
-        """`kv_transfer_s`: per prompt support point, the KV hand-off a prefill pool's TTFT
-        includes (disaggregated)."""
+        """`ttft_extra_s`: per prompt support point, time every TTFT includes beyond the engine's
+        steps: vLLM's front end (the profile's `request_overhead_s`) and, for a disaggregated
+        prefill pool, the KV hand-off."""
         self.k = coefficients
         self.stats = stats
         self.config = config
@@ -258,7 +259,7 @@ class Engine:
         self.seats_max = float(config.max_num_seqs)
         self.kv_cap = float(config.kv_cache_tokens)
         self.threshold = float(config.long_prefill_token_threshold)
-        self.extra_ttft = kv_transfer_s
+        self.extra_ttft = ttft_extra_s
         pe2 = float(self.pw @ self.pe**2)
         self.kappa = self.mean_pe * float(self.pw @ self.pe**3) / (pe2 * pe2)  # E[X]E[X^3]/E[X^2]^2
         self._g = np.arange(CHUNK_GROUPS, dtype=np.float64)

@@ -257,6 +257,8 @@ class LatencyModel:
         config = deployment.scheduler
         self.engines: dict[Role, Engine] = {}
         self.replicas: dict[Role, int]
+        # vLLM's front end adds a constant to every request's TTFT, outside the engine's steps.
+        front_end_s = deployment.replica.profile.request_overhead_s
         if deployment.disaggregated:
             self.replicas = {"prefill": deployment.prefill_replicas, "decode": deployment.decode_replicas}
             # Each GPU of the TP group ships its share of the prompt's KV over its own NIC.
@@ -264,17 +266,19 @@ class LatencyModel:
             transfer = (
                 stats.prompt_tokens * kv / deployment.kv_transfer_bandwidth_bytes_per_s
                 + deployment.kv_transfer_latency_s
+                + front_end_s
             )
             k = self.coefficients
             self.engines["prefill"] = Engine(
-                k, self.replica_stats("prefill"), config, "prefill", kv_transfer_s=transfer
+                k, self.replica_stats("prefill"), config, "prefill", ttft_extra_s=transfer
             )
             if stats.decode_steps > 0:
                 self.engines["decode"] = Engine(k, self.replica_stats("decode"), config, "decode")
         else:
             self.replicas = {"colocated": deployment.replicas}
+            front = np.full(stats.prompt_tokens.shape, front_end_s) if front_end_s > 0 else None
             self.engines["colocated"] = Engine(
-                self.coefficients, self.replica_stats("colocated"), config, "colocated"
+                self.coefficients, self.replica_stats("colocated"), config, "colocated", ttft_extra_s=front
             )
 
     def replica_stats(self, role: Role) -> WorkloadStats:

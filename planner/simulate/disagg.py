@@ -67,9 +67,11 @@ def simulate_disaggregated(
     slo: Slo | None = None,
     fast_forward: bool = True,
     step_trace: list[StepTrace] | None = None,
+    request_overhead_s: float = 0.0,
 ) -> SimResult:
     """Simulate a prefill pool and a decode pool (see the module docstring). StepTrace replica
-    numbers: prefill replicas 0..P-1, decode replicas P..P+D-1."""
+    numbers: prefill replicas 0..P-1, decode replicas P..P+D-1. `request_overhead_s`: the front
+    end's constant added to every TTFT and end-to-end latency."""
     for name, v in (("prefill_replicas", prefill_replicas), ("decode_replicas", decode_replicas)):
         if v < 1:
             raise InvalidInput(name, f"must be >= 1, got {v}")
@@ -162,4 +164,5 @@ def simulate_disaggregated(
         stats,
         totals,
         slo,
+        request_overhead_s,
     )

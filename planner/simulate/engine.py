@@ -24,9 +24,11 @@ def simulate(
     slo: Slo | None = None,
     fast_forward: bool = True,
     step_trace: list[StepTrace] | None = None,
+    request_overhead_s: float = 0.0,
 ) -> SimResult:
     """Simulate `replicas` identical vLLM V1 engines behind a router, every request prefilled
     and decoded on the replica it is routed to. Deterministic: same input, same result.
+    `request_overhead_s`: the front end's constant added to every TTFT and end-to-end latency.
     `fast_forward=False` runs every decode step one by one (same results; for checking).
     `step_trace`: a list to append every step's StepTrace to (debugging, tests)."""
     if replicas < 1:
@@ -50,4 +52,6 @@ def simulate(
     end = float(finish.max()) - origin if feed.count else 0.0
     stats = replica_stats("colocated", engines, end)
     arrival, output = feed.columns()
-    return build_result("colocated", arrival, output, first, finish, engines, stats, totals, slo)
+    return build_result(
+        "colocated", arrival, output, first, finish, engines, stats, totals, slo, request_overhead_s
+    )

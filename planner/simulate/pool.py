@@ -296,7 +296,13 @@ def build_result(
     stats: list[ReplicaStats],
     totals: MinuteTotals,
     slo: Slo | None,
+    request_overhead_s: float = 0.0,
 ) -> SimResult:
+    """Latencies as the client sees them: the engine's first-token and finish times (kept as they
+    are in the result) plus the front end's constant `request_overhead_s`, which delays every
+    request alike and so moves no step."""
+    if not 0.0 <= request_overhead_s <= 10.0:
+        raise InvalidInput("request_overhead_s", f"must be 0 .. 10 s, got {request_overhead_s:g}")
     n = int(arrival.shape[0])
     origin_s = totals.origin_s
     done = np.isfinite(finish)
@@ -305,6 +311,9 @@ def build_result(
     multi = out_tokens > 1
     with np.errstate(invalid="ignore", divide="ignore"):
         tpot = np.where(multi, (e2el - ttft) / np.maximum(out_tokens - 1, 1), 0.0)
+    if request_overhead_s > 0:
+        ttft = ttft + request_overhead_s
+        e2el = e2el + request_overhead_s
     end_s = float(finish[done].max()) if done.any() else origin_s
     duration = end_s - origin_s
     gp: Goodput | None = None

@@ -76,6 +76,7 @@ def run(
     replica's roofline (`resolved.replica`, with its profile) times every step."""
     cfg = engine_config(resolved, prefix_cache_hit_fraction)
     timer = resolved.replica
+    front_end_s = timer.profile.request_overhead_s  # vLLM's front end, per request (the profile's)
     if resolved.disaggregated:
         return simulate_disaggregated(
             requests,
@@ -90,9 +91,17 @@ def run(
             decode_router=router,
             slo=slo,
             fast_forward=fast_forward,
+            request_overhead_s=front_end_s,
         )
     return simulate(
-        requests, timer, cfg, replicas=resolved.replicas, router=router, slo=slo, fast_forward=fast_forward
+        requests,
+        timer,
+        cfg,
+        replicas=resolved.replicas,
+        router=router,
+        slo=slo,
+        fast_forward=fast_forward,
+        request_overhead_s=front_end_s,
     )
 
 

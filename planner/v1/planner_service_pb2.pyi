@@ -1332,7 +1332,7 @@ class Ceiling(_message.Message):
     def __init__(self, value: _Optional[float] = ..., fraction_of_datasheet: _Optional[float] = ..., fitted_eta: _Optional[float] = ...) -> None: ...
 
 class Profile(_message.Message):
-    __slots__ = ("name", "gpu", "eta_bandwidth", "eta_matmul", "eta_attention", "step_overhead_s", "prefix_kv_passes", "source", "warning", "decode_attention_items_per_sm", "prefix_query_kv_passes", "matmul_phantom_tokens", "sampled_logits", "activation_passes")
+    __slots__ = ("name", "gpu", "eta_bandwidth", "eta_matmul", "eta_attention", "step_overhead_s", "prefix_kv_passes", "source", "warning", "decode_attention_items_per_sm", "prefix_query_kv_passes", "matmul_phantom_tokens", "sampled_logits", "activation_passes", "request_overhead_s")
     NAME_FIELD_NUMBER: _ClassVar[int]
     GPU_FIELD_NUMBER: _ClassVar[int]
     ETA_BANDWIDTH_FIELD_NUMBER: _ClassVar[int]
@@ -1347,6 +1347,7 @@ class Profile(_message.Message):
     MATMUL_PHANTOM_TOKENS_FIELD_NUMBER: _ClassVar[int]
     SAMPLED_LOGITS_FIELD_NUMBER: _ClassVar[int]
     ACTIVATION_PASSES_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_OVERHEAD_S_FIELD_NUMBER: _ClassVar[int]
     name: str
     gpu: str
     eta_bandwidth: float
@@ -1361,7 +1362,8 @@ class Profile(_message.Message):
     matmul_phantom_tokens: float
     sampled_logits: bool
     activation_passes: float
-    def __init__(self, name: _Optional[str] = ..., gpu: _Optional[str] = ..., eta_bandwidth: _Optional[float] = ..., eta_matmul: _Optional[float] = ..., eta_attention: _Optional[float] = ..., step_overhead_s: _Optional[float] = ..., prefix_kv_passes: _Optional[float] = ..., source: _Optional[str] = ..., warning: _Optional[str] = ..., decode_attention_items_per_sm: _Optional[float] = ..., prefix_query_kv_passes: _Optional[float] = ..., matmul_phantom_tokens: _Optional[float] = ..., sampled_logits: _Optional[bool] = ..., activation_passes: _Optional[float] = ...) -> None: ...
+    request_overhead_s: float
+    def __init__(self, name: _Optional[str] = ..., gpu: _Optional[str] = ..., eta_bandwidth: _Optional[float] = ..., eta_matmul: _Optional[float] = ..., eta_attention: _Optional[float] = ..., step_overhead_s: _Optional[float] = ..., prefix_kv_passes: _Optional[float] = ..., source: _Optional[str] = ..., warning: _Optional[str] = ..., decode_attention_items_per_sm: _Optional[float] = ..., prefix_query_kv_passes: _Optional[float] = ..., matmul_phantom_tokens: _Optional[float] = ..., sampled_logits: _Optional[bool] = ..., activation_passes: _Optional[float] = ..., request_overhead_s: _Optional[float] = ...) -> None: ...
 
 class CalibrateReport(_message.Message):
     __slots__ = ("model", "gpu", "measurements", "rows", "mape_percent", "max_abs_error_percent", "theoretical_mape_percent", "parameters", "ceilings", "profile", "output")
