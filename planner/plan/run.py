@@ -928,10 +928,12 @@ class _Builder:
         out = []
         if result.status == "FEASIBLE":
             gap = "unknown" if result.gap is None else f"{result.gap:.2%}"
-            out.append(
-                f"the MILP stopped at its time limit ({self.req.solver.time_limit_s:g} s) with a gap of {gap}: "
-                "a cheaper plan may exist"
-            )
+            limit = f"{self.req.solver.time_limit_s:g} s"
+            if result.stats.method == "bucketwise":  # not necessarily cut by the clock (docs/plan.md)
+                why = f"sized the buckets one at a time (mixed GPU types, many buckets, time limit {limit})"
+            else:
+                why = f"stopped at its time limit ({limit})"
+            out.append(f"the MILP {why} with a gap of {gap}: a cheaper plan may exist")
         # Utilization: demand over what the GPUs held could serve at all (their max stable rate,
         # latency aside), over the horizon: the seed article's idle-cost measure.
         most = math.fsum(
