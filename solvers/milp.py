@@ -20,15 +20,17 @@ Reductions in `solve` (each exact: the optimum's cost is unchanged; `reduce=Fals
    each option kept) and the cheapest as a warm start. Mixed: the cheapest single configuration
    (when the caps allow one) is the warm start.
 
-Mixed over more than MONOLITHIC_MAX_BUCKETS (merged) buckets: when the largest candidate covers
-every bucket with few replicas (ATTEMPT_MAX_REPLICAS), CBC first tries the whole model, warm
-started, within ATTEMPT_NODES nodes (a forecast of a few dozen levels on big GPUs is proved in a
-few nodes: method "milp"). Otherwise, or when that does not prove it, one model is hopeless for
-CBC (see solvers.milp_bucketwise): the LP relaxation of the whole model fixes the reserved units
-and gives the bound, and each bucket is then sized alone (HiGHS, in this process); a finished
-attempt's plan is kept if it costs less, and the higher bound. `stats.method` says which path
-ran. An attempt cut by ATTEMPT_MAX_S is thrown away: what CBC had by then depends on the
-machine's speed, and the same input must give the same plan.
+Mixed over more than MONOLITHIC_MAX_BUCKETS (merged) buckets: one model is hopeless for CBC
+(see solvers.milp_bucketwise), so the LP relaxation of the whole model fixes the reserved units,
+each bucket is then sized alone (HiGHS, in this process), and the bound is the better of the LP
+relaxation's and the reserved-rate bound (every bucket alone with each GPU at min(reserved,
+on-demand) price: it keeps the integer rounding the LP loses, and proves the plan optimal when
+the optimum holds no reserved units). When a gap is left and the buckets are few and need few
+replicas (_worth_an_attempt), CBC tries the whole model, warm started from that answer, within
+ATTEMPT_NODES nodes: a proof there makes the answer CBC's (method "milp"); otherwise the
+cheaper plan and the higher bound are kept. `stats.method` says which path ran. An attempt cut
+by ATTEMPT_MAX_S is thrown away: what CBC had by then depends on the machine's speed, and the
+same input must give the same plan.
 
 Time: `time_limit_s` bounds the whole call. CBC gets what is left after the build, less the
 build's own duration again (PuLP writes the model file and reads the solution back in about
@@ -129,18 +131,20 @@ BINDING_RTOL = 1e-6
 OPTIMAL_GAP = 1e-9
 
 
-# Mixed problems with more (merged) buckets than this are first tried as one model when every
-# bucket needs at most ATTEMPT_MAX_REPLICAS replicas of the largest candidate (_few_replicas),
-# within ATTEMPT_NODES branch-and-bound nodes, then solved bucket-wise (solve_bucketwise) unless
-# that proved the optimum. Measured: bench (b) mixed as one model, 8 buckets: 2.4 s to prove, 12:
-# not proved in 20 s (12 replicas at its peak: no attempt); examples/week-forecast.yaml over the
-# catalog (15 distinct levels, 1 replica of the largest): proved in 2 nodes, 0.09-0.11 s; the
-# tests' random instances: 50 nodes in 0.02-0.35 s. ATTEMPT_MAX_S is a safety net only (an
-# attempt it cuts is dropped, see the module docstring).
+# Mixed problems with more (merged) buckets than this are solved bucket-wise (solve_bucketwise);
+# when that leaves a gap, no more than ATTEMPT_MAX_BUCKETS buckets each need at most
+# ATTEMPT_MAX_REPLICAS replicas of the largest candidate (_few_replicas), CBC then tries the whole
+# model, warm started from that answer, within ATTEMPT_NODES branch-and-bound nodes. Measured:
+# bench (b) mixed as one model, 8 buckets: 2.4 s to prove, 12: not proved in 20 s (12 replicas
+# at its peak); examples/week-forecast.yaml over the catalog (15 distinct levels, 1 replica of
+# the largest): 2 nodes, 0.09-0.11 s; the same with 5% noise on every hour (165 levels): 50
+# nodes take over 2 s; the tests' random instances: 50 nodes in 0.02-0.35 s. ATTEMPT_MAX_S is a
+# safety net only (an attempt it cuts is dropped, see the module docstring).
 MONOLITHIC_MAX_BUCKETS = 8
 ATTEMPT_NODES = 50
 ATTEMPT_MAX_S = 2.0
 ATTEMPT_MAX_REPLICAS = 8
+ATTEMPT_MAX_BUCKETS = 48
 
 
 _FAMILIES = ("demand", "colocated_demand", "prefill_demand", "decode_demand", "units", "inventory")
@@ -424,13 +428,16 @@ def solve(data: MilpData, *, reduce: bool = True) -> MilpResult:
         pos = {c.id: k for k, c in enumerate(sub.candidates)}
         set_initial(model, warm_x, warm_r, [pos[reduced.candidates[k].id] for k in warm.members])
     if not data.single_config and len(sub.buckets) > MONOLITHIC_MAX_BUCKETS:
-        attempt = _attempt(model, deadline, warm=warm_x is not None) if _few_replicas(sub) else None
-        if attempt is not None and attempt.status in ("OPTIMAL", "INFEASIBLE"):
-            raw = attempt
-        else:
-            method = "bucketwise"
-            raw, _ = solve_bucketwise(sub, labels, data.candidates, warm_x, deadline, full=model)
-            if attempt is not None:
+        method = "bucketwise"
+        raw, _ = solve_bucketwise(sub, labels, data.candidates, warm_x, deadline, full=model)
+        if _worth_an_attempt(sub, raw):
+            assert raw.x is not None and raw.r is not None
+            set_initial(model, raw.x, raw.r)
+            attempt = _attempt(model, deadline, warm=True)
+            if attempt is not None and attempt.status == "OPTIMAL":
+                method = "milp"
+                raw = replace(attempt, solver_s=raw.solver_s + attempt.solver_s)
+            elif attempt is not None:
                 raw = _better(sub, raw, attempt)
     else:
         raw = run_cbc(model, _solver_seconds(deadline, model), warm=warm_x is not None)
@@ -466,6 +473,21 @@ def _attempt(model: Model, deadline: float, *, warm: bool) -> Raw | None:
         return None
     raw = run_cbc(model, seconds, warm=warm, want_bound=False, max_nodes=ATTEMPT_NODES)
     return None if raw.timed_out else raw
+
+
+def _worth_an_attempt(data: MilpData, raw: Raw) -> bool:
+    """After the bucket-wise path: a gap left (beyond `gap_rel`), few buckets needing few
+    replicas (_few_replicas), so that the whole model may close it in ATTEMPT_NODES nodes."""
+    if raw.status != "FEASIBLE" or raw.x is None or len(data.buckets) > ATTEMPT_MAX_BUCKETS:
+        return False
+    if not _few_replicas(data):
+        return False
+    cost = _cost(data, raw)
+    if raw.bound_usd is not None and cost > 0:
+        gap = (cost - raw.bound_usd) / cost
+        if gap <= max(OPTIMAL_GAP, data.gap_rel or 0.0):
+            return False
+    return True
 
 
 def _few_replicas(data: MilpData) -> bool:

@@ -11,13 +11,14 @@ processes at a time, on one core instead of two (2026-11-30, shared 2-core machi
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import replace
 
 import numpy as np
 
-from solvers.milp_data import POOLS, Candidate, MilpData
+from solvers.milp_data import POOLS, Candidate, MilpData, Resource
 from solvers.milp_fastpath import COVER_RTOL, best_reserved
 from solvers.milp_model import (
     MIN_SOLVER_S,
@@ -70,7 +71,8 @@ def solve_bucketwise(
     4. the reserved units are re-chosen for the final replicas (closed form: never costs more).
 
     Exact when no resource has a reserved price and every bucket was proved optimal; otherwise
-    FEASIBLE with the gap to the LP bound. `full`: the whole model of `data`, when already built."""
+    FEASIBLE with the gap to the better of the LP bound and `reserved_rate_bound` (solvers.milp
+    reads a gap of zero as OPTIMAL). `full`: the whole model of `data`, when already built."""
     t0 = time.perf_counter()
     if full is None:
         full = build(data, _labels=labels, _layout_of=layout_of)
@@ -95,11 +97,59 @@ def solve_bucketwise(
     if not all(solved[j] or started[j] for j in range(len(data.buckets))):
         return Raw("NO_SOLUTION", None, None, None, None, None, time.perf_counter() - t0), full
     rs = reserved_for(data, xs)
-    elapsed = time.perf_counter() - t0
     if not priced and proved and all(solved):
-        return Raw("OPTIMAL", xs, rs, None, None, None, elapsed), full
-    source = "lp_relaxation" if lp.bound is not None else None
-    return Raw("FEASIBLE", xs, rs, None, lp.bound, source, elapsed), full
+        return Raw("OPTIMAL", xs, rs, None, None, None, time.perf_counter() - t0), full
+    bound, source = lp.bound, "lp_relaxation" if lp.bound is not None else None
+    better = reserved_rate_bound(data, labels, layout_of, xs, bound, deadline)
+    if better is not None:
+        bound, source = better, "reserved_rate"
+    return Raw("FEASIBLE", xs, rs, None, bound, source, time.perf_counter() - t0), full
+
+
+def reserved_rate_bound(
+    data: MilpData,
+    labels: tuple[tuple[int, ...], ...],
+    layout_of: Sequence[Candidate],
+    xs: np.ndarray,
+    known: float | None,
+    deadline: float,
+) -> float | None:
+    """A lower bound on the optimum, when it beats `known`: every bucket sized alone with each
+    unit priced at min(reserved, on-demand) per hour, and only in the buckets that use it.
+
+    Valid: for any plan, R r H = sum_b h_b R r >= sum_b h_b R min(U_b, r), so its bill is at
+    least sum_b h_b sum_t min(R_t, O_t) U_tb, and each bucket's U_b covers that bucket within the
+    caps; the least of that per bucket is a one-bucket MILP without reserved units (the
+    Lagrangian bound with the reserved price spread over the buckets by their hours). Unlike
+    the LP relaxation it keeps every bucket's integer rounding, which is most of the gap when a
+    bucket needs a few replicas; it is tight when the plan holds no reserved units (e.g. an
+    unpriced type is cheaper than a priced one even at its reserved rate). Skipped (None) when
+    it cannot beat `known`: the plan's own buckets at those prices cost no more than `known`.
+    None too when time runs out before every bucket is proved."""
+    units, _ = matrices(data)
+    rate = np.array(
+        [min(res.on_demand_usd_per_hour, res.reserved_usd_per_hour or math.inf) for res in data.resources]
+    )
+    hours = np.array([b.hours for b in data.buckets])
+    ceiling = float(hours @ (rate @ (units @ xs)))  # the plan is a candidate answer in each bucket
+    if known is not None and ceiling <= known * (1.0 + 1e-12):
+        return None
+    cheap = replace(
+        data,
+        resources=tuple(
+            Resource(res.name, float(rate[t]), None, res.inventory) for t, res in enumerate(data.resources)
+        ),
+    )
+    need = bucket_needs(data)
+    order = sorted(range(len(data.buckets)), key=lambda j: (need[j], j))
+    ys = xs.copy()  # the plan's replicas start each bucket (within the caps: held >= used)
+    rs = np.zeros(len(data.resources), dtype=np.int64)
+    started = np.ones(len(data.buckets), dtype=bool)
+    solved, infeasible, proved = size_buckets(cheap, labels, layout_of, rs, ys, started, order, deadline)
+    if infeasible or not proved or not all(solved):
+        return None
+    bound = float(hours @ (rate @ (units @ ys)))
+    return bound if known is None or bound > known else None
 
 
 def cheapest_start(

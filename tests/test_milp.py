@@ -483,14 +483,16 @@ def test_bucketwise_bound_and_answer_bracket_the_optimum(seed, monkeypatch):
 
 @pytest.mark.parametrize("seed", range(3))
 def test_few_replicas_are_proved_as_one_model(seed):
-    # The same instances need at most 8 replicas of the largest candidate in any bucket, so the
-    # whole model is tried first (solvers.milp._attempt): CBC proves the brute-force optimum.
+    # The same instances need at most 8 replicas of the largest candidate in any bucket. Without
+    # reserved prices the bucket-wise answer is exact; with them it leaves a gap (its reserved
+    # units come from the LP), and the whole model, warm started from it (solvers.milp._attempt),
+    # proves the brute-force optimum within ATTEMPT_NODES nodes.
     rng = np.random.default_rng(50 + seed)
     for priced in (False, True):
         data = random_many_buckets(rng, priced)
         assert milp._few_replicas(data)
         out = solve(data)
-        assert out.stats.method == "milp"
+        assert out.stats.method == ("milp" if priced else "bucketwise")
         assert out.status == "OPTIMAL"
         check_solution(data, out)
         assert out.objective_usd == pytest.approx(separable_optimum(data), abs=1e-6)
@@ -499,19 +501,25 @@ def test_few_replicas_are_proved_as_one_model(seed):
 
 def test_an_attempt_cut_by_time_is_discarded(monkeypatch):
     # A time-limited attempt would make the plan depend on the machine's speed: run_cbc says
-    # when CBC stopped on time, and solve() then answers bucket-wise as if it had not tried.
+    # when CBC stopped on time, and solve() then keeps the bucket-wise answer as if it had not
+    # tried.
     rng = np.random.default_rng(50)
-    data = random_many_buckets(rng, True)
+    random_many_buckets(rng, False)
+    data = random_many_buckets(rng, True)  # seed 50's priced instance: the attempt proves it
     real_run = milp.run_cbc
+    attempts = []
 
     def on_time(*a, **k):
+        attempts.append(k.get("max_nodes"))
         return replace(real_run(*a, **k), status="FEASIBLE", timed_out=True)
 
     monkeypatch.setattr(milp, "run_cbc", on_time)
     out = solve(data)
+    assert attempts == [milp.ATTEMPT_NODES]
     assert out.stats.method == "bucketwise"
+    assert out.status == "FEASIBLE"
     monkeypatch.setattr(milp, "run_cbc", real_run)
-    monkeypatch.setattr(milp, "ATTEMPT_MAX_REPLICAS", 0)
+    monkeypatch.setattr(milp, "ATTEMPT_MAX_REPLICAS", 0)  # no attempt at all: the same answer
     assert same_answer(out, solve(data))
 
 

@@ -13,6 +13,8 @@ reserved prices and split pools.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -85,10 +87,10 @@ def test_mixed_fast_path_finds_the_reference_optimum(seed):
     assert len({b.demand_per_s for b in data.buckets}) > milp.MONOLITHIC_MAX_BUCKETS
     fast = solve(data)
     agree(data, fast, solve(data, reduce=False))
-    # Few replicas: the attempt as one model proves it within its nodes (seeds 0-2), or it stops
-    # at ATTEMPT_NODES and the bucket-wise path, exact without reserved prices, does (seed 3).
+    # Few replicas: without reserved prices the bucket-wise path is exact (odd seeds); with them
+    # its gap is closed by the whole model, warm started, within ATTEMPT_NODES nodes.
     assert fast.status == "OPTIMAL"
-    assert fast.stats.method == ("bucketwise" if seed == 3 else "milp")
+    assert fast.stats.method == ("milp" if seed % 2 == 0 else "bucketwise")
     assert fast.stats.candidates_in_model < len(data.candidates)
     assert fast.stats.buckets_in_model == 10
 
@@ -155,3 +157,52 @@ def test_buckets_covered_by_a_smaller_proved_answer_are_not_solved_again(monkeyp
     assert 0 < len(calls) < fast.stats.buckets_in_model
     agree(data, fast, solve(data, reduce=False))
     assert fast.status == "OPTIMAL"
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_reserved_rate_bound_never_exceeds_the_reference_optimum(seed, monkeypatch):
+    # solvers.milp_bucketwise.reserved_rate_bound: each bucket alone, every GPU at
+    # min(reserved, on-demand) per hour. A lower bound on any plan (its docstring's proof), so
+    # never above the reference optimum; its answers cover each bucket within the caps.
+    data = random_instance(seed, single_config=False, priced=True)
+    ref = solve(data, reduce=False)
+    assert ref.status == "OPTIMAL" and ref.objective_usd is not None
+    labels = tuple((b,) for b in range(len(data.buckets)))
+    plan = np.array([[ref.replicas[c.id][b] for b in range(len(data.buckets))] for c in data.candidates])
+    bound = milp_bucketwise.reserved_rate_bound(
+        data, labels, data.candidates, plan, None, time.perf_counter() + 60
+    )
+    assert bound is not None
+    assert 0 < bound <= ref.objective_usd + 1e-6
+
+    # A bound already at the plan's own cost cannot be beaten: skipped before any solve.
+    def no_solve(*a, **k):
+        raise AssertionError("solved although it could not beat the known bound")
+
+    monkeypatch.setattr(milp_bucketwise, "size_buckets", no_solve)
+    deadline = time.perf_counter() + 60
+    assert (
+        milp_bucketwise.reserved_rate_bound(data, labels, data.candidates, plan, ref.objective_usd, deadline)
+        is None
+    )
+
+
+def test_reserved_rate_bound_proves_a_plan_without_reserved_gpus(monkeypatch):
+    # "spot" (no reserved price, $1/h for 2/s: $0.50 per 1/s) beats "dear" even at its reserved
+    # rate ($2/h for 2.5/s: $0.80 per 1/s), so no plan holds reserved GPUs; the LP relaxation
+    # still leaves a gap (fractional replicas), the reserved-rate bound closes it: OPTIMAL.
+    monkeypatch.setattr(milp, "ATTEMPT_MAX_REPLICAS", 0)
+    resources = (Resource("spot", 1.0), Resource("dear", 3.0, 2.0, 4))
+    cands = (
+        Candidate("spot/c", "spot", 1, 2.0),
+        Candidate("dear/c", "dear", 1, 2.5),
+        Candidate("dear/p", "dear", 1, 5.0, pool="prefill"),
+        Candidate("spot/d", "spot", 1, 3.0, pool="decode"),
+    )
+    demand = [0.7 + 0.9 * b for b in range(12)]
+    data = MilpData(tuple(Bucket(d, 1.0) for d in demand), resources, cands, single_config=False)
+    fast = solve(data)
+    assert fast.stats.method == "bucketwise"
+    assert (fast.status, fast.stats.bound_source) == ("OPTIMAL", "reserved_rate")
+    agree(data, fast, solve(data, reduce=False))
+    assert fast.reserved == {"spot": 0, "dear": 0}
