@@ -1,8 +1,8 @@
 """Wall time of the sizing MILP (solvers.milp) on synthetic but realistic instances.
 
-    python3 bench/bench_milp.py [RUNS] [--full] [--plan] [--only a,b1,bm,c]
-        default 5 runs; --full adds (b) without the reductions (about 30 s); --plan adds (c);
-        --only runs those cases alone
+    python3 bench/bench_milp.py [RUNS] [--full] [--plan] [--only a,b1,bm,c,cn]
+        default 5 runs; --full adds (b) without the reductions (about 30 s); --plan adds (c) and
+        (cn); --only runs those cases alone
 
 (a) one resource type, one bucket, 50 candidates (TP x budget x max_num_seqs-like variants, all
     colocated): the "one GPU type, one bucket" planner case; target under 200 ms for the whole
@@ -19,7 +19,8 @@
     catalog-week request (examples/week-forecast.yaml's diurnal week, 7 GPU types, TP 1/2/4/8,
     colocated and disaggregated) with `candidates.mixed_gpu_types: true`: 26 candidates, 168
     buckets of 15 distinct levels, reserved prices on two types. Built once through
-    planner.plan.plan (the capacity search, a few seconds, is not timed).
+    planner.plan.plan (the capacity search, a few seconds, is not timed). (cn): the same with 5%
+    seeded noise on every hour's rate (a forecast model's week: 165 distinct levels).
 
 Prices $1-6 per unit-hour (reserved about 0.6x), capacities 0.5-70 requests/s: the numbers are
 made up to have the right orders of magnitude, the instance shape is what matters here. Reported:
@@ -146,19 +147,39 @@ def instance_c() -> MilpData:
     return seen[0]
 
 
+def noisy(data: MilpData, seed: int = 0) -> MilpData:
+    """`data` with 5% seeded noise on every bucket's demand."""
+    rng = np.random.default_rng(seed)
+    buckets = tuple(
+        Bucket(round(b.demand_per_s * float(1 + 0.05 * rng.standard_normal()), 3), b.hours)
+        for b in data.buckets
+    )
+    return MilpData(
+        buckets,
+        data.resources,
+        data.candidates,
+        data.headroom,
+        data.single_config,
+        data.time_limit_s,
+        data.gap_rel,
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="?", type=int, default=5)
     parser.add_argument("--full", action="store_true", help="(b) without the reductions too (~30 s)")
-    parser.add_argument("--plan", action="store_true", help="(c): the planner's mixed catalog-week problem")
     parser.add_argument(
-        "--only", default="", help="comma-separated cases among a, b1 (single), bm (mixed), c"
+        "--plan", action="store_true", help="(c) and (cn): the planner's mixed catalog-week problem"
+    )
+    parser.add_argument(
+        "--only", default="", help="comma-separated cases among a, b1 (single), bm (mixed), c, cn"
     )
     args = parser.parse_args()
     runs = args.runs
     only = set(filter(None, args.only.split(",")))
     if args.plan:
-        only = only | {"c"} if only else {"a", "b1", "bm", "c"}
+        only = only | {"c", "cn"} if only else {"a", "b1", "bm", "c", "cn"}
     want = only or {"a", "b1", "bm"}
     if "a" in want:
         report("(a) 1 type, 1 bucket, 50 candidates", *timed(instance_a(), max(runs, 20)))
@@ -167,8 +188,12 @@ def main() -> None:
             b = instance_b(single)
             label = "single configuration" if single else "mixed"
             report(f"(b) 7 types x 4 TP x 8 budgets x 3 pools, 168 buckets, {label}", *timed(b, runs))
-    if "c" in want:
-        report("(c) capplan plan's mixed catalog-week problem", *timed(instance_c(), max(runs, 20)))
+    if want & {"c", "cn"}:
+        c = instance_c()
+        if "c" in want:
+            report("(c) capplan plan's mixed catalog-week problem", *timed(c, max(runs, 20)))
+        if "cn" in want:
+            report("(cn) the same, 5% noise on every hour", *timed(noisy(c), max(runs, 20)))
     if args.full:  # ~30 s: what the reductions save
         b = instance_b(True)
         t, r = timed(b, 1, reduce=False)
