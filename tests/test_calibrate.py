@@ -52,6 +52,19 @@ def _subset(rows) -> Measurements:
     return replace(MEAS, rows=tuple(rows))
 
 
+def _timed_by(profile) -> list:
+    """MEAS's rows with the times `profile` predicts for them (a chunked row: total and worst)."""
+    pred = iter(predict(MEAS.rows, QWEN8, H200, profile))
+    rows = []
+    for r in MEAS.rows:
+        if r.kind == "chunked_prefill":
+            total, worst = next(pred), next(pred)
+            rows.append(replace(r, time_s=total, worst_step_s=worst))
+        else:
+            rows.append(replace(r, time_s=next(pred)))
+    return rows
+
+
 # --- the figures -------------------------------------------------------------------------------
 
 
@@ -326,14 +339,7 @@ def test_matmul_phantom_tokens_are_pinned_by_rows_that_show_them() -> None:
     truth = builtin_calibrated("h200-sxm").model_copy(
         update={"matmul_phantom_tokens": 150.0, "decode_attention_items_per_sm": 0.0}
     )
-    pred = iter(predict(MEAS.rows, QWEN8, H200, truth))
-    rows = []
-    for r in MEAS.rows:
-        if r.kind == "chunked_prefill":
-            total, worst = next(pred), next(pred)
-            rows.append(replace(r, time_s=total, worst_step_s=worst))
-        else:
-            rows.append(replace(r, time_s=next(pred)))
+    rows = _timed_by(truth)
     cal = fit_profile(_subset(rows), QWEN8, H200)
     assert cal.profile.matmul_phantom_tokens == pytest.approx(150.0, rel=1e-3) and cal.mape < 1e-6
     held = fit_profile(_subset(rows), QWEN8, H200, fixed={"matmul_phantom_tokens": 0.0})
@@ -402,14 +408,7 @@ def test_a_fit_with_every_parameter_on_a_bound_is_refused_unless_forced() -> Non
     vocabulary accounting): every efficiency lands on 1 and the other terms on 0, a perfect fit
     the bounds chose."""
     roofline = THEORETICAL.model_copy(update={"sampled_logits": True})
-    pred = iter(predict(MEAS.rows, QWEN8, H200, roofline))
-    rows = []
-    for r in MEAS.rows:
-        if r.kind == "chunked_prefill":
-            total, worst = next(pred), next(pred)
-            rows.append(replace(r, time_s=total, worst_step_s=worst))
-        else:
-            rows.append(replace(r, time_s=next(pred)))
+    rows = _timed_by(roofline)
     with pytest.raises(InvalidInput) as exc:
         fit_profile(_subset(rows), QWEN8, H200)
     assert exc.value.field == "measurements" and "every fitted parameter sits on a bound" in exc.value.reason
