@@ -75,6 +75,7 @@ CHUNK_GROUPS = 4  # representatives of a prompt's full chunks (exact up to 4 chu
 GRID_POINTS = 16  # concurrency grid for the stability boundary
 LEVELS = np.array([0.5, 0.99])
 HUGE = 1e9  # stands in for an infinite ratio inside root-finding
+STATE_CACHE = 256  # states an engine keeps (Engine._state); cleared when full
 
 
 class Grid(NamedTuple):
@@ -114,6 +115,8 @@ class State:
     kv_var: float
     full_time: FloatArray | None = None  # the same steps topped up by a backlog (lazily)
     steps: Steps | None = None  # what TTFT and ITL share (lazily)
+    ttft: tuple[FloatArray, Wait] | None = None  # Engine._ttft (lazily)
+    itl: tuple[float, float] | None = None  # Engine._itl (lazily)
 
 
 class Steps(NamedTuple):
@@ -152,13 +155,21 @@ _SLICE_ZS = [float(z) * -_SQRT_HALF for z in _SLICE_Z]  # -z / sqrt(2) at each e
 _SLICE_P = SLICE_PROBS.tolist()
 
 
-def _lognormal_slices(sigma: float) -> FloatArray:
+def _lognormal_slice_list(sigma: float) -> list[float]:
     """Conditional means of a lognormal of mean 1 and log-sd sigma over the probability slices
     SLICE_EDGES: E[Y | slice j] = (Phi(z_b - sigma) - Phi(z_a - sigma)) / (b - a), z the edges'
     normal quantiles; Phi(x) = erfc(-x / sqrt 2) / 2 (scalar math: cheaper than numpy here)."""
     h = sigma * _SQRT_HALF
     cdf = [0.5 * math.erfc(z + h) for z in _SLICE_ZS]
-    return np.array([(cdf[j + 1] - cdf[j]) / p for j, p in enumerate(_SLICE_P)])
+    return [(cdf[j + 1] - cdf[j]) / p for j, p in enumerate(_SLICE_P)]
+
+
+def _lognormal_slices(sigma: float) -> FloatArray:
+    """`_lognormal_slice_list` as an array."""
+    return np.array(_lognormal_slice_list(sigma))
+
+
+_UNIFORM_SLICES = _lognormal_slices(_SIGMA_UNIFORM)  # U L's shape (`Engine._delay`): fixed
 
 
 Sums = tuple[float, float, float, float]  # sum r, sum r v, sum r v^2, sum r v^3 of a step mix
@@ -268,6 +279,7 @@ class Engine:
         self._zero: State | None = None
         self._zero_point: Point | None = None
         self._token_cost: float | None = None
+        self._states: dict[tuple[float, float | None], State] = {}
 
     # ---- one concurrency (hot path) -------------------------------------------------------------
 
@@ -284,6 +296,21 @@ class Engine:
         return self._state(x, None) if self.has_decode else self._state(0.0, x)
 
     def _state(self, n: float, lam_in: float | None) -> State:
+        """The state at (n, lam_in), built once per engine: the root-findings revisit points (the
+        stability boundary's end is the capacity search's first point; the steady state's root
+        is evaluated again by `_least_root` and `solve`). A state is a pure function of its
+        inputs; its lazily filled fields are too. Zero inputs are not keyed (0.0 == -0.0)."""
+        key = (n, lam_in)
+        s = self._states.get(key)
+        if s is None:
+            s = self._build_state(n, lam_in)
+            if n != 0.0 or (lam_in is not None and lam_in != 0.0):
+                if len(self._states) >= STATE_CACHE:
+                    self._states.clear()
+                self._states[key] = s
+        return s
+
+    def _build_state(self, n: float, lam_in: float | None) -> State:
         coef = self.k
         cbar = self.cbar
         if self.has_decode:
@@ -354,29 +381,27 @@ class Engine:
         k = np.ceil(pe * (1.0 / share) - 1e-9)
         np.maximum(k, 1.0, out=k)
         m = k - 1.0
-        rest = pe - m * share
-        last_off = self.p0 + m * share
+        done = m * share  # tokens in the full chunks
         m_max = math.ceil(self.pe_max / share - 1e-9) - 1
         if m_max <= 0:
-            return rest[:, None], last_off[:, None], self._ones, k
+            return (pe - done)[:, None], (self.p0 + done)[:, None], self._ones, k
         cols = min(m_max, CHUNK_GROUPS)
         g = self._g[:cols]
-        if m_max <= CHUNK_GROUPS:
-            j: FloatArray = np.broadcast_to(g, (pe.size, cols))
-            wt = (g < m[:, None]).astype(np.float64)
+        toks = np.empty((pe.size, cols + 1))
+        toks[:, :cols] = share
+        np.subtract(pe, done, out=toks[:, cols])
+        offs = np.empty((pe.size, cols + 1))
+        wts = np.empty((pe.size, cols + 1))
+        if m_max <= CHUNK_GROUPS:  # every chunk listed: chunk j at offset j share, if j < m
+            np.multiply(g, share, out=offs[:, :cols])
+            np.less(g, m[:, None], out=wts[:, :cols])
         else:
             few = (m <= CHUNK_GROUPS)[:, None]
             j = np.where(few, g, (g + 0.5) * m[:, None] / CHUNK_GROUPS - 0.5)
-            wt = np.where(few, (g < m[:, None]).astype(np.float64), m[:, None] / CHUNK_GROUPS)
-        toks = np.empty((pe.size, cols + 1))
-        toks[:, :cols] = share
-        toks[:, cols] = rest
-        offs = np.empty((pe.size, cols + 1))
-        np.multiply(j, share, out=offs[:, :cols])
+            np.multiply(j, share, out=offs[:, :cols])
+            wts[:, :cols] = np.where(few, (g < m[:, None]).astype(np.float64), m[:, None] / CHUNK_GROUPS)
         offs[:, :cols] += self.p0[:, None]
-        offs[:, cols] = last_off
-        wts = np.empty((pe.size, cols + 1))
-        wts[:, :cols] = wt
+        np.add(self.p0, done, out=offs[:, cols])
         wts[:, cols] = 1.0
         return toks, offs, wts, k
 
@@ -718,9 +743,9 @@ class Engine:
         cols = v0.shape[1]
         # Power sums sum r v^k (k = 0..3) of the full chunks' and the last chunks' steps, in one
         # pass: rates r = lam t_step p_i w_ij by column, then the columns split.
-        rates = w_last[:, None] * s.chunk_weight
         pows = np.empty((4, *v0.shape))
-        pows[0] = rates
+        rates = pows[0]
+        np.multiply(w_last[:, None], s.chunk_weight, out=rates)
         np.multiply(rates, v0, out=pows[1])
         np.multiply(pows[1], v0, out=pows[2])
         np.multiply(pows[2], v0, out=pows[3])
@@ -736,8 +761,6 @@ class Engine:
         r1, r2 = _length_biased(t, sums)
         lb, lb_sq = busy * r1, busy * r2
         s_f = max(s.share_full, 1.0)
-        r_tok = s.chunk_tokens[:, -1:]
-        r_pairs = r_tok * (s.chunk_offset[:, -1:] + 0.5 * r_tok)
         full_step = s.t_full + extra
         m = mu = pi = backlog = 0.0
         beyond: tuple[tuple[float, float], ...] = ()
@@ -747,7 +770,8 @@ class Engine:
         # arrays; the final mix below times every (chunk, company) step exactly.
         tau = max(s.t_full - s.t_arr, 0.0) / s_f
         zf = 1.0
-        x = _EMPTY
+        x: list[float] = []
+        inv_pe = 1.0 / self.mean_pe
         for _ in range(COMPANY_PASSES):
             mu = s.lam * lb
             m = mu * (1.0 + (self.ca2 - 1.0) / (1.0 + mu)) if mu > 0 else 0.0
@@ -765,10 +789,9 @@ class Engine:
                 var = s.lam * zf * self.mean_pe**2 * (self.stats.prefill_cv2 + zf)
                 x1 = g * lb / pi
                 x2 = (g * g * lb_sq + var * lb) / pi
-                x = x1 * _lognormal_slices(math.sqrt(math.log(max(x2 / (x1 * x1), 1.0))))
+                x = [x1 * v for v in _lognormal_slice_list(math.sqrt(math.log(max(x2 / (x1 * x1), 1.0))))]
                 b0 = b1 = b2 = b3 = 0.0
-                inv_pe = 1.0 / self.mean_pe
-                for xj, pj in zip(x.tolist(), _SLICE_P, strict=True):
+                for xj, pj in zip(x, _SLICE_P, strict=True):
                     bj = pj / (1.0 + xj * inv_pe)
                     y = tau * xj
                     b0 += bj
@@ -801,16 +824,23 @@ class Engine:
         vals[:n_i] = vl
         np.multiply(w_last, quiet * (1.0 - pi), out=rts[:n_i])
         if cols > 1:
-            vals[n_i : n_i + n_full] = v0[:, :-1].ravel()
-            np.multiply(rates[:, :-1].ravel(), quiet, out=rts[n_i : n_i + n_full])
+            vals[n_i : n_i + n_full].reshape(n_i, cols - 1)[...] = v0[:, :-1]
+            np.multiply(rates[:, :-1], quiet, out=rts[n_i : n_i + n_full].reshape(n_i, cols - 1))
         if pi > 0:
-            c = np.minimum(r_tok + x, s_f)
+            xa = np.array(x)
+            r_tok = s.chunk_tokens[:, -1:]
+            r_pairs = r_tok * (s.chunk_offset[:, -1:] + 0.5 * r_tok)
+            c = np.minimum(r_tok + xa, s_f)
             xc = c - r_tok
-            p_eq = (r_pairs + 0.5 * xc * xc) / c - 0.5 * c  # each prompt attends to itself
+            p_eq = 0.5 * xc  # (r_pairs + x_c^2 / 2) / c - c / 2: each prompt attends to itself
+            p_eq *= xc
+            p_eq += r_pairs
+            p_eq /= c
+            p_eq -= 0.5 * c
             tc = step_time_s(self.k, c, p_eq, s.n_arr, s.n_arr * self.cbar, empty_batches=False)
             lo = n_i + n_full
             np.add(tc.ravel(), extra, out=vals[lo : lo + n_comp])
-            bj = SLICE_PROBS / (1.0 + x / self.mean_pe)
+            bj = np.array([p / (1.0 + xj / self.mean_pe) for xj, p in zip(x, _SLICE_P, strict=True)])
             np.multiply(
                 (w_last * (quiet * pi))[:, None], bj[None, :], out=rts[lo : lo + n_comp].reshape(n_i, -1)
             )
@@ -821,6 +851,12 @@ class Engine:
         return s.steps
 
     def _ttft(self, s: State) -> tuple[FloatArray, Wait]:
+        """`_compute_ttft`, once per state (the capacity search and `point` both ask)."""
+        if s.ttft is None:
+            s.ttft = self._compute_ttft(s)
+        return s.ttft
+
+    def _compute_ttft(self, s: State) -> tuple[FloatArray, Wait]:
         """TTFT at a state. Unless more prompt tokens wait than the next step takes (probability
         q, `Steps.backlog`), a prompt waits D (`_delay`: the step under way and its company) and
         is prefilled alone. Queued beyond the next step, it waits the mean step under way, one
@@ -886,7 +922,7 @@ class Engine:
         # more company or burstier arrivals then move every slice up (a shape fitted to D's own
         # moments narrows as the company's share grows and can lower the top slices).
         # A decode-only step under way (L = t): U L / E[U L] has E[.^2] = (1/3) / (1/4).
-        dd = (t * (0.5 + c * g)) * _lognormal_slices(_SIGMA_UNIFORM)
+        dd = (t * (0.5 + c * g)) * _UNIFORM_SLICES
         k = SLICE_PROBS.size
         if s1 <= 0 or b_dec >= 1.0:
             out_v = np.empty(1 + k)
@@ -922,6 +958,12 @@ class Engine:
         return self._steps(s).residual
 
     def _itl(self, s: State) -> tuple[float, float]:
+        """`_compute_itl`, once per state."""
+        if s.itl is None:
+            s.itl = self._compute_itl(s)
+        return s.itl
+
+    def _compute_itl(self, s: State) -> tuple[float, float]:
         """Quantiles of the steps a decoder sees: decode-only steps (t_dec) and the mixed steps
         of `_steps`."""
         t_dec = s.t_dec

@@ -133,25 +133,42 @@ def tail_quantiles(
     every r_j and v_j, so no quantile falls when a share or a step time grows, and quantiles
     move continuously with them."""
     total = float(rates.sum())
-    eps = 1.0 - levels
     if total <= 0:
         return np.full(levels.shape, atom)
+    # Same arithmetic as the textbook form (edges, slopes by edge, P at each edge by cumulative
+    # sums), written into preallocated arrays: these arrays are small and numpy's per-call
+    # overhead dominates.
+    nv = values.size
     half = spread * values
     slope = rates / (2.0 * half)
-    edges = np.concatenate((values - half, values + half))
-    steps = np.concatenate((-slope, slope))
+    edges = np.empty(2 * nv)
+    np.subtract(values, half, out=edges[:nv])
+    np.add(values, half, out=edges[nv:])
+    steps = np.empty(2 * nv)
+    np.negative(slope, out=steps[:nv])
+    steps[nv:] = slope
     order = np.argsort(edges, kind="stable")
     e = edges[order]
     running = np.cumsum(steps[order])  # slope of P right after each edge
-    p = np.empty_like(e)  # P(X > e_k), decreasing from `total` to 0
+    p = np.empty(2 * nv)  # P(X > e_k), decreasing from `total` to 0
     p[0] = total
-    p[1:] = total + np.cumsum(running[:-1] * np.diff(e))
-    k = np.argmax(p[None, :] <= eps[:, None], axis=1)  # first edge at or below eps
-    k = np.maximum(k, 1)
-    p0, p1 = p[k - 1], p[k]
-    frac = np.divide(p0 - eps, p0 - p1, out=np.zeros_like(eps), where=p0 > p1)
-    x = e[k - 1] + np.clip(frac, 0.0, 1.0) * (e[k] - e[k - 1])
-    out: FloatArray = np.where(min(1.0, total) <= eps, atom, np.maximum(x, atom))
+    tail = p[1:]
+    np.subtract(e[1:], e[:-1], out=tail)
+    tail *= running[:-1]
+    np.cumsum(tail, out=tail)
+    tail += total
+    top = min(1.0, total)
+    out = np.empty(levels.shape, dtype=np.float64)
+    for i, eps in enumerate((1.0 - levels).tolist()):
+        if top <= eps:
+            out[i] = atom
+            continue
+        k = max(int(np.argmax(p <= eps)), 1)  # first edge at or below eps
+        p0, p1 = float(p[k - 1]), float(p[k])
+        frac = (p0 - eps) / (p0 - p1) if p0 > p1 else 0.0
+        e0 = float(e[k - 1])
+        x = e0 + min(max(frac, 0.0), 1.0) * (float(e[k]) - e0)
+        out[i] = max(x, atom)
     return out
 
 
