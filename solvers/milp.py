@@ -38,7 +38,8 @@ that time).
 
 Status: OPTIMAL (proved; gap None), FEASIBLE (stopped by the time limit or by `gap_rel` with a
 solution, or a bucket-wise answer: `gap` = (objective - best bound) / objective, the bound from
-CBC's log, else from the LP relaxation; None only if no bound could be had), INFEASIBLE (with
+CBC's log, the LP relaxation or the reserved-rate bound, whichever is highest; None only if no
+bound could be had; a bucket-wise answer whose bound meets it is OPTIMAL), INFEASIBLE (with
 `infeasibility`: which named constraint cannot hold, with the numbers), NO_SOLUTION (time limit
 before any solution).
 """
@@ -177,7 +178,7 @@ class SolveStats:
     variables: int
     constraints: int
     warm_start: bool
-    bound_source: str | None  # "solver_log" | "lp_relaxation" | None
+    bound_source: str | None  # "solver_log" | "lp_relaxation" | "reserved_rate" | None
     build_s: float
     solver_s: float  # PuLP's write + CBC + PuLP's read (bucket-wise: the LP and every bucket)
 
