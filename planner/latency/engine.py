@@ -459,15 +459,30 @@ class Engine:
         pe = self.pe[None, :]
         k = np.maximum(1.0, np.ceil(pe / s_o1 - 1e-9))  # (N, I)
         m = k - 1.0
-        g = self._g[: int(min(CHUNK_GROUPS, max(0.0, float(m.max()))))]
-        few = (m <= CHUNK_GROUPS)[..., None]
-        j = np.where(few, g, (g + 0.5) * m[..., None] / CHUNK_GROUPS - 0.5)
-        wt = np.where(few, (g < m[..., None]).astype(np.float64), m[..., None] / CHUNK_GROUPS)
+        m_top = float(m.max())
+        cols = int(min(CHUNK_GROUPS, max(0.0, m_top)))
+        g = self._g[:cols]
         s3 = s_o1[..., None]
         p0 = self.p0[None, :, None]
-        offs = np.concatenate((p0 + j * s3, (self.p0[None, :] + m * s_o1)[..., None]), axis=-1)
-        toks = np.concatenate((np.broadcast_to(s3, j.shape), (pe - m * s_o1)[..., None]), axis=-1)
-        wts = np.concatenate((wt, np.ones((*m.shape, 1))), axis=-1)
+        shape = (*m.shape, cols + 1)
+        offs = np.empty(shape)
+        toks = np.empty(shape)
+        wts = np.empty(shape)
+        if m_top <= CHUNK_GROUPS:  # every chunk listed (`_chunks`)
+            np.add(p0, g * s3, out=offs[..., :cols])
+            np.less(g, m[..., None], out=wts[..., :cols])
+        else:
+            few = (m <= CHUNK_GROUPS)[..., None]
+            j = np.where(few, g, (g + 0.5) * m[..., None] / CHUNK_GROUPS - 0.5)
+            np.add(p0, j * s3, out=offs[..., :cols])
+            wts[..., :cols] = np.where(
+                few, (g < m[..., None]).astype(np.float64), m[..., None] / CHUNK_GROUPS
+            )
+        done = m * s_o1
+        np.add(self.p0[None, :], done, out=offs[..., cols])
+        toks[..., :cols] = s3
+        np.subtract(pe, done, out=toks[..., cols])
+        wts[..., cols] = 1.0
         tau = step_time_s(coef, toks, offs, n_arr[..., None], ctx[..., None], empty_batches=False)
         own = (wts * tau).sum(axis=-1)  # (N, I)
         pw = self.pw
@@ -608,7 +623,7 @@ class Engine:
         the least fixed point (the one reached as load grows) is below it."""
         if not self.has_prefill or root <= lo:
             return root
-        s_hi = self._state(lo, None).share_own if lo > 0 else self.budget
+        s_hi = self._share_own(lo) if lo > 0 else self.budget
         s_lo = self._state(root, None).share_own
         if not s_lo < s_hi:
             return root
@@ -639,6 +654,13 @@ class Engine:
                 return res.root if res.root is not None else left
             prev = n_b
         return root
+
+    def _share_own(self, n: float) -> float:
+        """`State.share_own` at concurrency n without the rest of the state (`_build_state`'s
+        arithmetic, decode roles)."""
+        z = 1.0 + (self.ca2 - 1.0) * n / (1.0 + n)
+        s_f = self.budget - max(0.0, n + z - 1.0)
+        return min(s_f, self.threshold) if self.threshold > 0 else s_f
 
     def _n_for_arrival_decodes(self, n_arr: float) -> float:
         """Invert n_arr = n + (c_a^2 - 1) n / (1 + n): n^2 + (c_a^2 - n_arr) n - n_arr = 0."""
@@ -772,21 +794,31 @@ class Engine:
         zf = 1.0
         x: list[float] = []
         inv_pe = 1.0 / self.mean_pe
+        lam = s.lam
+        ca2m1 = self.ca2 - 1.0
+        mean_pe = self.mean_pe
+        cv2 = self.stats.prefill_cv2
+        fc0, fc1, fc2, fc3 = full_cols
+        al0, al1, al2, al3 = alone
         for _ in range(COMPANY_PASSES):
-            mu = s.lam * lb
-            m = mu * (1.0 + (self.ca2 - 1.0) / (1.0 + mu)) if mu > 0 else 0.0
+            mu = lam * lb
+            m = mu * (1.0 + ca2m1 / (1.0 + mu)) if mu > 0 else 0.0
             pi = -math.expm1(-m)
             backlog, beyond = wait_beyond(wait, self.kappa, lb / 2.0 + s.t_full)
             quiet = 1.0 - backlog
-            sums = _add(full_cols, quiet, alone, quiet * (1.0 - pi))
+            w_alone = quiet * (1.0 - pi)
+            s0 = fc0 * quiet + al0 * w_alone
+            s1 = fc1 * quiet + al1 * w_alone
+            s2 = fc2 * quiet + al2 * w_alone
+            s3 = fc3 * quiet + al3 * w_alone
             if pi > 0:
                 # Company tokens X: given L, mean g L and variance v L (compound over arrivals,
                 # zf = m / mu their burst factor); over the length-biased L, given any: a
                 # lognormal of those two moments, in probability slices at their conditional
                 # means. A step with x of them carries 1 + x / E[Pe] prompts: counted once.
                 zf = m / mu
-                g = s.lam * zf * self.mean_pe
-                var = s.lam * zf * self.mean_pe**2 * (self.stats.prefill_cv2 + zf)
+                g = lam * zf * mean_pe
+                var = lam * zf * mean_pe**2 * (cv2 + zf)
                 x1 = g * lb / pi
                 x2 = (g * g * lb_sq + var * lb) / pi
                 x = [x1 * v for v in _lognormal_slice_list(math.sqrt(math.log(max(x2 / (x1 * x1), 1.0))))]
@@ -795,21 +827,24 @@ class Engine:
                     bj = pj / (1.0 + xj * inv_pe)
                     y = tau * xj
                     b0 += bj
-                    b1 += bj * y
-                    b2 += bj * y * y
-                    b3 += bj * y * y * y
+                    by = bj * y
+                    b1 += by
+                    by *= y
+                    b2 += by
+                    b3 += by * y
                 f = quiet * pi
-                a0, a1, a2, a3 = (f * v for v in alone)
-                comp = (
-                    a0 * b0,
-                    a1 * b0 + a0 * b1,
-                    a2 * b0 + 2.0 * a1 * b1 + a0 * b2,
-                    a3 * b0 + 3.0 * a2 * b1 + 3.0 * a1 * b2 + a0 * b3,
-                )
-                sums = _add(sums, 1.0, comp, 1.0)
+                a0, a1, a2, a3 = f * al0, f * al1, f * al2, f * al3
+                s0 += a0 * b0
+                s1 += a1 * b0 + a0 * b1
+                s2 += a2 * b0 + 2.0 * a1 * b1 + a0 * b2
+                s3 += a3 * b0 + 3.0 * a2 * b1 + 3.0 * a1 * b2 + a0 * b3
             if backlog > 0:
-                rb = lam_t * backlog * self.mean_pe / s_f
-                sums = _add(sums, 1.0, (rb, rb * full_step, rb * full_step**2, rb * full_step**3), 1.0)
+                rb = lam_t * backlog * mean_pe / s_f
+                s0 += rb
+                s1 += rb * full_step
+                s2 += rb * full_step**2
+                s3 += rb * full_step**3
+            sums = (s0, s1, s2, s3)
             r1, r2 = _length_biased(t, sums)
             lb, lb_sq = busy * r1, busy * r2
         # The mix itself, for ITL's quantiles (the last pass): last chunks alone, full chunks,
@@ -827,10 +862,12 @@ class Engine:
             vals[n_i : n_i + n_full].reshape(n_i, cols - 1)[...] = v0[:, :-1]
             np.multiply(rates[:, :-1], quiet, out=rts[n_i : n_i + n_full].reshape(n_i, cols - 1))
         if pi > 0:
-            xa = np.array(x)
-            r_tok = s.chunk_tokens[:, -1:]
-            r_pairs = r_tok * (s.chunk_offset[:, -1:] + 0.5 * r_tok)
-            c = np.minimum(r_tok + xa, s_f)
+            r_tok = np.ascontiguousarray(s.chunk_tokens[:, -1:])
+            r_pairs = 0.5 * r_tok
+            r_pairs += s.chunk_offset[:, -1:]
+            r_pairs *= r_tok  # r_tok (offset + r_tok / 2)
+            c = r_tok + np.array(x)
+            np.minimum(c, s_f, out=c)
             xc = c - r_tok
             p_eq = 0.5 * xc  # (r_pairs + x_c^2 / 2) / c - c / 2: each prompt attends to itself
             p_eq *= xc

@@ -304,16 +304,38 @@ def response_quantiles_phases(
     tail = 1.0 - np.cumsum(p)
     with np.errstate(divide="ignore"):
         log_p = np.log(p if waiting is None else p * waiting[order])
+    # Points that do not wait (log_p = -inf) leave the running log-sum as it is (logaddexp(c,
+    # -inf) = c exactly): accumulate over the waiting points only and carry each sum forward.
+    carry = None
+    if waiting is not None:
+        live = log_p != -math.inf
+        carry = np.cumsum(live)  # 1 + the index of the last waiting point at or before each j
+        live_at = np.flatnonzero(live)
+        log_live = log_p[live_at]
+        sums = np.empty(live_at.size + 1)
+        sums[0] = -math.inf
     rcs = []
     for a, m in ph:
         x = s * (1.0 / m)
-        rcs.append(a * np.exp(np.logaddexp.accumulate(log_p + x) - x))
-    at_start = tail + sum(rcs)
+        if carry is None:
+            acc = np.logaddexp.accumulate(log_p + x)
+        else:
+            np.logaddexp.accumulate(log_live + x[live_at], out=sums[1:])
+            acc = sums[carry]
+        acc -= x
+        np.exp(acc, out=acc)
+        acc *= a
+        rcs.append(acc)
+    waits = rcs[0]
+    for rc in rcs[1:]:
+        waits = waits + rc
+    neg_start = -tail  # -P(W + S > s_j) = -(tail + waits): ascending, for searchsorted
+    neg_start -= waits
     inv = [1.0 / m for _, m in ph]
     out = np.empty(levels.shape, dtype=np.float64)
     n = s.size
     for i, eps in enumerate((1.0 - levels).tolist()):
-        j = int(np.searchsorted(-at_start, -eps, side="left")) - 1
+        j = int(np.searchsorted(neg_start, -eps, side="left")) - 1
         if j < 0:
             out[i] = s[0]
             continue
