@@ -959,28 +959,26 @@ class Engine:
         # more company or burstier arrivals then move every slice up (a shape fitted to D's own
         # moments narrows as the company's share grows and can lower the top slices).
         # A decode-only step under way (L = t): U L / E[U L] has E[.^2] = (1/3) / (1/4).
-        dd = (t * (0.5 + c * g)) * _UNIFORM_SLICES
         k = SLICE_PROBS.size
         if s1 <= 0 or b_dec >= 1.0:
             out_v = np.empty(1 + k)
             out_v[0] = 0.0
-            out_v[1:] = dd
+            np.multiply(_UNIFORM_SLICES, t * (0.5 + c * g), out=out_v[1:])
             out_p = np.empty(1 + k)
             out_p[0] = 1.0 - st.busy
-            out_p[1:] = st.busy * SLICE_PROBS
+            np.multiply(SLICE_PROBS, st.busy, out=out_p[1:])
             return out_v, out_p
         l1, l2 = s2 / s1, s3 / s1
-        dm = (l1 * (0.5 + c * g)) * _lognormal_slices(
-            math.sqrt(math.log(max(4.0 * l2 / (3.0 * l1 * l1), 1.0)))
-        )
+        mean_m = l1 * (0.5 + c * g)
+        shape_m = _lognormal_slice_list(math.sqrt(math.log(max(4.0 * l2 / (3.0 * l1 * l1), 1.0))))
         out_v = np.empty(1 + 2 * k)
         out_v[0] = 0.0
-        out_v[1 : 1 + k] = dd
-        out_v[1 + k :] = dm
+        np.multiply(_UNIFORM_SLICES, t * (0.5 + c * g), out=out_v[1 : 1 + k])
+        out_v[1 + k :] = [mean_m * v for v in shape_m]
         out_p = np.empty(1 + 2 * k)
         out_p[0] = 1.0 - st.busy
-        out_p[1 : 1 + k] = (st.busy * b_dec) * SLICE_PROBS
-        out_p[1 + k :] = (st.busy * (1.0 - b_dec)) * SLICE_PROBS
+        np.multiply(SLICE_PROBS, st.busy * b_dec, out=out_p[1 : 1 + k])
+        np.multiply(SLICE_PROBS, st.busy * (1.0 - b_dec), out=out_p[1 + k :])
         return out_v, out_p
 
     def _token_cost_s(self) -> float:
@@ -1005,9 +1003,10 @@ class Engine:
         of `_steps`."""
         t_dec = s.t_dec
         st = self._steps(s)
-        if float(st.rates.sum()) <= 0.01:  # p99 and p50 both fall on decode-only steps
+        total = float(st.rates.sum())
+        if total <= 0.01:  # p99 and p50 both fall on decode-only steps
             return t_dec, t_dec
-        q = tail_quantiles(t_dec, st.values, st.rates, LEVELS)
+        q = tail_quantiles(t_dec, st.values, st.rates, LEVELS, total=total)
         return float(q[0]), float(q[1])
 
     def _itl_worst(self, s: State) -> float:

@@ -123,7 +123,12 @@ SPREAD = 0.05  # each mixed-step value stands for step times within +-5% of it
 
 
 def tail_quantiles(
-    atom: float, values: FloatArray, rates: FloatArray, levels: FloatArray, spread: float = SPREAD
+    atom: float,
+    values: FloatArray,
+    rates: FloatArray,
+    levels: FloatArray,
+    spread: float = SPREAD,
+    total: float | None = None,
 ) -> FloatArray:
     """Quantiles of the steps a decoder sees: the share r_j of steps takes about v_j (>= atom),
     the rest take `atom`. Each v_j stands for a slice of a continuous length distribution, so it
@@ -131,8 +136,9 @@ def tail_quantiles(
     linearly from 1 to 0 across the spread. When the r_j sum past 1 (every step carries
     something) the tail is capped at 1 rather than the shares normalized. P(X > x) rises with
     every r_j and v_j, so no quantile falls when a share or a step time grows, and quantiles
-    move continuously with them."""
-    total = float(rates.sum())
+    move continuously with them. `total`: float(rates.sum()) when the caller has it."""
+    if total is None:
+        total = float(rates.sum())
     if total <= 0:
         return np.full(levels.shape, atom)
     # Same arithmetic as the textbook form (edges, slopes by edge, P at each edge by cumulative
@@ -255,9 +261,16 @@ def wait_beyond(wait: Wait, kappa: float, shift_s: float) -> tuple[float, Phases
         return 1.0, ((1.0, m),)
     r = 2.0 * prob + (4.0 / 3.0) * (1.0 - prob) * kappa
     if r > 2.0:
-        ph = shift_phases(wait_phases(wait, kappa), shift_s)
-        q = sum(a for a, _ in ph)
-        return q, tuple((a / q, mk) for a, mk in ph) if q > 0 else ()
+        # `shift_phases(wait_phases(wait, kappa), shift_s)` written out (r > 2: two phases);
+        # the latency model calls this twice per state.
+        c2 = r - 1.0
+        p1 = 0.5 * (1.0 + math.sqrt((c2 - 1.0) / (c2 + 1.0)))
+        p2 = 1.0 - p1
+        m1, m2 = m / (2.0 * p1), m / (2.0 * p2)
+        a1 = prob * p1 * math.exp(-shift_s / m1)
+        a2 = prob * p2 * math.exp(-shift_s / m2)
+        q = a1 + a2
+        return q, ((a1 / q, m1), (a2 / q, m2)) if q > 0 else ()
     c2 = max(r - 1.0, 1e-6)
     scale = m * c2
     q = prob * float(special.gammaincc(1.0 / c2, max(shift_s, 0.0) / scale))
