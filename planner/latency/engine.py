@@ -344,7 +344,9 @@ class Engine:
         tau = step_time_s(coef, toks, offs, n_arr, ctx, empty_batches=False)
         own = (wts * tau).sum(axis=1)
         pw = self.pw
-        own_delta = float((own - k * t_arr) @ pw)
+        extra_k = k * t_arr
+        np.subtract(own, extra_k, out=extra_k)
+        own_delta = float(extra_k @ pw)  # (own - k t_arr) . pw
         mean_k = float(k @ pw)
         if self.has_decode:
             a2 = n * q * (fluid - own_delta)
@@ -378,7 +380,9 @@ class Engine:
         listed one by one; more are represented by G group midpoints (exact for step times
         affine in the chunk index). Only as many columns as the longest prompt needs."""
         pe = self.pe
-        k = np.ceil(pe * (1.0 / share) - 1e-9)
+        k = pe * (1.0 / share)
+        k -= 1e-9
+        np.ceil(k, out=k)
         np.maximum(k, 1.0, out=k)
         m = k - 1.0
         done = m * share  # tokens in the full chunks

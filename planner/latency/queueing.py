@@ -112,9 +112,9 @@ def gg1_wait(rho: float, mean_service_s: float, arrival_cv2: float, service_cv2:
 
 def weighted_quantiles(values: FloatArray, weights: FloatArray, levels: FloatArray) -> FloatArray:
     """inf{x : F(x) >= level} of the discrete distribution (values, weights >= 0)."""
-    order = np.argsort(values, kind="stable")
+    order = values.argsort(kind="stable")
     v = values[order]
-    cum = np.cumsum(weights[order])
+    cum = weights[order].cumsum()
     idx = np.searchsorted(cum, levels * cum[-1] * (1.0 - 1e-12), side="left")
     return v[np.minimum(idx, v.size - 1)]
 
@@ -153,15 +153,15 @@ def tail_quantiles(
     steps = np.empty(2 * nv)
     np.negative(slope, out=steps[:nv])
     steps[nv:] = slope
-    order = np.argsort(edges, kind="stable")
+    order = edges.argsort(kind="stable")
     e = edges[order]
-    running = np.cumsum(steps[order])  # slope of P right after each edge
+    running = steps[order].cumsum()  # slope of P right after each edge
     p = np.empty(2 * nv)  # P(X > e_k), decreasing from `total` to 0
     p[0] = total
     tail = p[1:]
     np.subtract(e[1:], e[:-1], out=tail)
     tail *= running[:-1]
-    np.cumsum(tail, out=tail)
+    tail.cumsum(out=tail)
     tail += total
     top = min(1.0, total)
     out = np.empty(levels.shape, dtype=np.float64)
@@ -191,10 +191,10 @@ def response_quantiles(
         return weighted_quantiles(service_s, probs, levels)
     if not math.isfinite(m):
         return np.full(levels.shape, math.inf)
-    order = np.argsort(service_s, kind="stable")
+    order = service_s.argsort(kind="stable")
     s = service_s[order]
     p = probs[order]
-    tail = 1.0 - np.cumsum(p)  # A_j
+    tail = 1.0 - p.cumsum()  # A_j
     # C_j = e^{-s_j/m} sum_{i<=j} p_i e^{s_i/m}, accumulated in log space (no overflow).
     x = s * (1.0 / m)
     with np.errstate(divide="ignore"):
@@ -207,7 +207,7 @@ def response_quantiles(
     out = np.empty(levels.shape, dtype=np.float64)
     n = s.size
     for i, eps in enumerate((1.0 - levels).tolist()):
-        j = int(np.searchsorted(-at_start, -eps, side="left")) - 1  # last j with at_start[j] > eps
+        j = int((-at_start).searchsorted(-eps, side="left")) - 1  # last j with at_start[j] > eps
         if j < 0:
             out[i] = s[0]
             continue
@@ -311,10 +311,10 @@ def response_quantiles_phases(
         return np.full(levels.shape, math.inf)
     if len(ph) == 1 and waiting is None:
         return response_quantiles(service_s, probs, Wait(ph[0][0], ph[0][1]), levels)
-    order = np.argsort(service_s, kind="stable")
+    order = service_s.argsort(kind="stable")
     s = service_s[order]
     p = probs[order]
-    tail = 1.0 - np.cumsum(p)
+    tail = 1.0 - p.cumsum()
     with np.errstate(divide="ignore"):
         log_p = np.log(p if waiting is None else p * waiting[order])
     # Points that do not wait (log_p = -inf) leave the running log-sum as it is (logaddexp(c,
@@ -322,7 +322,7 @@ def response_quantiles_phases(
     carry = None
     if waiting is not None:
         live = log_p != -math.inf
-        carry = np.cumsum(live)  # 1 + the index of the last waiting point at or before each j
+        carry = live.cumsum()  # 1 + the index of the last waiting point at or before each j
         live_at = np.flatnonzero(live)
         log_live = log_p[live_at]
         sums = np.empty(live_at.size + 1)
@@ -348,7 +348,7 @@ def response_quantiles_phases(
     out = np.empty(levels.shape, dtype=np.float64)
     n = s.size
     for i, eps in enumerate((1.0 - levels).tolist()):
-        j = int(np.searchsorted(neg_start, -eps, side="left")) - 1
+        j = int(neg_start.searchsorted(-eps, side="left")) - 1
         if j < 0:
             out[i] = s[0]
             continue
