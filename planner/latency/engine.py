@@ -110,13 +110,12 @@ class State:
     chunk_weight: FloatArray  # chunks each representative stands for
     chunk_time: FloatArray  # (I, G+1) step time of each representative chunk (n_arr decodes)
     own_service: FloatArray  # (I,) a prompt's prefill steps when alone
-    seats: float  # running requests (decoding + prefilling)
-    kv_mean: float  # KV tokens in use
     kv_var: float
     full_time: FloatArray | None = None  # the same steps topped up by a backlog (lazily)
     steps: Steps | None = None  # what TTFT and ITL share (lazily)
     ttft: tuple[FloatArray, Wait] | None = None  # Engine._ttft (lazily)
     itl: tuple[float, float] | None = None  # Engine._itl (lazily)
+    load: tuple[float, float] | None = None  # Engine._load: running requests, KV tokens (lazily)
 
 
 class Steps(NamedTuple):
@@ -328,8 +327,7 @@ class Engine:
                 n=n, lam=lam, z=z, n_dec=n_dec, n_arr=n_arr, t_dec=t_dec, t_arr=t_dec,
                 share_full=math.nan, share_own=math.nan, t_full=math.nan, rho=0.0, busy=0.0,
                 t_step=t_dec, mixed_fraction=0.0, mean_chunks=0.0, chunk_tokens=e, chunk_offset=e,
-                chunk_weight=e, chunk_time=e, own_service=np.empty(0), seats=n,
-                kv_mean=n * (cbar + self.half_block), kv_var=kv_var,
+                chunk_weight=e, chunk_time=e, own_service=np.empty(0), kv_var=kv_var,
             )  # fmt: skip
         ctx = n_arr * cbar
         t_arr = step_time_s(coef, 0.0, 0.0, n_arr, ctx)
@@ -364,14 +362,11 @@ class Engine:
             mixed = min(max(lam * mean_k * t_step, 0.0), 1.0)  # chunk steps (merging ignored)
         else:
             t_step, mixed = math.nan, 0.0
-        seats = n + lam * float(own @ pw)  # Little: requests being prefilled hold seats too
-        kv_mean = n * (cbar + self.half_block) + lam * float((own * self.kv_weight) @ pw)
         return State(
             n=n, lam=lam, z=z, n_dec=n_dec, n_arr=n_arr, t_dec=t_dec, t_arr=t_arr,
             share_full=s_f, share_own=s_own, t_full=t_full, rho=rho, busy=busy, t_step=t_step,
             mixed_fraction=mixed, mean_chunks=mean_k, chunk_tokens=toks, chunk_offset=offs,
-            chunk_weight=wts, chunk_time=tau, own_service=own, seats=seats, kv_mean=kv_mean,
-            kv_var=kv_var,
+            chunk_weight=wts, chunk_time=tau, own_service=own, kv_var=kv_var,
         )  # fmt: skip
 
     def _chunks(self, share: float) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
@@ -415,10 +410,26 @@ class Engine:
             return -1.0
         return min(v for _, v in self._margins(s))
 
+    def _load(self, s: State) -> tuple[float, float]:
+        """Running requests (decoding + prefilling: Little, requests being prefilled hold seats
+        too) and mean KV tokens in use at a state; only the stability margins and the metrics
+        read them, not the root-findings over rates, so they are computed on demand, once."""
+        if s.load is None:
+            n = s.n
+            kv_dec = n * (self.cbar + self.half_block)
+            if not self.has_prefill:
+                s.load = (n, kv_dec)
+            else:
+                own = s.own_service
+                pw = self.pw
+                s.load = (n + s.lam * float(own @ pw), kv_dec + s.lam * float((own * self.kv_weight) @ pw))
+        return s.load
+
     def _margins(self, s: State) -> list[tuple[StabilityLimit, float]]:
+        seats, kv_mean = self._load(s)
         out: list[tuple[StabilityLimit, float]] = [
-            ("max_num_seqs", 1.0 - s.seats / self.seats_max),
-            ("kv_capacity", 1.0 - s.kv_mean / self.kv_cap),
+            ("max_num_seqs", 1.0 - seats / self.seats_max),
+            ("kv_capacity", 1.0 - kv_mean / self.kv_cap),
         ]
         if self.has_prefill:
             out += [
@@ -694,11 +705,12 @@ class Engine:
         if self.has_decode:
             itl50, itl99 = self._itl(s)
             worst = self._itl_worst(s)
+        seats, kv_mean = self._load(s)
         sd = math.sqrt(max(s.kv_var, 0.0))
         if sd > 0:
-            risk = 0.5 * math.erfc((self.kv_cap - s.kv_mean) / (sd * math.sqrt(2.0)))
+            risk = 0.5 * math.erfc((self.kv_cap - kv_mean) / (sd * math.sqrt(2.0)))
         else:
-            risk = 1.0 if s.kv_mean > self.kv_cap else 0.0
+            risk = 1.0 if kv_mean > self.kv_cap else 0.0
         return Point(
             lam=s.lam,
             n=s.n,
@@ -713,10 +725,10 @@ class Engine:
             prefill_utilization=min(1.0, s.rho) if self.has_prefill else 0.0,
             queue_wait_mean_s=wait.mean_s,
             queue_wait_p99_s=wait.quantile(0.99),
-            kv_cache_tokens_used=s.kv_mean,
-            kv_cache_usage=s.kv_mean / self.kv_cap,
+            kv_cache_tokens_used=kv_mean,
+            kv_cache_usage=kv_mean / self.kv_cap,
             preemption_risk=risk,
-            running_requests=s.seats,
+            running_requests=seats,
         )
 
     def ttft_p99_s(self, s: State) -> float:
