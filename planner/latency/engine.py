@@ -75,7 +75,7 @@ CHUNK_GROUPS = 4  # representatives of a prompt's full chunks (exact up to 4 chu
 GRID_POINTS = 16  # concurrency grid for the stability boundary
 LEVELS = np.array([0.5, 0.99])
 HUGE = 1e9  # stands in for an infinite ratio inside root-finding
-STATE_CACHE = 256  # states an engine keeps (Engine._state); cleared when full
+STATE_CACHE = 64  # states an engine keeps (Engine._state; a candidate builds ~25); cleared when full
 
 
 class Grid(NamedTuple):
