@@ -186,6 +186,7 @@ def test_plan_fields(chat: PlanReport) -> None:
     assert chat.binding_constraints[0].startswith(d.id)
     assert chat.search.configurations_evaluated >= chat.search.candidates >= chat.search.candidates_in_milp
     _covered(chat, 0.1)
+    assert not any("least right" in w for w in chat.warnings)  # Poisson arrivals: no burst warning
 
 
 def test_same_request_same_bytes() -> None:

@@ -214,6 +214,8 @@ def test_bursty_plan_needs_fewer_gpus_and_the_simulator_meets_the_slo(
     notes = " ".join(after.notes)
     assert "split at random" in notes and "CV² 50" in notes
     assert any("at random over the replicas" in w for w in after.warnings)
+    # CV² 50 split over a few replicas stays above BURSTY_CV2_WARN (4): the plan says to verify
+    assert any("least right" in w and "--verify" in w for w in after.warnings)
 
 
 def test_bursty_plan_cold_equals_warm_and_headroom_only_resplits() -> None:
