@@ -530,3 +530,34 @@ def test_prompts_admitted_in_the_same_step_share_its_time() -> None:
     p20 = m.evaluate(requests_per_s=20.0).ttft_p99_s
     p40 = m.evaluate(requests_per_s=40.0).ttft_p99_s
     assert p20 is not None and p40 is not None and p40 > p20
+
+
+def test_decoders_see_mixed_steps_by_the_decodes_they_carry() -> None:
+    """Bursty arrivals (gamma gaps k = 0.25, c_a^2 = 4), constant 1000-token prompts, budget
+    8192. A decoder sees a step in proportion to the decodes in it. A mixed step follows an
+    arrival, which finds n_arr = n + z - 1 decodes, z = 1 + (c_a^2 - 1) n / (1 + n): each mixed
+    step's share is the Poisson accounting's times n_arr / n (a prompt alone:
+    lam t_step (1 - q) (1 - pi)). A backlog's full steps (lam t_step q E[Pe] / s_f of them) also
+    carry the prompts prefilled earlier in the run, half of the a = (L/2 + T_full + E[excess]) /
+    (E[Pe] T_full / s_f) prompts a queued prompt waits behind: times (n_arr + a / 2) / n. The
+    Poisson twin has z = 1, so only the backlog's factor remains."""
+    dep = Deployment(**QWEN_H100, max_num_batched_tokens=8192)
+    for k, rate in ((0.25, 20.0), (1.0, 40.0)):
+        eng = model_for(dep, make_workload(prompt=1000, burstiness=k)).engines["colocated"]
+        state, _ = eng.solve(rate)
+        st = eng._steps(state)
+        n = state.n
+        z = 1.0 + (1.0 / k - 1.0) * n / (1.0 + n)
+        n_arr = n + z - 1.0
+        assert state.n_arr == pytest.approx(n_arr, rel=1e-12)
+        lam_t = rate * state.t_step
+        q = st.backlog
+        assert q > 0
+        assert st.rates[0] == pytest.approx(lam_t * (1.0 - q) * (1.0 - st.pi) * n_arr / n, rel=1e-9)
+        s_f = state.share_full
+        excess = sum(a * m for a, m in st.beyond)
+        ahead = (st.step_lb / 2.0 + state.t_full + excess) / (1000.0 * state.t_full / s_f)
+        factor = (n_arr + ahead / 2.0) / n
+        assert factor > 1.0
+        assert st.values[-1] == pytest.approx(state.t_full + state.t_dec - state.t_arr, rel=1e-12)
+        assert st.rates[-1] == pytest.approx(lam_t * q * 1000.0 / s_f * factor, rel=1e-9)

@@ -56,8 +56,11 @@ DECOMPOSITION_REQUESTS = 15_000
 SEED = 0
 SPREAD_SEED = 1  # a second sample of every synthetic cell: the simulated figures' precision
 TARGET = 0.10
+BURSTINESS = (0.25, 0.05)  # gamma gaps of shape k: CV² 4 and 20
+BURSTY_BUDGETS = (2048, 8192)
+BURSTY_LOADS = (0.3, 0.6, 0.85)
 
-Source = Literal["synthetic", "trace"]
+Source = Literal["synthetic", "trace", "bursty"]
 Lengths = Literal["spread", "constant"]
 LENGTHS: tuple[Lengths, ...] = ("spread", "constant")
 
@@ -113,6 +116,7 @@ class Cell:
     lengths: Lengths = "spread"
     seed_spread: float = math.nan  # max |second seed / first - 1| over the simulated metrics
     sim_ttft_p99_busiest_s: float = math.nan  # trace: requests arriving in its busiest minutes
+    burstiness: float = math.nan  # bursty: the gamma gaps' shape k (CV² = 1/k)
 
     def error(self, metric: str) -> float:
         return self.analytic[metric] / self.simulated[metric] - 1.0
@@ -138,6 +142,14 @@ def stationary_workload(trace: Trace, lengths: Lengths = "spread") -> Workload:
             }
         )
     return wl
+
+
+def bursty_workload(trace: Trace, burstiness: float) -> Workload:
+    """The stationary reading of the trace (spread lengths) with gamma gaps of shape
+    `burstiness` instead of the trace's own gap CV."""
+    wl = stationary_workload(trace)
+    arrivals = wl.arrivals.model_copy(update={"burstiness": burstiness})
+    return wl.model_copy(update={"arrivals": arrivals})
 
 
 def capacity(resolved: ResolvedDeployment, workload: Workload) -> float:
@@ -168,11 +180,13 @@ def synthetic_cell(
     resolved: ResolvedDeployment | None = None,
     lengths: Lengths = "spread",
     spread_seed: int | None = SPREAD_SEED,
+    burstiness: float | None = None,
 ) -> Cell:
     """Stationary requests sampled from the trace's distributions at `load` x capacity; with
-    `spread_seed`, simulated again with that seed for the seed-spread column."""
+    `spread_seed`, simulated again with that seed for the seed-spread column; with
+    `burstiness`, gamma gaps of that shape instead of the trace's CV (spread lengths)."""
     r = resolved or case.resolve()
-    base = stationary_workload(trace, lengths)
+    base = stationary_workload(trace, lengths) if burstiness is None else bursty_workload(trace, burstiness)
     cap = capacity(r, base)
     wl = scale_workload(base, load * cap)
     pred = LatencyModel(r, WorkloadStats.of(wl)).evaluate()
@@ -186,8 +200,9 @@ def synthetic_cell(
         other = _simulated(run(r, workload_requests(wl, spread_seed, count=count)))
         spread = max(abs(other[k] / sim[k] - 1.0) for k in METRICS)
     return Cell(
-        case, "synthetic", load, cap, pred.requests_per_s, len(reqs), _analytic(pred), sim,
-        res.preemptions, wall, lengths, spread,
+        case, "synthetic" if burstiness is None else "bursty", load, cap, pred.requests_per_s, len(reqs),
+        _analytic(pred), sim, res.preemptions, wall, lengths, spread,
+        burstiness=math.nan if burstiness is None else burstiness,
     )  # fmt: skip
 
 
@@ -350,6 +365,8 @@ def build(
     trace_loads: Sequence[float] = TRACE_LOADS,
     lengths: Sequence[Lengths] = LENGTHS,
     capacities: bool = True,
+    synthetic: bool = True,
+    bursty: bool = True,
 ) -> Report:
     t0 = time.perf_counter()
     trace = builtin_trace(TRACE)
@@ -358,7 +375,7 @@ def build(
     splits: list[WaitSplit] = []
     for case in cases:
         r = case.resolve()
-        for kind in lengths:
+        for kind in lengths if synthetic else ():
             for load in loads:
                 cells.append(synthetic_cell(case, load, trace, synthetic_requests, resolved=r, lengths=kind))
         for load in trace_loads:
@@ -367,7 +384,24 @@ def build(
             caps.append(capacity_check(case, trace, resolved=r))
         for load in split_loads:
             splits.append(wait_split(case, load, trace, resolved=r))
+    if bursty:
+        cells.extend(bursty_cells(trace, synthetic_requests))
     return Report(cells, caps, splits, synthetic_requests, time.perf_counter() - t0)
+
+
+def bursty_cases() -> tuple[Case, ...]:
+    return tuple(c for c in CASES if c.budget in BURSTY_BUDGETS)
+
+
+def bursty_cells(trace: Trace, count: int = SYNTHETIC_REQUESTS) -> list[Cell]:
+    """The bursty grid: the synthetic grid's spread lengths with gamma gaps of each BURSTINESS."""
+    cells: list[Cell] = []
+    for case in bursty_cases():
+        r = case.resolve()
+        for k in BURSTINESS:
+            for load in BURSTY_LOADS:
+                cells.append(synthetic_cell(case, load, trace, count, resolved=r, burstiness=k))
+    return cells
 
 
 # --- markdown ----------------------------------------------------------------------------------
@@ -382,22 +416,27 @@ def _ms(x: float, digits: int = 1) -> str:
     return f"{x * 1e3:,.{digits}f}"
 
 
-def synthetic_table(rows: Sequence[Cell], lengths: Lengths) -> list[str]:
+def synthetic_table(rows: Sequence[Cell], lengths: Lengths, source: Source = "synthetic") -> list[str]:
     """Per cell: analytic / simulated (error) for each metric, then the seed spread."""
+    burst = source == "bursty"
     out = [
-        "| configuration | load | req/s | TTFT p50 ms: model / sim | error | TTFT p99 ms: model / sim | error "
+        "| configuration |"
+        + (" CV² |" if burst else "")
+        + " load | req/s | TTFT p50 ms: model / sim | error | TTFT p99 ms: model / sim | error "
         "| ITL p50 ms: model / sim | error | ITL p99 ms: model / sim | error | seed spread | preemptions |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|" if burst else ""),
     ]
     for c in rows:
-        if c.source != "synthetic" or c.lengths != lengths:
+        if c.source != source or c.lengths != lengths:
             continue
         cols = []
         for k in METRICS:
             digits = 1 if k.startswith("ttft") else 2
             cols.append(f"{_ms(c.analytic[k], digits)} / {_ms(c.simulated[k], digits)} | {_pct(c.error(k))}")
         out.append(
-            f"| {c.case.label} | {c.load:.0%} | {c.rate_rps:.2f} | "
+            f"| {c.case.label} |"
+            + (f" {1.0 / c.burstiness:.0f} |" if burst else "")
+            + f" {c.load:.0%} | {c.rate_rps:.2f} | "
             + " | ".join(cols)
             + f" | {c.seed_spread * 100:.1f}% | {c.preemptions:,} |"
         )
@@ -428,7 +467,7 @@ def summary(rows: Sequence[Cell], source: Source, metrics: Sequence[str] = METRI
     within = sum(e <= TARGET for e in errs)
     worst = max(errs) if errs else math.nan
     text = f"{within} of {len(errs)} figures within ±{TARGET:.0%}; largest |error| {worst:.0%}"
-    if source == "synthetic" and sel:
+    if source in ("synthetic", "bursty") and sel:
         per = ", ".join(
             f"{k.replace('_', ' ').upper().replace(' P', ' p')} {sum(abs(c.error(k)) <= TARGET for c in sel)}/{len(sel)}"
             for k in metrics
@@ -483,6 +522,25 @@ def drift(trace: Trace, minutes: int = BUSIEST_MINUTES) -> str:
     )
 
 
+def bursty_section(rows: Sequence[Cell]) -> list[str]:
+    if not any(c.source == "bursty" for c in rows):
+        return []
+    ks = " and ".join(f"{k:g} (CV² {1 / k:.0f})" for k in BURSTINESS)
+    return [
+        "## Bursty arrivals: the synthetic grid's lengths with gamma gaps of shape k",
+        "",
+        "As the synthetic grid (spread lengths, the same request count, seeds and seed spread), but the "
+        f"inter-arrival gaps are gamma of shape k = {ks} instead of the trace's CV; the load is the "
+        "fraction of the analytic max stable rate, which does not depend on burstiness. "
+        "`python3 tools/accuracy.py --bursty-only` runs just this table.",
+        "",
+        *synthetic_table(rows, "spread", "bursty"),
+        "",
+        summary(rows, "bursty"),
+        "",
+    ]
+
+
 def render(rep: Report, command: str) -> str:
     trace = builtin_trace(TRACE)
     rows = rep.cells
@@ -523,6 +581,7 @@ def render(rep: Report, command: str) -> str:
         "",
         summary(rows, "synthetic"),
         "",
+        *bursty_section(rows),
         "## Trace replay",
         "",
         "The trace time-scaled so that its busiest minute runs at the load, replayed request by request "
@@ -569,6 +628,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="only the synthetic grid (no trace replay, capacity or wait split): a quick check",
     )
+    ap.add_argument(
+        "--bursty-only",
+        action="store_true",
+        help="only the bursty table (gamma gaps of CV² 4 and 20): a quick check",
+    )
     args = ap.parse_args(argv)
     command = "python3 tools/accuracy.py > docs/accuracy.md"
     if args.synthetic_requests != SYNTHETIC_REQUESTS:
@@ -576,9 +640,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"python3 tools/accuracy.py --synthetic-requests {args.synthetic_requests} > docs/accuracy.md"
         )
     t0 = time.perf_counter()
+    if args.bursty_only:
+        trace = builtin_trace(TRACE)
+        rep = Report(bursty_cells(trace, args.synthetic_requests), [], [], args.synthetic_requests)
+        sys.stdout.write("\n".join([*bursty_section(rep.cells), ""]))
+        print(f"accuracy: {len(rep.cells)} cells in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+        return 0
     if args.synthetic_only:
         rep = build(
-            synthetic_requests=args.synthetic_requests, split_loads=(), trace_loads=(), capacities=False
+            synthetic_requests=args.synthetic_requests,
+            split_loads=(),
+            trace_loads=(),
+            capacities=False,
+            bursty=False,
         )
     else:
         rep = build(synthetic_requests=args.synthetic_requests)

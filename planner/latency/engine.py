@@ -897,9 +897,18 @@ class Engine:
             np.multiply(
                 (w_last * (quiet * pi))[:, None], bj[None, :], out=rts[lo : lo + n_comp].reshape(n_i, -1)
             )
+        # Decoders see a step in proportion to the decodes it carries. A mixed step follows an
+        # arrival, which finds n_arr = n + z - 1 decodes (bursts: more than the mean n), so the
+        # mixed steps count n_arr / n of their share; a backlog's full steps also carry the
+        # prompts prefilled earlier in the run, on average half of those a queued prompt waits
+        # behind (its wait over a prompt's service). Poisson (z = 1): only the latter.
+        n_seen = max(s.n, 1.0)
+        if s.n_arr > n_seen:
+            rts[: n_all - (1 if backlog > 0 else 0)] *= s.n_arr / n_seen
         if backlog > 0:
+            ahead = (lb / 2.0 + s.t_full + phases_mean_s(beyond)) * s_f / (self.mean_pe * s.t_full)
             vals[-1] = full_step
-            rts[-1] = lam_t * backlog * self.mean_pe / s_f
+            rts[-1] = lam_t * backlog * self.mean_pe / s_f * max(1.0, (s.n_arr + 0.5 * ahead) / n_seen)
         s.steps = Steps(wait, backlog, lb / 2.0, lb, lb_sq, m, pi, zf, vals, rts, busy, sums, beyond)
         return s.steps
 
