@@ -984,22 +984,27 @@ class Engine:
         # more company or burstier arrivals then move every slice up (a shape fitted to D's own
         # moments narrows as the company's share grows and can lower the top slices).
         # A decode-only step under way (L = t): U L / E[U L] has E[.^2] = (1/3) / (1/4).
+        # Not queued beyond the next step, the company fits in that step (more is what the
+        # queued branch counts): its cost is capped, slice by slice, at one full budget's
+        # prefill tokens, c B = T_full - T_0 of an idle engine (fixed per engine like c, so a
+        # slice still never falls as load or burstiness raise it).
+        cap = self._company_cap_s()
         k = SLICE_PROBS.size
         if s1 <= 0 or b_dec >= 1.0:
             out_v = np.empty(1 + k)
             out_v[0] = 0.0
-            np.multiply(_UNIFORM_SLICES, t * (0.5 + c * g), out=out_v[1:])
+            out_v[1:] = _UNIFORM_SLICES * (0.5 * t) + np.minimum(_UNIFORM_SLICES * (t * c * g), cap)
             out_p = np.empty(1 + k)
             out_p[0] = 1.0 - st.busy
             np.multiply(SLICE_PROBS, st.busy, out=out_p[1:])
             return out_v, out_p
         l1, l2 = s2 / s1, s3 / s1
-        mean_m = l1 * (0.5 + c * g)
         shape_m = _lognormal_slice_list(math.sqrt(math.log(max(4.0 * l2 / (3.0 * l1 * l1), 1.0))))
         out_v = np.empty(1 + 2 * k)
         out_v[0] = 0.0
-        np.multiply(_UNIFORM_SLICES, t * (0.5 + c * g), out=out_v[1 : 1 + k])
-        out_v[1 + k :] = [mean_m * v for v in shape_m]
+        out_v[1 : 1 + k] = _UNIFORM_SLICES * (0.5 * t) + np.minimum(_UNIFORM_SLICES * (t * c * g), cap)
+        half, comp = 0.5 * l1, l1 * c * g
+        out_v[1 + k :] = [half * v + min(comp * v, cap) for v in shape_m]
         out_p = np.empty(1 + 2 * k)
         out_p[0] = 1.0 - st.busy
         np.multiply(SLICE_PROBS, st.busy * b_dec, out=out_p[1 : 1 + k])
@@ -1013,6 +1018,11 @@ class Engine:
             z = self.zero()
             self._token_cost = max(z.t_full - z.t_arr, 0.0) / max(z.share_full, 1.0)
         return self._token_cost
+
+    def _company_cap_s(self) -> float:
+        """The most a prompt's company costs when nothing queues beyond the next step: one full
+        budget's prefill tokens at `_token_cost_s` each (an idle engine's budget: fixed)."""
+        return self._token_cost_s() * max(self.zero().share_full, 1.0)
 
     def _residual_step_s(self, s: State) -> float:
         return self._steps(s).residual

@@ -55,7 +55,7 @@ LOW_UTILIZATION = 0.10
 PREEMPTION_WARN = 0.01
 # Per-replica arrival CV² from which the plan says its p99s are unreliable: the accuracy grid's
 # trace has CV² 1.2; on docs/accuracy.md's bursty table (CV² 4 and 20) the model's TTFT p99 is
-# from 29% below to 2.7x above the simulator's and ITL p99 up to 28% below (docs/latency.md,
+# from 55% below to 10% above the simulator's and ITL p99 up to 28% below (docs/latency.md,
 # known limits). 4 (k = 0.25) is the table's mildest burstiness.
 BURSTY_CV2_WARN = 4.0
 TIGHT_RTOL = 1e-6
@@ -979,7 +979,7 @@ class _Builder:
         if worst >= BURSTY_CV2_WARN:
             out.append(
                 f"arrivals this bursty (CV² up to {worst:.3g} per replica at the peak) are where the latency model is "
-                "least right: against the simulator it reads TTFT p99 from ~30% low to ~2.7x high and ITL p99 "
+                "least right: against the simulator it reads TTFT p99 from ~55% low to ~10% high and ITL p99 "
                 "up to ~30% low at CV² 4-20 (docs/accuracy.md); check this plan with --verify"
             )
         for s, pt in points.values():
