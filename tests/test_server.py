@@ -426,7 +426,11 @@ def test_one_client_balances_over_two_servers(served: tuple[PlannerServer, str])
 
 def test_a_server_error_reaches_the_client_as_a_service_error(client: PlannerClient) -> None:
     with pytest.raises(ServiceError) as e:
-        client.simulate({**_example("chat-qwen3-8b-h100.yaml"), "requests": 6000}, timeout_s=0.2)
+        # ~3 s of simulation on this machine (never answered from the server's cache: its own seed),
+        # against a 0.2 s deadline
+        client.simulate(
+            {**_example("chat-qwen3-8b-h100.yaml"), "requests": 30000, "seed": 424242}, timeout_s=0.2
+        )
     assert e.value.code is grpc.StatusCode.DEADLINE_EXCEEDED
 
 
