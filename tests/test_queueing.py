@@ -38,6 +38,7 @@ from planner.latency.queueing import (
     gg1_wait,
     response_quantiles,
     response_quantiles_phases,
+    shift_phases,
     tail_quantiles,
     wait_beyond,
     wait_phases,
@@ -581,6 +582,19 @@ def test_wait_beyond_exponential_and_gamma() -> None:
     assert q == pytest.approx(q_hand, rel=1e-12)
     assert len(ph) == 1 and ph[0] == pytest.approx((1.0, scale), rel=1e-12)
     assert wait_beyond(d, 1.0, 0.0)[0] == pytest.approx(d.prob, rel=1e-12)  # nothing shifted
+
+
+@pytest.mark.parametrize("kappa", [2.0, 5.0, 40.0])
+def test_wait_beyond_two_phases_is_the_shifted_phases(kappa: float) -> None:
+    """Spread service (r > 2): the fast path equals its literal reference, the phases of
+    `wait_phases` shifted by `shift_phases`, renormalized by their total weight."""
+    w = gg1_wait(0.4, 2.0, 3.0, 4.0)
+    ref = shift_phases(wait_phases(w, kappa), 0.9)
+    q_ref = sum(a for a, _ in ref)
+    q, ph = wait_beyond(w, kappa, 0.9)
+    assert len(ph) == len(ref) == 2 and q == pytest.approx(q_ref, rel=EXACT)
+    for (a, m), (a_ref, m_ref) in zip(ph, ref, strict=True):
+        assert a == pytest.approx(a_ref / q_ref, rel=EXACT) and m == pytest.approx(m_ref, rel=EXACT)
 
 
 def _tail(service: np.ndarray, probs: np.ndarray, phases, waiting, x: float) -> float:

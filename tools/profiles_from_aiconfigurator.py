@@ -437,22 +437,22 @@ def fit_kernels(
     )
 
 
-def decode_step_s(profile: Any, model: str, gpu_name: str, batch: int, ctx: int) -> float:
-    """The profile's decode step, through the same predictor the fit uses."""
+def _one_row_s(profile: Any, model: str, gpu_name: str, **row: Any) -> float:
+    """One measurement row as the profile predicts it, through the same predictor the fit uses."""
     from planner.costmodel.calibrated import predict
     from planner.costmodel.fit_data import StepRow
 
-    row = StepRow(kind="decode", batch=batch, ctx=ctx)
-    return predict([row], get_model(model), get_gpu(gpu_name), profile)[0]
+    return predict([StepRow(**row)], get_model(model), get_gpu(gpu_name), profile)[0]
+
+
+def decode_step_s(profile: Any, model: str, gpu_name: str, batch: int, ctx: int) -> float:
+    """The profile's decode step."""
+    return _one_row_s(profile, model, gpu_name, kind="decode", batch=batch, ctx=ctx)
 
 
 def prefill_step_s(profile: Any, model: str, gpu_name: str, prompt: int) -> float:
-    """One step prefilling a whole prompt on an idle engine, through the fit's predictor."""
-    from planner.costmodel.calibrated import predict
-    from planner.costmodel.fit_data import StepRow
-
-    row = StepRow(kind="prefill", prompt=prompt)
-    return predict([row], get_model(model), get_gpu(gpu_name), profile)[0]
+    """One step prefilling a whole prompt on an idle engine."""
+    return _one_row_s(profile, model, gpu_name, kind="prefill", prompt=prompt)
 
 
 def mean_prompt(obs: Mapping[str, Any]) -> int:

@@ -1024,9 +1024,6 @@ class Engine:
         budget's prefill tokens at `_token_cost_s` each (an idle engine's budget: fixed)."""
         return self._token_cost_s() * max(self.zero().share_full, 1.0)
 
-    def _residual_step_s(self, s: State) -> float:
-        return self._steps(s).residual
-
     def _itl(self, s: State) -> tuple[float, float]:
         """`_compute_itl`, once per state."""
         if s.itl is None:

@@ -954,9 +954,15 @@ class _Builder:
             )
         cv2 = self.stats.arrival_cv2
         demand = f.rates_per_s[f.peak]
+        # the arrival CV² each deployment's replicas see at the peak (their share of the stream)
+        seen = {
+            id(s): per_replica_arrival_cv2(cv2, min(1.0, s.requests_per_s_per_replica / demand))
+            if demand > 0
+            else cv2
+            for s in serving
+        }
         split = [
-            f"{s.point.config.id}: {s.replicas} replicas, CV² "
-            f"{per_replica_arrival_cv2(cv2, min(1.0, s.requests_per_s_per_replica / demand)):.3g} each"
+            f"{s.point.config.id}: {s.replicas} replicas, CV² {seen[id(s)]:.3g} each"
             for s in serving
             if s.replicas > 1 and demand > 0
         ]
@@ -967,15 +973,7 @@ class _Builder:
                 "them more evenly, but one that keeps a client's requests on one replica (session affinity) "
                 "does not, and then the replicas see the whole stream's bursts"
             )
-        worst = max(
-            (
-                per_replica_arrival_cv2(cv2, min(1.0, s.requests_per_s_per_replica / demand))
-                if demand > 0
-                else cv2
-                for s in serving
-            ),
-            default=0.0,
-        )
+        worst = max(seen.values(), default=0.0)
         if worst >= BURSTY_CV2_WARN:
             out.append(
                 f"arrivals this bursty (CV² up to {worst:.3g} per replica at the peak) are where the latency model is "
