@@ -91,3 +91,26 @@ def test_bursty_itl_p99_within_bounds_of_the_simulator() -> None:
     assert cell.source == "bursty" and cell.burstiness == 0.05
     for k in ("itl_p50", "itl_p99"):
         assert abs(cell.error(k)) <= 0.25, f"{k}: {cell.error(k):+.1%}"
+
+
+# Cells near capacity where the queue's wait was far too short before the model charged full
+# steps as the FIFO stream of waiting prompts (their chunks' prefixes) and stretched the wait for
+# the decodes a backlog accumulates (`Engine._queue_wait`): TTFT p99 -32.5% (H100 theoretical,
+# budget 512, spread lengths, 85% load) and -25.5% (H200 calibrated, budget 512, constant
+# lengths, 90%) in docs/accuracy.md of 2026-12-01 (60,000 requests). The same 60,000 requests
+# here (seed 0: the simulated p99 moves 6-14% between seeds at this count), bound 20%.
+NEAR_CAPACITY = [
+    ("h100-sxm", "theoretical", "spread", 0.85),
+    ("h200-sxm", "calibrated", "constant", 0.9),
+]
+
+
+@pytest.mark.parametrize(("gpu", "profile", "lengths", "load"), NEAR_CAPACITY)
+def test_ttft_near_capacity_within_bounds_of_the_simulator(
+    gpu: str, profile: str, lengths: str, load: float
+) -> None:
+    trace = acc.builtin_trace(acc.TRACE)
+    case = acc.Case("Qwen/Qwen3-8B", gpu, profile, 512)
+    cell = acc.synthetic_cell(case, load, trace, count=60_000, lengths=lengths, spread_seed=None)
+    for k in ("ttft_p50", "ttft_p99"):
+        assert abs(cell.error(k)) <= 0.20, f"{k}: {cell.error(k):+.1%}"

@@ -157,12 +157,14 @@ def test_hand_derived_disaggregated_case() -> None:
     (constant prompts): E[W] = rho/(1-rho) x 1/2 x S; given a wait, exponential with mean
         m = S / 2 / (1 - rho) = 0.010140871486601666 s.
     Prompts behind ours top up our step with probability rho: E[Pe]/(1 - rho) =
-    1202.8174297320334 more tokens, a 2202.8174-token step of (2P c + 589,824 c^2/2) / F =
-    0.03793369219467073 s; the service is S + rho (0.0379337 - S) = 0.020414966194835408 s.
+    1202.8174297320334 more tokens of the queue's stream, which attend to their own prompts'
+    context (500 tokens per token on average, like ours), a c = 2202.8174-token step of
+    (2P c + 589,824 x 500 c) / F = 0.03714360618857239 s; the service is
+    S + rho (0.0371436 - S) = 0.020281742973203332 s.
     KV transfer: 1000 x 147,456 B / 50e9 B/s + 1 ms = 3.94912e-3 s.
-        TTFT p50: P(W > 0) = rho < 0.5, so p50 = service + transfer = 0.02436408619483541 s
+        TTFT p50: P(W > 0) = rho < 0.5, so p50 = service + transfer = 0.024230862973203333 s
         TTFT p99: rho e^{-w/m} = 0.01 => w = m ln(rho / 0.01) = 0.02864851419577765 s,
-                  p99 = service + transfer + w = 0.05301260039061306 s.
+                  p99 = service + transfer + w = 0.05287937716898099 s.
     Cost: 2 GPUs x $4.29/h = $8.58/h over 10 x 101 output tokens/s: $2.35973597... per 1M."""
     dep = Deployment(
         **QWEN_H100,
@@ -178,8 +180,8 @@ def test_hand_derived_disaggregated_case() -> None:
     assert pred.decode_concurrency == pytest.approx(5.175545783161635, rel=1e-7)
     assert pred.itl_p50_s == pytest.approx(5.1755457831616355e-3, rel=1e-7)
     assert pred.itl_p99_s == pytest.approx(5.1755457831616355e-3, rel=1e-7)
-    assert pred.ttft_p50_s == pytest.approx(0.02436408619483541, rel=1e-9)
-    assert pred.ttft_p99_s == pytest.approx(0.05301260039061306, rel=1e-9)
+    assert pred.ttft_p50_s == pytest.approx(0.024230862973203333, rel=1e-9)
+    assert pred.ttft_p99_s == pytest.approx(0.05287937716898099, rel=1e-9)
     assert pred.prefill_utilization == pytest.approx(0.1686186321536906, rel=1e-9)
     assert pred.kv_cache_usage == pytest.approx(5.175545783161635 * 1058.5 / 405_376, rel=1e-7)
     assert pred.pools["decode"]["max_stable_requests_per_s_per_replica"] == pytest.approx(

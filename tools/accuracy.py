@@ -190,20 +190,47 @@ def synthetic_cell(
     cap = capacity(r, base)
     wl = scale_workload(base, load * cap)
     pred = LatencyModel(r, WorkloadStats.of(wl)).evaluate()
-    reqs = workload_requests(wl, seed, count=count)
     t0 = time.perf_counter()
-    res = run(r, reqs)
+    sim, preemptions, n_reqs = _simulate_cached(r, wl, seed, count)
     wall = time.perf_counter() - t0
-    sim = _simulated(res)
     spread = math.nan
     if spread_seed is not None:
-        other = _simulated(run(r, workload_requests(wl, spread_seed, count=count)))
+        other = _simulate_cached(r, wl, spread_seed, count)[0]
         spread = max(abs(other[k] / sim[k] - 1.0) for k in METRICS)
     return Cell(
-        case, "synthetic" if burstiness is None else "bursty", load, cap, pred.requests_per_s, len(reqs),
-        _analytic(pred), sim, res.preemptions, wall, lengths, spread,
+        case, "synthetic" if burstiness is None else "bursty", load, cap, pred.requests_per_s, n_reqs,
+        _analytic(pred), sim, preemptions, wall, lengths, spread,
         burstiness=math.nan if burstiness is None else burstiness,
     )  # fmt: skip
+
+
+SIM_CACHE: dict[str, tuple[dict[str, float], int, int]] | None = None  # --sim-cache: loaded here
+
+
+def _simulate_cached(
+    r: ResolvedDeployment, wl: Workload, seed: int, count: int
+) -> tuple[dict[str, float], int, int]:
+    """Simulate `count` requests of `wl` (seed) on `r`: the four figures, preemptions and the
+    request count. With --sim-cache, a run is looked up by everything it depends on (the
+    resolved deployment, the workload, seed, count, the simulator's source), so iterating on
+    the analytic model replays the simulated column in seconds."""
+    key = ""
+    if SIM_CACHE is not None:
+        import hashlib
+        from pathlib import Path
+
+        import planner.simulate as sim_pkg
+
+        src = b"".join(p.read_bytes() for p in sorted(Path(sim_pkg.__file__).parent.glob("*.py")))
+        key = hashlib.sha256(repr((r, wl, seed, count)).encode() + src).hexdigest()
+        if key in SIM_CACHE:
+            return SIM_CACHE[key]
+    reqs = workload_requests(wl, seed, count=count)
+    res = run(r, reqs)
+    out = (_simulated(res), res.preemptions, len(reqs))
+    if SIM_CACHE is not None:
+        SIM_CACHE[key] = out
+    return out
 
 
 def trace_cell(
@@ -620,6 +647,14 @@ def render(rep: Report, command: str) -> str:
     return "\n".join(lines)
 
 
+def _save_cache(path: str | None) -> None:
+    if path and SIM_CACHE is not None:
+        import json
+        from pathlib import Path
+
+        Path(path).write_text(json.dumps(SIM_CACHE))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--synthetic-requests", type=int, default=SYNTHETIC_REQUESTS)
@@ -633,7 +668,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="only the bursty table (gamma gaps of CV² 4 and 20): a quick check",
     )
+    ap.add_argument(
+        "--sim-cache",
+        metavar="PATH",
+        help="keep synthetic and bursty simulations in this JSON file and reuse them (for iterating "
+        "on the analytic model; keyed by deployment, workload, seed, count and the simulator's source)",
+    )
     args = ap.parse_args(argv)
+    global SIM_CACHE
+    if args.sim_cache:
+        import json
+        from pathlib import Path
+
+        path = Path(args.sim_cache)
+        SIM_CACHE = (
+            {k: (v[0], v[1], v[2]) for k, v in json.loads(path.read_text()).items()} if path.exists() else {}
+        )
     command = "python3 tools/accuracy.py > docs/accuracy.md"
     if args.synthetic_requests != SYNTHETIC_REQUESTS:
         command = (
@@ -644,6 +694,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         trace = builtin_trace(TRACE)
         rep = Report(bursty_cells(trace, args.synthetic_requests), [], [], args.synthetic_requests)
         sys.stdout.write("\n".join([*bursty_section(rep.cells), ""]))
+        _save_cache(args.sim_cache)
         print(f"accuracy: {len(rep.cells)} cells in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
         return 0
     if args.synthetic_only:
@@ -657,6 +708,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         rep = build(synthetic_requests=args.synthetic_requests)
     sys.stdout.write(render(rep, command))
+    _save_cache(args.sim_cache)
     print(f"accuracy: {len(rep.cells)} cells in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     return 0
 

@@ -45,13 +45,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 from scipy import special
 
-from planner.costmodel.steptime import StepCoefficients, step_time_s
+from planner.costmodel.steptime import StepCoefficients, batch_time_s, step_time_s
 from planner.latency.queueing import (
     NO_WAIT,
     Wait,
@@ -139,6 +139,9 @@ class Steps(NamedTuple):
 _EMPTY = np.empty(0)
 _ZERO = np.zeros(1)
 _ONE = np.ones(1)
+TAIL_LEVEL = 0.01  # the backlog's drain stretch is sized at the wait's p99 (Engine._queue_wait)
+STRETCH_PASSES = 30  # fixed-point passes of the stretch (converges in a few; bounded)
+STRETCH_DRIFT_FLOOR = 0.05  # the stretched drift never falls below this share of 1 - rho
 QUEUED_MIN = 1e-6  # below this chance of queueing beyond the next step, TTFT ignores it
 COMPANY_PASSES = 2  # passes of the step mix with company (module docstring of _steps)
 
@@ -265,6 +268,7 @@ class Engine:
         self.pe_max = float(self.pe.max())
         self.mean_pe = stats.mean_prefill_tokens
         self.a_ctx = stats.prefill_attention_context
+        self.p0_share = float(self.pw @ self.p0) / self.mean_pe  # cached tokens per computed one
         self.budget = float(config.max_num_batched_tokens)
         self.seats_max = float(config.max_num_seqs)
         self.kv_cap = float(config.kv_cache_tokens)
@@ -335,7 +339,7 @@ class Engine:
         s_own = min(s_f, self.threshold) if self.threshold > 0 else s_f
         s_f1 = max(s_f, 1.0)
         s_o1 = max(s_own, 1.0)
-        t_full = step_time_s(coef, s_f1, self.a_ctx - s_f1 / 2.0, n_arr, ctx)
+        t_full = self._stream_step_s(s_f1, n_arr, ctx)
         q = self.mean_pe * t_full / s_f1
         fluid = self.mean_pe * (t_full - t_arr) / s_f1
         toks, offs, wts, k = self._chunks(s_o1)
@@ -368,6 +372,20 @@ class Engine:
             mixed_fraction=mixed, mean_chunks=mean_k, chunk_tokens=toks, chunk_offset=offs,
             chunk_weight=wts, chunk_time=tau, own_service=own, kv_var=kv_var,
         )  # fmt: skip
+
+    def _stream_step_s(
+        self, share: FloatArray | float, n_arr: FloatArray | float, ctx: FloatArray | float
+    ) -> Any:
+        """A full-budget step while prompts queue: `share` prompt tokens from the FIFO stream of
+        waiting prompts beside n_arr decodes. The stream cuts prompts at step boundaries, so a
+        step carries the pieces of one or more prompts, each at its own offset; over a uniform
+        phase the offsets of a prompt's chunks sum to E[Pe^2] / (2 s) + p0 (1 + Pe / s), so per
+        step the chunks' prefix (re-read, `prefix_tokens`) is a_ctx + s E[p0] / E[Pe], their KV
+        read that + s, and their attention s a_ctx (docs/latency.md, "Full steps"). One chunk of
+        s tokens at a_ctx - s/2 has the same attention but half a budget less prefix."""
+        prefix = share * self.p0_share
+        prefix += self.a_ctx
+        return batch_time_s(self.k, n_arr, ctx, share, share * self.a_ctx, prefix + share, prefix)
 
     def _chunks(self, share: float) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
         """Each prompt's chunks at `share` tokens per step: k - 1 full chunks then the rest, as
@@ -468,7 +486,7 @@ class Engine:
         s_own = np.minimum(s_f, self.threshold) if self.threshold > 0 else s_f
         s_f1 = np.maximum(s_f, 1.0)
         s_o1 = np.maximum(s_own, 1.0)
-        t_full = step_time_s(coef, s_f1, self.a_ctx - s_f1 / 2.0, n_arr, ctx)
+        t_full = self._stream_step_s(s_f1, n_arr, ctx)
         q = self.mean_pe * t_full / s_f1
         fluid = self.mean_pe * (t_full - t_arr) / s_f1
         pe = self.pe[None, :]
@@ -740,14 +758,19 @@ class Engine:
     def _full_time(self, s: State) -> FloatArray:
         """Step times of the chunk steps when other prompts wait: the step is topped up with the
         waiting prompts' tokens, on average E[Pe] / (1 - rho) of them (the queue length given
-        that it is non-empty, M/M/1), up to the whole budget."""
+        that it is non-empty, M/M/1), up to the whole budget; those tokens are pieces of the
+        FIFO stream, with its attention and prefix per token (`_stream_step_s`)."""
         if s.full_time is None:
             s_f = max(s.share_full, 1.0)
             extra = self.mean_pe / max(1.0 - s.rho, 1e-12)
-            toks = np.minimum(s.chunk_tokens + extra, s_f)
-            s.full_time = step_time_s(
-                self.k, toks, s.chunk_offset, s.n_arr, s.n_arr * self.cbar, empty_batches=False
-            )
+            c = s.chunk_tokens
+            o = s.chunk_offset
+            e = np.minimum(c + extra, s_f) - c  # the stream's tokens beside the prompt's chunk
+            prefix = o + e * (self.a_ctx / s_f + self.p0_share)  # `_stream_step_s` per token
+            s.full_time = batch_time_s(
+                self.k, s.n_arr, s.n_arr * self.cbar, c + e, c * (o + 0.5 * c) + e * self.a_ctx,
+                prefix + c + e, prefix,
+            )  # fmt: skip
         return s.full_time
 
     def _steps(self, s: State) -> Steps:
@@ -764,9 +787,7 @@ class Engine:
         two: a long step brings more company, which makes the next step longer)."""
         if s.steps is not None:
             return s.steps
-        wait = gg1_wait(
-            s.rho, self.mean_pe * s.t_full / max(s.share_full, 1.0), self.ca2, self.stats.prefill_cv2
-        )
+        wait = self._queue_wait(s)
         if not (self.has_decode and self.has_prefill) or s.n <= 0:
             s.steps = Steps(wait, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, _EMPTY, _EMPTY, 0.0, _NO_SUMS, ())
             return s.steps
@@ -885,12 +906,13 @@ class Engine:
             c = r_tok + np.array(x)
             np.minimum(c, s_f, out=c)
             xc = c - r_tok
-            p_eq = 0.5 * xc  # (r_pairs + x_c^2 / 2) / c - c / 2: each prompt attends to itself
-            p_eq *= xc
-            p_eq += r_pairs
-            p_eq /= c
-            p_eq -= 0.5 * c
-            tc = step_time_s(self.k, c, p_eq, s.n_arr, s.n_arr * self.cbar, empty_batches=False)
+            pairs = 0.5 * xc  # r_pairs + x_c^2 / 2: each prompt attends to itself
+            pairs *= xc
+            pairs += r_pairs
+            # KV and prefix: the last chunk's offset, and the company's cached prefixes
+            prefix = xc * self.p0_share
+            prefix += s.chunk_offset[:, -1:]
+            tc = batch_time_s(self.k, s.n_arr, s.n_arr * self.cbar, c, pairs, prefix + c, prefix)
             lo = n_i + n_full
             np.add(tc.ravel(), extra, out=vals[lo : lo + n_comp])
             bj = np.array([p / (1.0 + xj / self.mean_pe) for xj, p in zip(x, _SLICE_P, strict=True)])
@@ -1010,6 +1032,57 @@ class Engine:
         np.multiply(SLICE_PROBS, st.busy * b_dec, out=out_p[1 : 1 + k])
         np.multiply(SLICE_PROBS, st.busy * (1.0 - b_dec), out=out_p[1 + k :])
         return out_v, out_p
+
+    def _queue_wait(self, s: State) -> Wait:
+        """The prefill queue's wait: GI/G/1 at the state's full-step rate (`gg1_wait`), stretched
+        for the backlog's drain (docs/latency.md, "A backlog drains slower as it grows").
+
+        While prompts queue, the engine prefills 1/q of them per second, more than arrive, so
+        decodes accumulate, g = 1/q - lam = (1 - rho) / q per second of backlog; each one takes a
+        token of the budget and adds to the step, q growing by beta = ln(q_sat / q) / (n_sat - n)
+        per decode towards the stability boundary's q_sat. A prompt that finds V seconds of
+        work sits in a busy period that took about V / (1 - rho) to build (heavy traffic: the
+        climb is the reversed descent), over which x(V) = g T_d (1 - exp(-V / ((1 - rho) T_d)))
+        decodes joined (T_d = d t_step, a decode's lifetime; at most n_sat - n). So the queue
+        builds faster at level u (drift 1 - rho e^{beta x(u)} for 1 - rho: the diffusion's tail
+        exponent), and the prompt's own wait stretches by e^{beta x(V)}. Both are sized at the
+        wait's p99 (`TAIL_LEVEL`; the tail integral at its midpoint, a bounded fixed point) and
+        scale the wait's mean: an exponential stays an exponential, the downstream forms hold."""
+        q = self.mean_pe * s.t_full / max(s.share_full, 1.0)
+        wait = gg1_wait(s.rho, q, self.ca2, self.stats.prefill_cv2)
+        rho = s.rho
+        if not (self.has_decode and self.has_prefill) or not 0.0 < rho < 1.0:
+            return wait
+        m = wait.mean_if_waiting_s
+        if wait.prob <= TAIL_LEVEL or not (0.0 < m < math.inf):
+            return wait
+        b = self.boundary()
+        room = b.n_max - s.n
+        if not room > 0.0:
+            return wait
+        end = self._state(b.n_max, None)
+        q_sat = self.mean_pe * end.t_full / max(end.share_full, 1.0)
+        if not q_sat > q:
+            return wait
+        beta = math.log(q_sat / q) / room
+        t_d = self.d * s.t_step
+        joined = (1.0 - rho) / q * t_d  # g T_d: decodes a backlog adds at most (before the cap)
+        per_s = max(self.ca2, 1.0) / ((1.0 - rho) * t_d)
+        v0 = m * math.log(wait.prob / TAIL_LEVEL)  # the p99 wait at the state's rate
+        floor = STRETCH_DRIFT_FLOOR * (1.0 - rho)
+        v = v0
+        for _ in range(STRETCH_PASSES):  # increasing map, bounded by rho_sat = rho q_sat / q < 1
+            x_mid = min(room, -joined * math.expm1(-0.5 * v * per_s))
+            x_end = min(room, -joined * math.expm1(-v * per_s))
+            # mean drift over [0, v] by Simpson's rule (x(0) = 0)
+            drift = 1.0 - rho * (1.0 + 4.0 * math.exp(beta * x_mid) + math.exp(beta * x_end)) / 6.0
+            v_next = v0 * (1.0 - rho) / max(drift, floor)
+            done = abs(v_next - v) <= 1e-9 * v
+            v = v_next
+            if done:
+                break
+        x_end = min(room, -joined * math.expm1(-v * per_s))
+        return Wait(wait.prob, m * v * math.exp(beta * x_end) / v0)
 
     def _token_cost_s(self) -> float:
         """The marginal time of one prefill token in a full-budget step of an idle engine,
