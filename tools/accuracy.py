@@ -115,6 +115,7 @@ class Cell:
     wall_s: float
     lengths: Lengths = "spread"
     seed_spread: float = math.nan  # max |second seed / first - 1| over the simulated metrics
+    seed_spreads: dict[str, float] | None = None  # the same per metric
     sim_ttft_p99_busiest_s: float = math.nan  # trace: requests arriving in its busiest minutes
     burstiness: float = math.nan  # bursty: the gamma gaps' shape k (CV² = 1/k)
 
@@ -194,13 +195,15 @@ def synthetic_cell(
     sim, preemptions, n_reqs = _simulate_cached(r, wl, seed, count)
     wall = time.perf_counter() - t0
     spread = math.nan
+    spreads = None
     if spread_seed is not None:
         other = _simulate_cached(r, wl, spread_seed, count)[0]
-        spread = max(abs(other[k] / sim[k] - 1.0) for k in METRICS)
+        spreads = {k: abs(other[k] / sim[k] - 1.0) for k in METRICS}
+        spread = max(spreads.values())
     return Cell(
         case, "synthetic" if burstiness is None else "bursty", load, cap, pred.requests_per_s, n_reqs,
         _analytic(pred), sim, preemptions, wall, lengths, spread,
-        burstiness=math.nan if burstiness is None else burstiness,
+        burstiness=math.nan if burstiness is None else burstiness, seed_spreads=spreads,
     )  # fmt: skip
 
 
@@ -501,6 +504,17 @@ def summary(rows: Sequence[Cell], source: Source, metrics: Sequence[str] = METRI
         )
         spreads = [c.seed_spread for c in sel if math.isfinite(c.seed_spread)]
         text += f" ({per})"
+        noisy = [
+            abs(c.error(k)) <= max(TARGET, c.seed_spreads[k])
+            for c in sel
+            if c.seed_spreads is not None
+            for k in metrics
+        ]
+        if noisy:
+            text += (
+                f"; {sum(noisy)} of {len(noisy)} within ±{TARGET:.0%} or the figure's own seed spread (the "
+                "simulated figure's change with a second seed, where that is larger)"
+            )
         if spreads:
             text += (
                 f". Seed spread (the simulated figures' change with a second seed): median "
