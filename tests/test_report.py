@@ -171,6 +171,10 @@ def test_latency_at_peak_is_the_simulation_and_the_prediction(built: tuple[PlanR
     }
     req = parse_plan_request(yaml.safe_load(CHAT.read_text()))
     workload = build_workload(req.workload)
+    # one deployment serves the whole peak: its share, per replica x replicas (the report's
+    # arithmetic, equal to the peak up to rounding in the last bits)
+    rate = at.requests_per_s_per_replica * dep.replicas_peak
+    assert rate == pytest.approx(plan.workload.peak_requests_per_s, rel=1e-12)
     sim = api.simulate(
         SimulateRequest(
             deployment=Deployment(
@@ -182,11 +186,7 @@ def test_latency_at_peak_is_the_simulation_and_the_prediction(built: tuple[PlanR
                 max_num_batched_tokens=dep.max_num_batched_tokens,
                 gpu_memory_utilization=dep.gpu_memory_utilization,
             ),
-            workload=workload.model_copy(
-                update={
-                    "arrivals": Arrivals(requests_per_s=plan.workload.peak_requests_per_s, burstiness=1.0)
-                }
-            ),
+            workload=workload.model_copy(update={"arrivals": Arrivals(requests_per_s=rate, burstiness=1.0)}),
             slo=SloTargets(ttft_p99_ms=500, itl_p99_ms=50),
             requests=SIMULATED_REQUESTS,
             series=False,

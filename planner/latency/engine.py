@@ -787,7 +787,8 @@ class Engine:
         two: a long step brings more company, which makes the next step longer)."""
         if s.steps is not None:
             return s.steps
-        wait = self._queue_wait(s)
+        cv2_x, kappa_x = self._service_shape(s)
+        wait = self._queue_wait(s, cv2_x)
         if not (self.has_decode and self.has_prefill) or s.n <= 0:
             s.steps = Steps(wait, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, _EMPTY, _EMPTY, 0.0, _NO_SUMS, ())
             return s.steps
@@ -841,7 +842,7 @@ class Engine:
             mu = lam * lb
             m = mu * (1.0 + ca2m1 / (1.0 + mu)) if mu > 0 else 0.0
             pi = -math.expm1(-m)
-            backlog, beyond = wait_beyond(wait, self.kappa, lb / 2.0 + s.t_full)
+            backlog, beyond = wait_beyond(wait, kappa_x, lb / 2.0 + s.t_full)
             quiet = 1.0 - backlog
             w_alone = quiet * (1.0 - pi)
             s0 = fc0 * quiet + al0 * w_alone
@@ -1033,9 +1034,33 @@ class Engine:
         np.multiply(SLICE_PROBS, st.busy * (1.0 - b_dec), out=out_p[1 + k :])
         return out_v, out_p
 
-    def _queue_wait(self, s: State) -> Wait:
-        """The prefill queue's wait: GI/G/1 at the state's full-step rate (`gg1_wait`), stretched
-        for the backlog's drain (docs/latency.md, "A backlog drains slower as it grows").
+    def _service_shape(self, s: State) -> tuple[float, float]:
+        """The prefill queue's service X_i per prompt of the support, c_s^2 = Var X / E[X]^2 and
+        kappa = E[X] E[X^3] / E[X^2]^2 (for `gg1_wait` and `wait_beyond`): a prompt of Pe tokens
+        takes Pe / s full steps of a stream made of prompts like it (`_stream_step_s` with its
+        own attention context p0 + Pe/2 and prefix p0 + Pe/2 + s p0/Pe per step), so X grows
+        faster than Pe: attention and the calibrated prefix re-read are quadratic in it. With
+        the H200's profile a 8,000-token prompt's re-read nearly doubles its service; the shape
+        from Pe alone (the token counts' spread) understated the queue's tail by up to 18%."""
+        if not self.has_prefill:
+            return self.stats.prefill_cv2, self.kappa
+        s_f = max(s.share_full, 1.0)
+        a_i = self.p0 + 0.5 * self.pe
+        prefix = a_i + s_f * self.p0 / self.pe
+        t_i = batch_time_s(self.k, s.n_arr, s.n_arr * self.cbar, s_f, s_f * a_i, prefix + s_f, prefix)
+        x = self.pe * t_i
+        pw = self.pw
+        m1 = float(pw @ x)
+        x2 = x * x
+        m2 = float(pw @ x2)
+        m3 = float(pw @ (x2 * x))
+        if not m1 > 0.0:  # an empty step times 0: no service to shape
+            return self.stats.prefill_cv2, self.kappa
+        return max(m2 / (m1 * m1) - 1.0, 0.0), m1 * m3 / (m2 * m2)
+
+    def _queue_wait(self, s: State, service_cv2: float) -> Wait:
+        """The prefill queue's wait: GI/G/1 at the state's full-step rate (`gg1_wait`, service
+        spread `service_cv2` from `_service_shape`), stretched for the backlog's drain (docs/latency.md, "A backlog drains slower as it grows").
 
         While prompts queue, the engine prefills 1/q of them per second, more than arrive, so
         decodes accumulate, g = 1/q - lam = (1 - rho) / q per second of backlog; each one takes a
@@ -1049,7 +1074,7 @@ class Engine:
         wait's p99 (`TAIL_LEVEL`; the tail integral at its midpoint, a bounded fixed point) and
         scale the wait's mean: an exponential stays an exponential, the downstream forms hold."""
         q = self.mean_pe * s.t_full / max(s.share_full, 1.0)
-        wait = gg1_wait(s.rho, q, self.ca2, self.stats.prefill_cv2)
+        wait = gg1_wait(s.rho, q, self.ca2, service_cv2)
         rho = s.rho
         if not (self.has_decode and self.has_prefill) or not 0.0 < rho < 1.0:
             return wait
