@@ -137,6 +137,8 @@ class Steps(NamedTuple):
 
 
 _EMPTY = np.empty(0)
+_ONE0 = np.array(1.0)  # 0-d: numpy takes these beside arrays faster than Python floats
+_EPS_CHUNK = np.array(1e-9)  # chunk counts: ceil(Pe / share - 1e-9)
 _ZERO = np.zeros(1)
 _ONE = np.ones(1)
 QUEUED_MIN = 1e-6  # below this chance of queueing beyond the next step, TTFT ignores it
@@ -274,6 +276,7 @@ class Engine:
         self.kappa = self.mean_pe * float(self.pw @ self.pe**3) / (pe2 * pe2)  # E[X]E[X^3]/E[X^2]^2
         self._g = np.arange(CHUNK_GROUPS, dtype=np.float64)
         self._ones = np.ones((self.pe.size, 1))
+        self._p0_col = self.p0[:, None]
         self._boundary: Boundary | None = None
         self._zero: State | None = None
         self._zero_point: Point | None = None
@@ -340,7 +343,7 @@ class Engine:
         fluid = self.mean_pe * (t_full - t_arr) / s_f1
         toks, offs, wts, k = self._chunks(s_o1)
         tau = step_time_s(coef, toks, offs, n_arr, ctx, empty_batches=False)
-        own = (wts * tau).sum(axis=1)
+        own = np.add.reduce(wts * tau, axis=1)  # (wts * tau).sum(axis=1), without the wrapper
         pw = self.pw
         extra_k = k * t_arr
         np.subtract(own, extra_k, out=extra_k)
@@ -376,30 +379,29 @@ class Engine:
         affine in the chunk index). Only as many columns as the longest prompt needs."""
         pe = self.pe
         k = pe * (1.0 / share)
-        k -= 1e-9
+        k -= _EPS_CHUNK
         np.ceil(k, out=k)
-        np.maximum(k, 1.0, out=k)
-        m = k - 1.0
+        np.maximum(k, _ONE0, out=k)
+        m = k - _ONE0
         done = m * share  # tokens in the full chunks
         m_max = math.ceil(self.pe_max / share - 1e-9) - 1
         if m_max <= 0:
             return (pe - done)[:, None], (self.p0 + done)[:, None], self._ones, k
         cols = min(m_max, CHUNK_GROUPS)
         g = self._g[:cols]
-        toks = np.empty((pe.size, cols + 1))
+        shape = (pe.size, cols + 1)
+        toks, offs, wts = np.empty(shape), np.empty(shape), np.empty(shape)
         toks[:, :cols] = share
         np.subtract(pe, done, out=toks[:, cols])
-        offs = np.empty((pe.size, cols + 1))
-        wts = np.empty((pe.size, cols + 1))
         if m_max <= CHUNK_GROUPS:  # every chunk listed: chunk j at offset j share, if j < m
-            np.multiply(g, share, out=offs[:, :cols])
+            np.add(g * share, self._p0_col, out=offs[:, :cols])
             np.less(g, m[:, None], out=wts[:, :cols])
         else:
             few = (m <= CHUNK_GROUPS)[:, None]
             j = np.where(few, g, (g + 0.5) * m[:, None] / CHUNK_GROUPS - 0.5)
             np.multiply(j, share, out=offs[:, :cols])
             wts[:, :cols] = np.where(few, (g < m[:, None]).astype(np.float64), m[:, None] / CHUNK_GROUPS)
-        offs[:, :cols] += self.p0[:, None]
+            offs[:, :cols] += self._p0_col
         np.add(self.p0, done, out=offs[:, cols])
         wts[:, cols] = 1.0
         return toks, offs, wts, k
@@ -506,10 +508,11 @@ class Engine:
         b = self.d * t_dec + n * own_delta
         disc = b * b + 4.0 * a2 * n
         den = b + np.sqrt(np.maximum(disc, 0.0))
-        with np.errstate(divide="ignore", invalid="ignore"):
-            lam = np.where((disc >= 0) & (den > 0), 2.0 * n / den, math.nan)
+        ok = (disc >= 0) & (den > 0)
+        lam = np.full(n.shape, math.nan)
+        np.divide(2.0 * n, den, out=lam, where=ok)  # 2 n / den where the root exists, else NaN
         rho = lam * q
-        rc = np.clip(rho, 0.0, 1.0)
+        rc = np.minimum(np.maximum(rho, 0.0), 1.0)  # np.clip's result, without its overhead
         busy = lam * (own_delta + rc * (fluid - own_delta))
         seats = n + lam * (own @ pw)[:, None]
         kv_mean = kv_dec + lam * ((own * self.kv_weight) @ pw)[:, None]
