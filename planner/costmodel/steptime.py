@@ -320,6 +320,10 @@ def _array(
     scalar branch; terms whose coefficient is 0 are skipped (adding 0 changes nothing).
     `empty_batches=False`: the caller knows every batch has a token (no masking)."""
     kc = k.array_constants
+    if type(n) is float:  # one decode count or context for the whole array (latency model):
+        n = np.array(n)  # 0-d, taken twice below at the cost of one conversion
+    if type(s) is float:
+        s = np.array(s)
     tokens = c + n
     if k.moe_weight_bytes == 0.0:
         w: FloatArray | float = kc.w0

@@ -343,12 +343,12 @@ class Engine:
         fluid = self.mean_pe * (t_full - t_arr) / s_f1
         toks, offs, wts, k = self._chunks(s_o1)
         tau = step_time_s(coef, toks, offs, n_arr, ctx, empty_batches=False)
-        own = np.add.reduce(wts * tau, axis=1)  # (wts * tau).sum(axis=1), without the wrapper
+        own = self._row_sums(wts * tau)
         pw = self.pw
         extra_k = k * t_arr
         np.subtract(own, extra_k, out=extra_k)
-        own_delta = float(extra_k @ pw)  # (own - k t_arr) . pw
-        mean_k = float(k @ pw)
+        own_delta = float(extra_k.dot(pw))  # (own - k t_arr) . pw
+        mean_k = float(k.dot(pw))
         if self.has_decode:
             a2 = n * q * (fluid - own_delta)
             b = self.d * t_dec + n * own_delta
@@ -406,6 +406,19 @@ class Engine:
         wts[:, cols] = 1.0
         return toks, offs, wts, k
 
+    @staticmethod
+    def _row_sums(a: FloatArray) -> FloatArray:
+        """a.sum(axis=1) for the few columns of a prompt's chunks: numpy sums a row's columns in
+        order, ((a0 + a1) + a2) + ..., and so do these column additions, cheaper than its
+        reduction on arrays this small (tests/test_latency.py holds them to it bit for bit)."""
+        cols = a.shape[1]
+        if cols < 2 or cols > CHUNK_GROUPS + 1:
+            return np.add.reduce(a, axis=1)
+        out = a[:, 0] + a[:, 1]
+        for j in range(2, cols):
+            out += a[:, j]
+        return out
+
     def slack_of(self, s: State) -> float:
         """Smallest relative margin of the stability constraints at a state (< 0: violated)."""
         if not (math.isfinite(s.lam) and s.lam >= 0):
@@ -424,7 +437,7 @@ class Engine:
             else:
                 own = s.own_service
                 pw = self.pw
-                s.load = (n + s.lam * float(own @ pw), kv_dec + s.lam * float((own * self.kv_weight) @ pw))
+                s.load = (n + s.lam * float(own.dot(pw)), kv_dec + s.lam * float((own * self.kv_weight).dot(pw)))
         return s.load
 
     def _margins(self, s: State) -> list[tuple[StabilityLimit, float]]:
@@ -1038,7 +1051,7 @@ class Engine:
         of `_steps`."""
         t_dec = s.t_dec
         st = self._steps(s)
-        total = float(st.rates.sum())
+        total = float(np.add.reduce(st.rates))  # st.rates.sum(), without the wrapper
         if total <= 0.01:  # p99 and p50 both fall on decode-only steps
             return t_dec, t_dec
         q = tail_quantiles(t_dec, st.values, st.rates, LEVELS, total=total)
