@@ -437,7 +437,10 @@ class Engine:
             else:
                 own = s.own_service
                 pw = self.pw
-                s.load = (n + s.lam * float(own.dot(pw)), kv_dec + s.lam * float((own * self.kv_weight).dot(pw)))
+                s.load = (
+                    n + s.lam * float(own.dot(pw)),
+                    kv_dec + s.lam * float((own * self.kv_weight).dot(pw)),
+                )
         return s.load
 
     def _margins(self, s: State) -> list[tuple[StabilityLimit, float]]:
