@@ -137,7 +137,7 @@ class Steps(NamedTuple):
 
 
 _EMPTY = np.empty(0)
-_ONE0 = np.array(1.0)  # 0-d: numpy takes these beside arrays faster than Python floats
+_ZERO0, _ONE0 = np.array(0.0), np.array(1.0)  # 0-d: numpy takes these beside arrays faster than floats
 _EPS_CHUNK = np.array(1e-9)  # chunk counts: ceil(Pe / share - 1e-9)
 _ZERO = np.zeros(1)
 _ONE = np.ones(1)
@@ -277,6 +277,7 @@ class Engine:
         self._g = np.arange(CHUNK_GROUPS, dtype=np.float64)
         self._ones = np.ones((self.pe.size, 1))
         self._p0_col = self.p0[:, None]
+        self._p0_first = 0.0 + self.p0  # the first chunk's offset, 0 share + p0, as `_chunks` adds it
         self._boundary: Boundary | None = None
         self._zero: State | None = None
         self._zero_point: Point | None = None
@@ -393,7 +394,10 @@ class Engine:
         toks, offs, wts = np.empty(shape), np.empty(shape), np.empty(shape)
         toks[:, :cols] = share
         np.subtract(pe, done, out=toks[:, cols])
-        if m_max <= CHUNK_GROUPS:  # every chunk listed: chunk j at offset j share, if j < m
+        if cols == 1 and share < math.inf:  # one full chunk at offset 0 share + p0, if 0 < m
+            offs[:, 0] = self._p0_first
+            np.less(_ZERO0, m, out=wts[:, 0])
+        elif m_max <= CHUNK_GROUPS:  # every chunk listed: chunk j at offset j share, if j < m
             np.add(g * share, self._p0_col, out=offs[:, :cols])
             np.less(g, m[:, None], out=wts[:, :cols])
         else:

@@ -155,14 +155,13 @@ def tail_quantiles(
     steps[nv:] = slope
     order = edges.argsort(kind="stable")
     e = edges[order]
-    running = steps[order]
-    running.cumsum(out=running)  # slope of P right after each edge
+    running = np.add.accumulate(steps[order])  # slope of P right after each edge (cumsum)
+    d = e[1:] - e[:-1]
+    d *= running[:-1]
     p = np.empty(2 * nv)  # P(X > e_k), decreasing from `total` to 0
     p[0] = total
     tail = p[1:]
-    np.subtract(e[1:], e[:-1], out=tail)
-    tail *= running[:-1]
-    tail.cumsum(out=tail)
+    np.add.accumulate(d, out=tail)
     tail += total
     top = min(1.0, total)
     out = [atom] * levels.size
@@ -314,7 +313,7 @@ def response_quantiles_phases(
     order = service_s.argsort(kind="stable")
     s = service_s[order]
     p = probs[order]
-    tail = 1.0 - p.cumsum()
+    tail = 1.0 - np.add.accumulate(p)  # 1 - cumsum
     n = s.size
     if waiting is None:
         with np.errstate(divide="ignore"):
@@ -327,7 +326,7 @@ def response_quantiles_phases(
         # (e^{-inf}), so the arrays start at that point (finite times only: -inf - x = -inf).
         pw = p * waiting[order]
         live = pw != 0.0
-        live_at = np.flatnonzero(live)
+        live_at = live.nonzero()[0]
         start = int(live_at[0]) if live_at.size else n
         if start > 0 and not (math.isfinite(float(s[0])) and math.isfinite(float(s[start - 1]))):
             start = 0
