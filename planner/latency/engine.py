@@ -137,7 +137,7 @@ class Steps(NamedTuple):
 
 
 _EMPTY = np.empty(0)
-_ZERO0, _ONE0 = np.array(0.0), np.array(1.0)  # 0-d: numpy takes these beside arrays faster than floats
+_ONE0 = np.array(1.0)  # 0-d: numpy takes these beside arrays faster than Python floats
 _EPS_CHUNK = np.array(1e-9)  # chunk counts: ceil(Pe / share - 1e-9)
 _ZERO = np.zeros(1)
 _ONE = np.ones(1)
@@ -396,7 +396,7 @@ class Engine:
         np.subtract(pe, done, out=toks[:, cols])
         if cols == 1 and share < math.inf:  # one full chunk at offset 0 share + p0, if 0 < m
             offs[:, 0] = self._p0_first
-            np.less(_ZERO0, m, out=wts[:, 0])
+            np.minimum(m, _ONE0, out=wts[:, 0])  # 0 < m as 1.0 / 0.0 (m counts chunks: 0, 1, ...)
         elif m_max <= CHUNK_GROUPS:  # every chunk listed: chunk j at offset j share, if j < m
             np.add(g * share, self._p0_col, out=offs[:, :cols])
             np.less(g, m[:, None], out=wts[:, :cols])
