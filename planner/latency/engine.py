@@ -556,7 +556,7 @@ class Engine:
         grid = cap * np.arange(1, GRID_POINTS + 1, dtype=np.float64) / GRID_POINTS
         gr = self.grid(grid)
         lam, slack = gr.lam, gr.slack
-        bad = np.flatnonzero(slack < 0)
+        bad = (slack < 0).nonzero()[0]
         root: RootResult | None = None
         if bad.size == 0:
             n_end = float(grid[-1])
@@ -581,7 +581,7 @@ class Engine:
             end = self._state(n_end, None)
         lam_end = end.lam if n_end > 0 else 0.0
         binding = self._binding(end)
-        best = int(np.argmax(lam)) if lam.size else -1
+        best = int(lam.argmax()) if lam.size else -1
         if best >= 0 and float(lam[best]) > lam_end:
             # The rate peaks inside the stable range: past the peak more concurrency serves fewer
             # requests (the engine saturates). Tiny peaks from the ceil() of chunk counts keep
@@ -637,10 +637,11 @@ class Engine:
         lo, hi, f_lo, f_hi = 0.0, b.n_max, -lam, b.lam_max - lam
         if b.grid_n is not None and b.grid_lam is not None and b.grid_n.size:
             # Narrow the bracket to the grid interval where the rate passes lam.
-            i = int(np.searchsorted(b.grid_lam, lam, side="right"))
+            i = int(b.grid_lam.searchsorted(lam, side="right"))
             if i > 0 and float(b.grid_lam[i - 1]) < lam:
                 lo, f_lo = float(b.grid_n[i - 1]), float(b.grid_lam[i - 1]) - lam
-            if i < b.grid_n.size and float(b.grid_lam[i]) > lam and np.all(np.diff(b.grid_lam[: i + 1]) > 0):
+            g_lam = b.grid_lam
+            if i < b.grid_n.size and float(g_lam[i]) > lam and (g_lam[1 : i + 1] > g_lam[:i]).all():
                 hi, f_hi = float(b.grid_n[i]), float(b.grid_lam[i]) - lam
         res = find_root(
             lambda x: self._state(x, None).lam - lam,
