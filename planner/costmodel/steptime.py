@@ -117,7 +117,7 @@ class StepCoefficients:
         return f if f > 1.0 else 1.0
 
     @cached_property
-    def array_constants(self) -> _ArrayConstants:
+    def _array_constants(self) -> _ArrayConstants:
         """The coefficients as `steptime._array` uses them (built once; not a field)."""
         return _ArrayConstants(self)
 
@@ -319,7 +319,7 @@ def _array(
     """The formula on numpy arrays (the array branch of `batch_time_s`), term for term the
     scalar branch; terms whose coefficient is 0 are skipped (adding 0 changes nothing).
     `empty_batches=False`: the caller knows every batch has a token (no masking)."""
-    kc = k.array_constants
+    kc = k._array_constants
     if type(n) is float:  # one decode count or context for the whole array (latency model):
         n = np.array(n)  # 0-d, taken twice below at the cost of one conversion
     if type(s) is float:
