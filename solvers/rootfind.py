@@ -13,6 +13,8 @@ functions so that importing this module stays cheap.
 from __future__ import annotations
 
 import math
+import operator
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -148,8 +150,6 @@ def find_root(
             return _fail(lo, hi, f_lo, f_hi, calls, expansions, f"{reason} (expansion reached its limits)")
         expansions += 1
 
-    from scipy.optimize import brentq
-
     # brentq evaluates both ends again: answer those from what we know. Track the last point
     # seen on each side of the root: Brent keeps its contrapoint as the latest point of the
     # other sign, so these two are the final bracket.
@@ -169,19 +169,71 @@ def find_root(
             side[0 if (v < 0) == lo_negative and v != 0 else 1] = x
         return v
 
-    root, info = brentq(g, lo, hi, xtol=xtol, rtol=rtol, maxiter=maxiter, full_output=True, disp=False)
-    converged = bool(info.converged)
+    root, iterations, flag = _brent(g, lo, hi, xtol, rtol, maxiter)
+    converged = flag == "converged"
     return RootResult(
         float(root) if converged else None,
         converged,
         (lo, hi),
         (f_lo, f_hi),
-        int(info.iterations),
+        iterations,
         calls + used[0],
         expansions,
-        "" if converged else f"Brent's method did not converge in {maxiter} iterations ({info.flag})",
+        "" if converged else f"Brent's method did not converge in {maxiter} iterations ({flag})",
         (side[0], side[1]),
     )
+
+
+# scipy.optimize.brentq's own flags (RootResults.flag), by the C solver's return code.
+_BRENT_FLAGS = {0: "converged", -1: "sign error", -2: "convergence error", -3: "value error", 1: "No error"}
+_BRENT_C: Callable[..., tuple[float, int, int, int]] | None = None  # the C solver, once found
+_BRENT_C_LOOKED = False
+
+
+def _brent_c() -> Callable[..., tuple[float, int, int, int]] | None:
+    """The C routine behind `scipy.optimize.brentq` (private: None if this SciPy lacks it)."""
+    global _BRENT_C, _BRENT_C_LOOKED
+    if not _BRENT_C_LOOKED:
+        _BRENT_C_LOOKED = True
+        try:
+            from scipy.optimize import _zeros
+
+            _BRENT_C = _zeros._brentq
+        except (ImportError, AttributeError):
+            _BRENT_C = None
+    return _BRENT_C
+
+
+def _brent(
+    g: Callable[[float], float], lo: float, hi: float, xtol: float, rtol: float, maxiter: int
+) -> tuple[float, int, str]:
+    """`scipy.optimize.brentq(g, lo, hi, xtol, rtol, maxiter, full_output=True)` as (root,
+    iterations, flag). brentq checks its tolerances, wraps g to raise on NaN and calls its C
+    solver; this does the same around the same solver without brentq's per-call wrapper and
+    result objects (~10 us a call; the latency model root-finds three times per candidate), and
+    falls back on brentq itself if a SciPy does not have that private solver.
+    tests/test_rootfind.py holds both paths to the same results."""
+    solver = _brent_c()
+    if solver is None:
+        from scipy.optimize import brentq
+
+        root, info = brentq(g, lo, hi, xtol=xtol, rtol=rtol, maxiter=maxiter, full_output=True, disp=False)
+        return float(root), int(info.iterations), str(info.flag)
+    if xtol <= 0:
+        raise ValueError(f"xtol too small ({xtol:g} <= 0)")
+    if rtol < 4 * sys.float_info.epsilon:
+        raise ValueError(f"rtol too small ({rtol:g} < {4 * sys.float_info.epsilon:g})")
+
+    def g_checked(x: float) -> float:
+        v = g(x)
+        if math.isnan(v):
+            raise ValueError(f"The function value at x={x} is NaN; solver cannot continue.")
+        return v
+
+    root, _calls, iterations, code = solver(
+        g_checked, lo, hi, xtol, rtol, operator.index(maxiter), (), True, False
+    )
+    return float(root), int(iterations), _BRENT_FLAGS.get(code, str(code))
 
 
 def first_sign_change(xs: Sequence[float], ys: Sequence[float]) -> int | None:

@@ -563,3 +563,15 @@ def test_decoders_see_mixed_steps_by_the_decodes_they_carry() -> None:
         assert factor > 1.0
         assert st.values[-1] == pytest.approx(state.t_full + state.t_dec - state.t_arr, rel=1e-12)
         assert st.rates[-1] == pytest.approx(lam_t * q * 1000.0 / s_f * factor, rel=1e-9)
+
+
+@pytest.mark.parametrize("cols", [1, 2, 3, 4, 5, 6])
+def test_row_sums_are_numpys_row_sums_bit_for_bit(cols: int) -> None:
+    """Engine._row_sums (column additions in order, the hot path's sum of a prompt's chunk
+    times) against its literal reference, numpy's a.sum(axis=1): equal bit for bit on spread
+    magnitudes and signs, where another summation order would differ."""
+    from planner.latency.engine import Engine
+
+    rng = np.random.default_rng(cols)
+    a = rng.standard_normal((5000, cols)) * 10.0 ** rng.integers(-6, 6, (5000, cols))
+    assert np.array_equal(Engine._row_sums(a), a.sum(axis=1))

@@ -633,6 +633,86 @@ def test_response_quantiles_phases_against_the_definition() -> None:
     )
 
 
+def _phases_quantiles_reference(
+    service: np.ndarray, probs: np.ndarray, phases, levels: np.ndarray, waiting: np.ndarray
+) -> list[tuple[int, float, list[float]]]:
+    """The search inputs of `response_quantiles_phases`, computed literally over every sorted
+    point: the log-sum of each phase accumulated from the first point on (-inf where nothing
+    waits yet), then for each level the segment j, P(S > s_j) and a_k C_jk there."""
+    order = service.argsort(kind="stable")
+    s, p = service[order], probs[order]
+    tail = 1.0 - p.cumsum()
+    with np.errstate(divide="ignore"):
+        log_p = np.log(p * waiting[order])
+    sums = np.full(s.size + 1, -math.inf)
+    rcs = []
+    for a, m in phases:
+        x = s * (1.0 / m)
+        live = log_p != -math.inf
+        np.logaddexp.accumulate((log_p + x)[live], out=sums[1 : 1 + int(live.sum())])
+        acc = sums[live.cumsum()] - x
+        rcs.append(a * np.exp(acc))
+    neg_start = -tail - sum(rcs)
+    out = []
+    for eps in (1.0 - levels).tolist():
+        j = int(neg_start.searchsorted(-eps, side="left")) - 1
+        out.append((j, float(tail[j]), [float(rc[j]) for rc in rcs]))
+    return out
+
+
+def test_response_quantiles_phases_skips_the_points_before_the_first_waiting_one() -> None:
+    """The fast path starts its arrays at the first point that waits (TTFT's queued branch sorts
+    last): its quantiles equal, bit for bit, Newton's step on the reference's search inputs
+    (computed over every point), and they meet the definition."""
+    rng = np.random.default_rng(7)
+    service = np.concatenate([rng.uniform(0.01, 0.2, 60), rng.uniform(0.15, 0.6, 12)])
+    probs = rng.uniform(0.5, 1.5, service.size)
+    probs[60:] *= 4.0
+    probs /= probs.sum()
+    waiting = np.concatenate([np.zeros(60), np.ones(12)])
+    waiting[rng.integers(60, 72, 3)] = 0.0  # non-waiting points among the waiting ones too
+    phases = ((0.6, 0.03), (0.3, 0.4))
+    levels = np.array([0.5, 0.9, 0.99])
+    got = response_quantiles_phases(service, probs, phases, levels, waiting)
+    s = np.sort(service)
+    inv = [1.0 / m for _, m in phases]
+    newton = 0
+    for x, eps, (j, tail_j, c) in zip(
+        got.tolist(),
+        (1.0 - levels).tolist(),
+        _phases_quantiles_reference(service, probs, phases, levels, waiting),
+        strict=True,
+    ):
+        gap = eps - tail_j
+        if gap <= 0:
+            assert x == float(s[j + 1])
+            continue
+        y, log_gap = 0.0, math.log(gap)
+        limit = float(s[j + 1] - s[j]) if j + 1 < s.size else math.inf
+        for _ in range(60):  # the module's Newton iteration, on the reference's inputs
+            terms = [ck * math.exp(-y * ik) for ck, ik in zip(c, inv, strict=True)]
+            f = sum(terms)
+            h = math.log(f) - log_gap
+            if h <= 0 or y >= limit:
+                break
+            dh = -sum(t * ik for t, ik in zip(terms, inv, strict=True)) / f
+            step = -h / dh
+            y += step
+            if step <= 1e-12 * max(y, 1e-300):
+                break
+        assert x == float(s[j]) + min(y, limit)
+        if y < limit:  # inside the segment: the level itself
+            assert _tail(service, probs, phases, waiting, x) == pytest.approx(eps, rel=1e-9)
+        else:  # at the next point, whose atom takes P below the level
+            assert (
+                _tail(service, probs, phases, waiting, x)
+                <= eps
+                < _tail(service, probs, phases, waiting, x - 1e-9)
+            )
+        newton += 1
+    assert newton >= 2  # the levels fall inside segments, past the first waiting point
+
+
 @pytest.mark.parametrize("sigma", [0.1, 0.6, 1.2])
 def test_lognormal_slices_are_conditional_means(sigma: float) -> None:
     """A lognormal of mean 1 (mu = -sigma^2 / 2): over probability slice [a, b], E[Y | slice] =

@@ -114,3 +114,42 @@ def test_linear_roots_are_found(root: float, slope: float, width: float) -> None
     r = find_root(lambda x: slope * (x - root), root - width, root + 0.5 * width, xtol=1e-12, rtol=1e-12)
     assert r.converged and r.root is not None
     assert r.root == pytest.approx(root, abs=1e-8 * max(1.0, abs(root), width))
+
+
+def _interior_nan(x: float) -> float:
+    return math.nan if 0.4 < x < 0.6 else x - 0.5
+
+
+CASES = [
+    (lambda x: x**3 - 2.0 * x - 5.0, 2.0, 3.0, {}),
+    (lambda x: -1.0 if x < 0.7 else 1.0, 0.0, 1.0, {"xtol": 1e-9, "rtol": 1e-12}),
+    (lambda x: math.exp(x) - 10.0, 0.0, 5.0, {"xtol": 1e-4, "rtol": 1e-4}),
+    (lambda x: math.atan(x - 1.3) + 0.1, 0.0, 3.0, {"maxiter": 2}),  # stops unconverged
+    (lambda x: x - 0.25, 1.0, 0.0, {"f_lo": 0.75}),
+]
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_direct_solver_equals_scipy_brentq(case: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """find_root calls brentq's C solver itself (rootfind._brent); the fallback, through
+    scipy.optimize.brentq (its literal reference), gives the same RootResult field for field."""
+    import solvers.rootfind as rf
+
+    f, lo, hi, kw = CASES[case]
+    assert rf._brent_c() is not None  # the SciPy under test has it: the fast path runs
+    fast = find_root(f, lo, hi, **kw)
+    monkeypatch.setattr(rf, "_BRENT_C", None)
+    ref = find_root(f, lo, hi, **kw)
+    assert fast == ref
+    assert fast.reason == ref.reason and (case != 3 or not fast.converged)
+
+
+def test_direct_solver_raises_on_nan_like_brentq(monkeypatch: pytest.MonkeyPatch) -> None:
+    import solvers.rootfind as rf
+
+    with pytest.raises(ValueError, match="is NaN; solver cannot continue") as fast:
+        find_root(_interior_nan, 0.0, 1.0)
+    monkeypatch.setattr(rf, "_BRENT_C", None)
+    with pytest.raises(ValueError, match="is NaN; solver cannot continue") as ref:
+        find_root(_interior_nan, 0.0, 1.0)
+    assert str(fast.value) == str(ref.value)

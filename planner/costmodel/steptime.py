@@ -53,6 +53,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import overload
 
 import numpy as np
@@ -67,6 +68,7 @@ ArrayLike = float | int | FloatArray
 
 ACTIVATION_BYTES = 2  # bf16 activations in the all-reduce
 _NDARRAY = np.ndarray  # the array branch is taken when any argument is exactly an ndarray
+_ZERO, _HALF = np.array(0.0), np.array(0.5)  # 0-d: cheaper than Python floats beside arrays
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,11 @@ class StepCoefficients:
         n = decodes if decodes > 1.0 else 1.0
         f = self.decode_kv_full_decodes / n
         return f if f > 1.0 else 1.0
+
+    @cached_property
+    def _array_constants(self) -> _ArrayConstants:
+        """The coefficients as `steptime._array` uses them (built once; not a field)."""
+        return _ArrayConstants(self)
 
     def weight_bytes_read(self, tokens: float) -> float:
         if self.moe_weight_bytes == 0.0:
@@ -274,6 +281,31 @@ def _scalar(k: StepCoefficients, n: float, s: float, c: float, a: float, kv: flo
     )
 
 
+class _ArrayConstants:
+    """A replica's coefficients as 0-d float64 arrays, for `_array`: beside a small array numpy
+    takes a 0-d array as cheaply as another array, while a Python float costs a conversion on
+    every call (~0.3 us, half again an operation on arrays of this size). Same values, so the
+    same IEEE results."""
+
+    __slots__ = ("attention", "fixed", "kv", "linear", "per_token", "prefix", "s_per_byte", "sampled", "w0")
+
+    def __init__(self, k: StepCoefficients) -> None:
+        # The phantom tokens' constant compute time ph moves out of the max: max(mem, cmp + ph) =
+        # max(mem - ph, cmp) + ph, with mem - ph folded into the weight bytes (a scalar) and ph
+        # into the per-step constant (one array operation fewer than adding it to cmp).
+        ph = k.linear_phantom_s
+        self.w0 = np.array(k.weight_bytes - ph / k.s_per_byte if ph else k.weight_bytes)
+        self.kv = np.array(k.kv_bytes_per_token)
+        self.s_per_byte = np.array(k.s_per_byte)
+        self.linear = np.array(k.linear_s_per_token)
+        self.attention = np.array(k.attention_s_per_pair)
+        self.sampled = np.array(k.sampled_s_per_decode)
+        self.per_token = np.array(k.allreduce_s_per_token + k.elementwise_s_per_token)
+        fixed = k.allreduce_s + k.overhead_s + ph
+        self.fixed = np.array(fixed) if fixed else None
+        self.prefix = np.array(k.prefix_reread_s_per_token)
+
+
 def _array(
     k: StepCoefficients,
     n: ArrayLike,
@@ -287,32 +319,31 @@ def _array(
     """The formula on numpy arrays (the array branch of `batch_time_s`), term for term the
     scalar branch; terms whose coefficient is 0 are skipped (adding 0 changes nothing).
     `empty_batches=False`: the caller knows every batch has a token (no masking)."""
+    kc = k._array_constants
+    if type(n) is float:  # one decode count or context for the whole array (latency model):
+        n = np.array(n)  # 0-d, taken twice below at the cost of one conversion
+    if type(s) is float:
+        s = np.array(s)
     tokens = c + n
-    # The phantom tokens' constant compute time ph moves out of the max: max(mem, cmp + ph) =
-    # max(mem - ph, cmp) + ph, with mem - ph folded into the weight bytes (a scalar) and ph into
-    # the per-step constant (one array operation fewer than adding it to cmp).
-    ph = k.linear_phantom_s
-    w0 = k.weight_bytes - ph / k.s_per_byte if ph else k.weight_bytes
     if k.moe_weight_bytes == 0.0:
-        w: FloatArray | float = w0
+        w: FloatArray | float = kc.w0
     else:
-        w = w0 + k.moe_weight_bytes * (1.0 - np.power(k.moe_untouched_ratio, tokens))
+        w = kc.w0 + k.moe_weight_bytes * (1.0 - np.power(k.moe_untouched_ratio, tokens))
     if k.decode_kv_full_decodes:
         f = np.maximum(k.decode_kv_full_decodes / np.maximum(n, 1.0), 1.0)
-        mem = (w + (s * f + kv) * k.kv_bytes_per_token) * k.s_per_byte
+        mem = (w + (s * f + kv) * kc.kv) * kc.s_per_byte
     else:
-        mem = (w + (s + kv) * k.kv_bytes_per_token) * k.s_per_byte
-    cmp = k.linear_s_per_token * tokens + k.attention_s_per_pair * (a + s)
+        mem = (w + (s + kv) * kc.kv) * kc.s_per_byte
+    cmp = kc.linear * tokens + kc.attention * (a + s)
     if k.sampled_s_per_decode:
-        cmp += k.sampled_s_per_decode * n  # a fresh array of the broadcast shape: in place
+        cmp += kc.sampled * n  # a fresh array of the broadcast shape: in place
     out = np.maximum(mem, cmp)
     if k.allreduce_s_per_token or k.elementwise_s_per_token:
-        out += (k.allreduce_s_per_token + k.elementwise_s_per_token) * tokens
-    fixed = k.allreduce_s + k.overhead_s + ph
-    if fixed:
-        out += fixed
+        out += kc.per_token * tokens
+    if kc.fixed is not None:
+        out += kc.fixed
     if k.prefix_reread_s_per_token:
-        out += k.prefix_reread_s_per_token * np.asarray(r, dtype=np.float64)
+        out += kc.prefix * (r if type(r) is np.ndarray else np.asarray(r, dtype=np.float64))
     return np.where(tokens > 0, out, 0.0) if empty_batches else out
 
 
@@ -397,8 +428,8 @@ def step_time_s(
     gives an array, the four arguments broadcast. `empty_batches=False` is the caller's promise
     that every batch carries a token, which skips the mask giving empty ones 0 s."""
     if _NDARRAY in (type(chunk), type(offset), type(decodes), type(context)):
-        r: ArrayLike = np.maximum(offset, 0.0) if k.prefix_reread_s_per_token else 0.0
-        pairs = chunk * (offset + 0.5 * chunk)
+        r: ArrayLike = np.maximum(offset, _ZERO) if k.prefix_reread_s_per_token else 0.0
+        pairs = chunk * (offset + _HALF * chunk)
         return _array(k, decodes, context, chunk, pairs, offset + chunk, r, empty_batches)
     if chunk or offset:
         r_s = offset if offset > 0 else 0.0

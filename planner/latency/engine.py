@@ -137,6 +137,8 @@ class Steps(NamedTuple):
 
 
 _EMPTY = np.empty(0)
+_ONE0 = np.array(1.0)  # 0-d: numpy takes these beside arrays faster than Python floats
+_EPS_CHUNK = np.array(1e-9)  # chunk counts: ceil(Pe / share - 1e-9)
 _ZERO = np.zeros(1)
 _ONE = np.ones(1)
 TAIL_LEVEL = 0.01  # the backlog's drain stretch is sized at the wait's p99 (Engine._queue_wait)
@@ -278,6 +280,8 @@ class Engine:
         self.kappa = self.mean_pe * float(self.pw @ self.pe**3) / (pe2 * pe2)  # E[X]E[X^3]/E[X^2]^2
         self._g = np.arange(CHUNK_GROUPS, dtype=np.float64)
         self._ones = np.ones((self.pe.size, 1))
+        self._p0_col = self.p0[:, None]
+        self._p0_first = 0.0 + self.p0  # the first chunk's offset, 0 share + p0, as `_chunks` adds it
         self._boundary: Boundary | None = None
         self._zero: State | None = None
         self._zero_point: Point | None = None
@@ -344,12 +348,12 @@ class Engine:
         fluid = self.mean_pe * (t_full - t_arr) / s_f1
         toks, offs, wts, k = self._chunks(s_o1)
         tau = step_time_s(coef, toks, offs, n_arr, ctx, empty_batches=False)
-        own = (wts * tau).sum(axis=1)
+        own = self._row_sums(wts * tau)
         pw = self.pw
         extra_k = k * t_arr
         np.subtract(own, extra_k, out=extra_k)
-        own_delta = float(extra_k @ pw)  # (own - k t_arr) . pw
-        mean_k = float(k @ pw)
+        own_delta = float(extra_k.dot(pw))  # (own - k t_arr) . pw
+        mean_k = float(k.dot(pw))
         if self.has_decode:
             a2 = n * q * (fluid - own_delta)
             b = self.d * t_dec + n * own_delta
@@ -394,33 +398,48 @@ class Engine:
         affine in the chunk index). Only as many columns as the longest prompt needs."""
         pe = self.pe
         k = pe * (1.0 / share)
-        k -= 1e-9
+        k -= _EPS_CHUNK
         np.ceil(k, out=k)
-        np.maximum(k, 1.0, out=k)
-        m = k - 1.0
+        np.maximum(k, _ONE0, out=k)
+        m = k - _ONE0
         done = m * share  # tokens in the full chunks
         m_max = math.ceil(self.pe_max / share - 1e-9) - 1
         if m_max <= 0:
             return (pe - done)[:, None], (self.p0 + done)[:, None], self._ones, k
         cols = min(m_max, CHUNK_GROUPS)
         g = self._g[:cols]
-        toks = np.empty((pe.size, cols + 1))
+        shape = (pe.size, cols + 1)
+        toks, offs, wts = np.empty(shape), np.empty(shape), np.empty(shape)
         toks[:, :cols] = share
         np.subtract(pe, done, out=toks[:, cols])
-        offs = np.empty((pe.size, cols + 1))
-        wts = np.empty((pe.size, cols + 1))
-        if m_max <= CHUNK_GROUPS:  # every chunk listed: chunk j at offset j share, if j < m
-            np.multiply(g, share, out=offs[:, :cols])
+        if cols == 1 and share < math.inf:  # one full chunk at offset 0 share + p0, if 0 < m
+            offs[:, 0] = self._p0_first
+            np.minimum(m, _ONE0, out=wts[:, 0])  # 0 < m as 1.0 / 0.0 (m counts chunks: 0, 1, ...)
+        elif m_max <= CHUNK_GROUPS:  # every chunk listed: chunk j at offset j share, if j < m
+            np.add(g * share, self._p0_col, out=offs[:, :cols])
             np.less(g, m[:, None], out=wts[:, :cols])
         else:
             few = (m <= CHUNK_GROUPS)[:, None]
             j = np.where(few, g, (g + 0.5) * m[:, None] / CHUNK_GROUPS - 0.5)
             np.multiply(j, share, out=offs[:, :cols])
             wts[:, :cols] = np.where(few, (g < m[:, None]).astype(np.float64), m[:, None] / CHUNK_GROUPS)
-        offs[:, :cols] += self.p0[:, None]
+            offs[:, :cols] += self._p0_col
         np.add(self.p0, done, out=offs[:, cols])
         wts[:, cols] = 1.0
         return toks, offs, wts, k
+
+    @staticmethod
+    def _row_sums(a: FloatArray) -> FloatArray:
+        """a.sum(axis=1) for the few columns of a prompt's chunks: numpy sums a row's columns in
+        order, ((a0 + a1) + a2) + ..., and so do these column additions, cheaper than its
+        reduction on arrays this small (tests/test_latency.py holds them to it bit for bit)."""
+        cols = a.shape[1]
+        if cols < 2 or cols > CHUNK_GROUPS + 1:
+            return np.add.reduce(a, axis=1)
+        out = a[:, 0] + a[:, 1]
+        for j in range(2, cols):
+            out += a[:, j]
+        return out
 
     def slack_of(self, s: State) -> float:
         """Smallest relative margin of the stability constraints at a state (< 0: violated)."""
@@ -440,7 +459,10 @@ class Engine:
             else:
                 own = s.own_service
                 pw = self.pw
-                s.load = (n + s.lam * float(own @ pw), kv_dec + s.lam * float((own * self.kv_weight) @ pw))
+                s.load = (
+                    n + s.lam * float(own.dot(pw)),
+                    kv_dec + s.lam * float((own * self.kv_weight).dot(pw)),
+                )
         return s.load
 
     def _margins(self, s: State) -> list[tuple[StabilityLimit, float]]:
@@ -524,10 +546,11 @@ class Engine:
         b = self.d * t_dec + n * own_delta
         disc = b * b + 4.0 * a2 * n
         den = b + np.sqrt(np.maximum(disc, 0.0))
-        with np.errstate(divide="ignore", invalid="ignore"):
-            lam = np.where((disc >= 0) & (den > 0), 2.0 * n / den, math.nan)
+        ok = (disc >= 0) & (den > 0)
+        lam = np.full(n.shape, math.nan)
+        np.divide(2.0 * n, den, out=lam, where=ok)  # 2 n / den where the root exists, else NaN
         rho = lam * q
-        rc = np.clip(rho, 0.0, 1.0)
+        rc = np.minimum(np.maximum(rho, 0.0), 1.0)  # np.clip's result, without its overhead
         busy = lam * (own_delta + rc * (fluid - own_delta))
         seats = n + lam * (own @ pw)[:, None]
         kv_mean = kv_dec + lam * ((own * self.kv_weight) @ pw)[:, None]
@@ -551,7 +574,7 @@ class Engine:
         grid = cap * np.arange(1, GRID_POINTS + 1, dtype=np.float64) / GRID_POINTS
         gr = self.grid(grid)
         lam, slack = gr.lam, gr.slack
-        bad = np.flatnonzero(slack < 0)
+        bad = (slack < 0).nonzero()[0]
         root: RootResult | None = None
         if bad.size == 0:
             n_end = float(grid[-1])
@@ -576,7 +599,7 @@ class Engine:
             end = self._state(n_end, None)
         lam_end = end.lam if n_end > 0 else 0.0
         binding = self._binding(end)
-        best = int(np.argmax(lam)) if lam.size else -1
+        best = int(lam.argmax()) if lam.size else -1
         if best >= 0 and float(lam[best]) > lam_end:
             # The rate peaks inside the stable range: past the peak more concurrency serves fewer
             # requests (the engine saturates). Tiny peaks from the ceil() of chunk counts keep
@@ -632,10 +655,11 @@ class Engine:
         lo, hi, f_lo, f_hi = 0.0, b.n_max, -lam, b.lam_max - lam
         if b.grid_n is not None and b.grid_lam is not None and b.grid_n.size:
             # Narrow the bracket to the grid interval where the rate passes lam.
-            i = int(np.searchsorted(b.grid_lam, lam, side="right"))
+            i = int(b.grid_lam.searchsorted(lam, side="right"))
             if i > 0 and float(b.grid_lam[i - 1]) < lam:
                 lo, f_lo = float(b.grid_n[i - 1]), float(b.grid_lam[i - 1]) - lam
-            if i < b.grid_n.size and float(b.grid_lam[i]) > lam and np.all(np.diff(b.grid_lam[: i + 1]) > 0):
+            g_lam = b.grid_lam
+            if i < b.grid_n.size and float(g_lam[i]) > lam and (g_lam[1 : i + 1] > g_lam[:i]).all():
                 hi, f_hi = float(b.grid_n[i]), float(b.grid_lam[i]) - lam
         res = find_root(
             lambda x: self._state(x, None).lam - lam,
@@ -1133,7 +1157,7 @@ class Engine:
         of `_steps`."""
         t_dec = s.t_dec
         st = self._steps(s)
-        total = float(st.rates.sum())
+        total = float(np.add.reduce(st.rates))  # st.rates.sum(), without the wrapper
         if total <= 0.01:  # p99 and p50 both fall on decode-only steps
             return t_dec, t_dec
         q = tail_quantiles(t_dec, st.values, st.rates, LEVELS, total=total)

@@ -155,27 +155,26 @@ def tail_quantiles(
     steps[nv:] = slope
     order = edges.argsort(kind="stable")
     e = edges[order]
-    running = steps[order].cumsum()  # slope of P right after each edge
+    running = np.add.accumulate(steps[order])  # slope of P right after each edge (cumsum)
+    d = e[1:] - e[:-1]
+    d *= running[:-1]
     p = np.empty(2 * nv)  # P(X > e_k), decreasing from `total` to 0
     p[0] = total
     tail = p[1:]
-    np.subtract(e[1:], e[:-1], out=tail)
-    tail *= running[:-1]
-    tail.cumsum(out=tail)
+    np.add.accumulate(d, out=tail)
     tail += total
     top = min(1.0, total)
-    out = np.empty(levels.shape, dtype=np.float64)
+    out = [atom] * levels.size
     for i, eps in enumerate((1.0 - levels).tolist()):
         if top <= eps:
-            out[i] = atom
             continue
-        k = max(int(np.argmax(p <= eps)), 1)  # first edge at or below eps
-        p0, p1 = float(p[k - 1]), float(p[k])
+        k = max(int((p <= eps).argmax()), 1)  # first edge at or below eps
+        p0, p1 = p.item(k - 1), p.item(k)
         frac = (p0 - eps) / (p0 - p1) if p0 > p1 else 0.0
-        e0 = float(e[k - 1])
-        x = e0 + min(max(frac, 0.0), 1.0) * (float(e[k]) - e0)
+        e0 = e.item(k - 1)
+        x = e0 + min(max(frac, 0.0), 1.0) * (e.item(k) - e0)
         out[i] = max(x, atom)
-    return out
+    return np.array(out)
 
 
 def response_quantiles(
@@ -314,23 +313,35 @@ def response_quantiles_phases(
     order = service_s.argsort(kind="stable")
     s = service_s[order]
     p = probs[order]
-    tail = 1.0 - p.cumsum()
-    with np.errstate(divide="ignore"):
-        log_p = np.log(p if waiting is None else p * waiting[order])
-    # Points that do not wait (log_p = -inf) leave the running log-sum as it is (logaddexp(c,
-    # -inf) = c exactly): accumulate over the waiting points only and carry each sum forward.
-    carry = None
-    if waiting is not None:
-        live = log_p != -math.inf
+    tail = 1.0 - np.add.accumulate(p)  # 1 - cumsum
+    n = s.size
+    if waiting is None:
+        with np.errstate(divide="ignore"):
+            log_p = np.log(p)
+        start = 0
+    else:
+        # Points that do not wait (p w = 0, log = -inf) leave the running log-sum as it is
+        # (logaddexp(c, -inf) = c exactly): accumulate over the waiting points only and carry
+        # each sum forward. Before the first waiting point the sum is empty: C = 0 exactly there
+        # (e^{-inf}), so the arrays start at that point (finite times only: -inf - x = -inf).
+        pw = p * waiting[order]
+        live = pw != 0.0
+        live_at = live.nonzero()[0]
+        start = int(live_at[0]) if live_at.size else n
+        if start > 0 and not (math.isfinite(float(s[0])) and math.isfinite(float(s[start - 1]))):
+            start = 0
+        log_live = np.log(pw[live_at])
+        if start:
+            live = live[start:]
+            live_at -= start
         carry = live.cumsum()  # 1 + the index of the last waiting point at or before each j
-        live_at = np.flatnonzero(live)
-        log_live = log_p[live_at]
         sums = np.empty(live_at.size + 1)
         sums[0] = -math.inf
-    rcs = []
+    rcs = []  # a_k C_jk for j >= start, by phase (0 before start)
+    tail_s = s[start:] if start else s
     for a, m in ph:
-        x = s * (1.0 / m)
-        if carry is None:
+        x = tail_s * (1.0 / m)
+        if waiting is None:
             acc = np.logaddexp.accumulate(log_p + x)
         else:
             np.logaddexp.accumulate(log_live + x[live_at], out=sums[1:])
@@ -343,10 +354,10 @@ def response_quantiles_phases(
     for rc in rcs[1:]:
         waits = waits + rc
     neg_start = -tail  # -P(W + S > s_j) = -(tail + waits): ascending, for searchsorted
-    neg_start -= waits
+    if start < n:
+        neg_start[start:] -= waits
     inv = [1.0 / m for _, m in ph]
     out = np.empty(levels.shape, dtype=np.float64)
-    n = s.size
     for i, eps in enumerate((1.0 - levels).tolist()):
         j = int(neg_start.searchsorted(-eps, side="left")) - 1
         if j < 0:
@@ -356,7 +367,7 @@ def response_quantiles_phases(
         if gap <= 0:
             out[i] = float(s[j + 1]) if j + 1 < n else math.inf
             continue
-        c = [float(rc[j]) for rc in rcs]
+        c = [float(rc[j - start]) if j >= start else 0.0 for rc in rcs]
         limit = float(s[j + 1] - s[j]) if j + 1 < n else math.inf
         log_gap = math.log(gap)
         if len(c) == 1:  # closed form
