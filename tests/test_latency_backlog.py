@@ -93,7 +93,7 @@ def _stretch(e, load: float) -> tuple[float, float]:
     lam = load * e.boundary().lam_max
     s, _ = e.solve(lam)
     q = e.mean_pe * s.t_full / max(s.share_full, 1.0)
-    cv2 = e._service_shape(s)[0]
+    cv2 = e._service_shape()[0]
     base = gg1_wait(s.rho, q, e.ca2, cv2)
     return e._queue_wait(s, cv2).mean_if_waiting_s / base.mean_if_waiting_s, s.rho
 
@@ -134,7 +134,7 @@ def test_no_stretch_without_decodes_to_accumulate() -> None:
     e = m.engines["prefill"]
     s = e.state_lam(20.0)
     q = e.mean_pe * s.t_full / s.share_full
-    cv2 = e._service_shape(s)[0]
+    cv2 = e._service_shape()[0]
     w = gg1_wait(s.rho, q, e.ca2, cv2)
     got = e._queue_wait(s, cv2)
     assert got == w and math.isfinite(got.mean_if_waiting_s)

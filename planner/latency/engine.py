@@ -286,6 +286,7 @@ class Engine:
         self._zero: State | None = None
         self._zero_point: Point | None = None
         self._token_cost: float | None = None
+        self._shape: tuple[float, float] | None = None
         self._states: dict[tuple[float, float | None], State] = {}
 
     # ---- one concurrency (hot path) -------------------------------------------------------------
@@ -811,7 +812,7 @@ class Engine:
         two: a long step brings more company, which makes the next step longer)."""
         if s.steps is not None:
             return s.steps
-        cv2_x, kappa_x = self._service_shape(s)
+        cv2_x, kappa_x = self._service_shape()
         wait = self._queue_wait(s, cv2_x)
         if not (self.has_decode and self.has_prefill) or s.n <= 0:
             s.steps = Steps(wait, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, _EMPTY, _EMPTY, 0.0, _NO_SUMS, ())
@@ -1058,16 +1059,27 @@ class Engine:
         np.multiply(SLICE_PROBS, st.busy * (1.0 - b_dec), out=out_p[1 + k :])
         return out_v, out_p
 
-    def _service_shape(self, s: State) -> tuple[float, float]:
+    def _service_shape(self) -> tuple[float, float]:
         """The prefill queue's service X_i per prompt of the support, c_s^2 = Var X / E[X]^2 and
         kappa = E[X] E[X^3] / E[X^2]^2 (for `gg1_wait` and `wait_beyond`): a prompt of Pe tokens
         takes Pe / s full steps of a stream made of prompts like it (`_stream_step_s` with its
         own attention context p0 + Pe/2 and prefix p0 + Pe/2 + s p0/Pe per step), so X grows
         faster than Pe: attention and the calibrated prefix re-read are quadratic in it. With
         the H200's profile a 8,000-token prompt's re-read nearly doubles its service; the shape
-        from Pe alone (the token counts' spread) understated the queue's tail by up to 18%."""
+        from Pe alone (the token counts' spread) understated the queue's tail by up to 18%.
+        Taken once per engine, at the stability boundary (decode roles; the queue's shape
+        matters where it is long, near capacity, and the decodes there dilute the prompts'
+        differences the least of any point where it is long)."""
         if not self.has_prefill:
             return self.stats.prefill_cv2, self.kappa
+        if self._shape is None:
+            self._shape = self._service_shape_at(
+                self._state(self.boundary().n_max, None) if self.has_decode else self._state(0.0, 0.0)
+            )
+        return self._shape
+
+    def _service_shape_at(self, s: State) -> tuple[float, float]:
+        """`_service_shape` at a state."""
         s_f = max(s.share_full, 1.0)
         a_i = self.p0 + 0.5 * self.pe
         prefix = a_i + s_f * self.p0 / self.pe
