@@ -287,6 +287,7 @@ class Engine:
         self._zero_point: Point | None = None
         self._token_cost: float | None = None
         self._shape: tuple[float, float] | None = None
+        self._saturated: tuple[float, float] | None = None
         self._states: dict[tuple[float, float | None], State] = {}
 
     # ---- one concurrency (hot path) -------------------------------------------------------------
@@ -1094,6 +1095,15 @@ class Engine:
             return self.stats.prefill_cv2, self.kappa
         return max(m2 / (m1 * m1) - 1.0, 0.0), m1 * m3 / (m2 * m2)
 
+    def _saturated_q(self) -> tuple[float, float]:
+        """The stability boundary's decodes and its prefill service per prompt, E[Pe] T_full / s_f
+        (once per engine: `_queue_wait` asks at every state)."""
+        if self._saturated is None:
+            n_max = self.boundary().n_max
+            end = self._state(n_max, None)
+            self._saturated = (n_max, self.mean_pe * end.t_full / max(end.share_full, 1.0))
+        return self._saturated
+
     def _queue_wait(self, s: State, service_cv2: float) -> Wait:
         """The prefill queue's wait: GI/G/1 at the state's full-step rate (`gg1_wait`, service
         spread `service_cv2` from `_service_shape`), stretched for the backlog's drain (docs/latency.md, "A backlog drains slower as it grows").
@@ -1117,12 +1127,10 @@ class Engine:
         m = wait.mean_if_waiting_s
         if wait.prob <= TAIL_LEVEL or not (0.0 < m < math.inf):
             return wait
-        b = self.boundary()
-        room = b.n_max - s.n
+        n_sat, q_sat = self._saturated_q()
+        room = n_sat - s.n
         if not room > 0.0:
             return wait
-        end = self._state(b.n_max, None)
-        q_sat = self.mean_pe * end.t_full / max(end.share_full, 1.0)
         if not q_sat > q:
             return wait
         beta = math.log(q_sat / q) / room
