@@ -30,8 +30,11 @@ from solvers.rootfind import RootResult, find_root
 # replica can serve at all, the stability limit.
 BindingLimit = Literal["ttft", "itl", "compute", "kv_capacity", "max_num_seqs", "max_num_batched_tokens"]
 
-# Relative precision of the capacity root (on the concurrency axis): 1e-4 of the stable range.
-CAPACITY_RTOL = 1e-4
+# Precision of the capacity root on the concurrency axis: 1e-3 of the stable range. The answer is
+# the last point that met the SLO, so it errs low, by < 0.3% of the rate on the bench's candidate
+# (7.652 at 1e-4, 7.634 here) for two capacity evaluations fewer (11 -> 9); the model itself is
+# ~10% from the simulator (docs/accuracy.md).
+CAPACITY_RTOL = 1e-3
 
 __all__ = [
     "BindingLimit",
