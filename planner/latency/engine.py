@@ -1135,6 +1135,8 @@ class Engine:
             return wait
         beta = math.log(q_sat / q) / room
         t_d = self.d * s.t_step
+        if not 0.0 < t_d < math.inf:
+            return wait
         joined = (1.0 - rho) / q * t_d  # g T_d: decodes a backlog adds at most (before the cap)
         per_s = max(self.ca2, 1.0) / ((1.0 - rho) * t_d)
         v0 = m * math.log(wait.prob / TAIL_LEVEL)  # the p99 wait at the state's rate

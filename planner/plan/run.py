@@ -977,7 +977,7 @@ class _Builder:
         if worst >= BURSTY_CV2_WARN:
             out.append(
                 f"arrivals this bursty (CV² up to {worst:.3g} per replica at the peak) are where the latency model is "
-                "least right: against the simulator it reads TTFT p99 from ~55% low to ~10% high and ITL p99 "
+                "least right: against the simulator it reads TTFT p99 from ~55% low to ~40% high and ITL p99 "
                 "up to ~30% low at CV² 4-20 (docs/accuracy.md); check this plan with --verify"
             )
         for s, pt in points.values():
