@@ -157,15 +157,23 @@ _SIGMA_UNIFORM = math.sqrt(math.log(4.0 / 3.0))  # U L at a fixed L: E[D^2] / E[
 
 _SLICE_ZS = [float(z) * -_SQRT_HALF for z in _SLICE_Z]  # -z / sqrt(2) at each edge
 _SLICE_P = SLICE_PROBS.tolist()
+_SLICE_ZP = list(zip(_SLICE_ZS[1:], _SLICE_P, strict=True))  # (upper edge, probability) per slice
 
 
-def _lognormal_slice_list(sigma: float) -> list[float]:
-    """Conditional means of a lognormal of mean 1 and log-sd sigma over the probability slices
-    SLICE_EDGES: E[Y | slice j] = (Phi(z_b - sigma) - Phi(z_a - sigma)) / (b - a), z the edges'
-    normal quantiles; Phi(x) = erfc(-x / sqrt 2) / 2 (scalar math: cheaper than numpy here)."""
+def _lognormal_slice_list(sigma: float, scale: float = 1.0) -> list[float]:
+    """Conditional means of a lognormal of mean `scale` and log-sd sigma over the probability
+    slices SLICE_EDGES: E[Y | slice j] = scale (Phi(z_b - sigma) - Phi(z_a - sigma)) / (b - a), z
+    the edges' normal quantiles; Phi(x) = erfc(-x / sqrt 2) / 2 (scalar math: cheaper than numpy
+    here; one pass, the same operations in the same order as the two-list form)."""
     h = sigma * _SQRT_HALF
-    cdf = [0.5 * math.erfc(z + h) for z in _SLICE_ZS]
-    return [(cdf[j + 1] - cdf[j]) / p for j, p in enumerate(_SLICE_P)]
+    erfc = math.erfc
+    prev = 0.5 * erfc(_SLICE_ZS[0] + h)
+    out = []
+    for z, p in _SLICE_ZP:
+        cur = 0.5 * erfc(z + h)
+        out.append(scale * ((cur - prev) / p))
+        prev = cur
+    return out
 
 
 def _lognormal_slices(sigma: float) -> FloatArray:
@@ -835,11 +843,11 @@ class Engine:
         np.multiply(rates, v0, out=pows[1])
         np.multiply(pows[1], v0, out=pows[2])
         np.multiply(pows[2], v0, out=pows[3])
-        by_col = pows.sum(axis=1)  # (4, cols)
+        by_col = np.add.reduce(pows, axis=1)  # (4, cols)
         alone_a = by_col[:, -1].tolist()
         alone: Sums = (alone_a[0], alone_a[1], alone_a[2], alone_a[3])
         if cols > 1:
-            f = by_col[:, :-1].sum(axis=1).tolist()
+            f = (by_col[:, 0] if cols == 2 else np.add.reduce(by_col[:, :-1], axis=1)).tolist()
             full_cols: Sums = (f[0], f[1], f[2], f[3])
         else:
             full_cols = _NO_SUMS
@@ -885,7 +893,7 @@ class Engine:
                 var = lam * zf * mean_pe**2 * (cv2 + zf)
                 x1 = g * lb / pi
                 x2 = (g * g * lb_sq + var * lb) / pi
-                x = [x1 * v for v in _lognormal_slice_list(math.sqrt(math.log(max(x2 / (x1 * x1), 1.0))))]
+                x = _lognormal_slice_list(math.sqrt(math.log(max(x2 / (x1 * x1), 1.0))), x1)
                 b0 = b1 = b2 = b3 = 0.0
                 for xj, pj in zip(x, _SLICE_P, strict=True):
                     bj = pj / (1.0 + xj * inv_pe)
@@ -930,7 +938,8 @@ class Engine:
             r_pairs = 0.5 * r_tok
             r_pairs += s.chunk_offset[:, -1:]
             r_pairs *= r_tok  # r_tok (offset + r_tok / 2)
-            c = r_tok + np.array(x)
+            xs = np.array(x)
+            c = r_tok + xs
             np.minimum(c, s_f, out=c)
             xc = c - r_tok
             pairs = 0.5 * xc  # r_pairs + x_c^2 / 2: each prompt attends to itself
@@ -942,7 +951,7 @@ class Engine:
             tc = batch_time_s(self.k, s.n_arr, s.n_arr * self.cbar, c, pairs, prefix + c, prefix)
             lo = n_i + n_full
             np.add(tc.ravel(), extra, out=vals[lo : lo + n_comp])
-            bj = np.array([p / (1.0 + xj / self.mean_pe) for xj, p in zip(x, _SLICE_P, strict=True)])
+            bj = SLICE_PROBS / (1.0 + xs / self.mean_pe)
             np.multiply(
                 (w_last * (quiet * pi))[:, None], bj[None, :], out=rts[lo : lo + n_comp].reshape(n_i, -1)
             )
@@ -990,7 +999,7 @@ class Engine:
         phases = st.beyond if q > 0 else ()
         waiting = None
         if q > 0:
-            full = (s.chunk_weight * self._full_time(s)).sum(axis=1)
+            full = self._row_sums(s.chunk_weight * self._full_time(s))
             values[size:] = full + (own - s.own_service) + (st.residual + s.t_full)
             probs[size:] = q * self.pw
             waiting = np.zeros(n_all)
@@ -1005,7 +1014,7 @@ class Engine:
         rc = min(max(s.rho, 0.0), 1.0)
         service = s.own_service
         if rc > 0:
-            full = (s.chunk_weight * self._full_time(s)).sum(axis=1)
+            full = self._row_sums(s.chunk_weight * self._full_time(s))
             service = service + rc * (full - service)
         if self.extra_ttft is not None:
             service = service + self.extra_ttft
