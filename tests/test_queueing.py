@@ -36,6 +36,7 @@ from planner.latency.queueing import (
     Wait,
     gamma_wait_probability,
     gg1_wait,
+    phase_excess,
     response_quantiles,
     response_quantiles_phases,
     shift_phases,
@@ -687,19 +688,8 @@ def test_response_quantiles_phases_skips_the_points_before_the_first_waiting_one
         if gap <= 0:
             assert x == float(s[j + 1])
             continue
-        y, log_gap = 0.0, math.log(gap)
         limit = float(s[j + 1] - s[j]) if j + 1 < s.size else math.inf
-        for _ in range(60):  # the module's Newton iteration, on the reference's inputs
-            terms = [ck * math.exp(-y * ik) for ck, ik in zip(c, inv, strict=True)]
-            f = sum(terms)
-            h = math.log(f) - log_gap
-            if h <= 0 or y >= limit:
-                break
-            dh = -sum(t * ik for t, ik in zip(terms, inv, strict=True)) / f
-            step = -h / dh
-            y += step
-            if step <= 1e-12 * max(y, 1e-300):
-                break
+        y = phase_excess(c, inv, math.log(gap), limit)  # the module's Newton step, on the reference's inputs
         assert x == float(s[j]) + min(y, limit)
         if y < limit:  # inside the segment: the level itself
             assert _tail(service, probs, phases, waiting, x) == pytest.approx(eps, rel=1e-9)

@@ -289,6 +289,25 @@ def phases_mean_s(phases: Phases) -> float:
 NEWTON_STEPS = 60
 
 
+def phase_excess(c: list[float], inv: list[float], log_gap: float, limit: float) -> float:
+    """The y >= 0 where sum_k c_k e^{-y inv_k} falls to e^{log_gap}, by Newton's method on the
+    logarithm of the sum (convex and decreasing: from y = 0 it climbs monotonically onto the
+    root); stops at `limit` (the segment's end) or after NEWTON_STEPS steps."""
+    y = 0.0
+    for _ in range(NEWTON_STEPS):
+        terms = [ck * math.exp(-y * ik) for ck, ik in zip(c, inv, strict=True)]
+        f = sum(terms)
+        h = math.log(f) - log_gap
+        if h <= 0 or y >= limit:
+            break
+        dh = -sum(t * ik for t, ik in zip(terms, inv, strict=True)) / f
+        step = -h / dh
+        y += step
+        if step <= 1e-12 * max(y, 1e-300):
+            break
+    return y
+
+
 def response_quantiles_phases(
     service_s: FloatArray,
     probs: FloatArray,
@@ -373,18 +392,6 @@ def response_quantiles_phases(
         if len(c) == 1:  # closed form
             out[i] = float(s[j]) + min(max(ph[0][1] * (math.log(c[0]) - log_gap), 0.0), limit)
             continue
-        y = 0.0
-        for _ in range(NEWTON_STEPS):
-            terms = [ck * math.exp(-y * ik) for ck, ik in zip(c, inv, strict=True)]
-            f = sum(terms)
-            h = math.log(f) - log_gap
-            if h <= 0 or y >= limit:
-                break
-            dh = -sum(t * ik for t, ik in zip(terms, inv, strict=True)) / f
-            step = -h / dh
-            y += step
-            if step <= 1e-12 * max(y, 1e-300):
-                break
-        out[i] = float(s[j]) + min(y, limit)
+        out[i] = float(s[j]) + min(phase_excess(c, inv, log_gap, limit), limit)
     result: FloatArray = out
     return result
