@@ -30,6 +30,10 @@ decode pool: decode steps only). With n the mean number of decoding sequences:
   z the burst factor); a step with several prompts counts once. Queued beyond the next step
   (probability q: the GI/G/1 prefill queue's work exceeds the step under way plus one full
   step), every step is a full budget. L follows from that mix (a fixed point, two passes).
+* The prefill queue: GI/G/1 at the full-step rate, a full step being the FIFO stream of waiting
+  prompts (`_stream_step_s`: pieces of several prompts, each chunk at its own offset), the
+  service's shape from each prompt's own stream steps (`_service_shape`), and the wait stretched
+  for the decodes a backlog accumulates (`_queue_wait`).
 * ITL: quantiles of the steps a decoder sees: decode-only (t_dec), full chunks, last chunks
   alone or with company (a lognormal of the company's tokens in 8 probability slices), full
   steps of a backlog (queueing.tail_quantiles).
@@ -396,7 +400,8 @@ class Engine:
         phase the offsets of a prompt's chunks sum to E[Pe^2] / (2 s) + p0 (1 + Pe / s), so per
         step the chunks' prefix (re-read, `prefix_tokens`) is a_ctx + s E[p0] / E[Pe], their KV
         read that + s, and their attention s a_ctx (docs/latency.md, "Full steps"). One chunk of
-        s tokens at a_ctx - s/2 has the same attention but half a budget less prefix."""
+        s tokens at a_ctx - s/2 has the same attention but half a budget less prefix. Floats give
+        a float, arrays an array (`batch_time_s`'s two branches)."""
         prefix = share * self.p0_share
         prefix += self.a_ctx
         return batch_time_s(self.k, n_arr, ctx, share, share * self.a_ctx, prefix + share, prefix)
