@@ -196,10 +196,16 @@ def _brent_c() -> Callable[..., tuple[float, int, int, int]] | None:
     if not _BRENT_C_LOOKED:
         _BRENT_C_LOOKED = True
         try:
-            from scipy.optimize import _zeros
+            from scipy.optimize import _zeros, brentq
 
-            _BRENT_C = _zeros._brentq
-        except (ImportError, AttributeError):
+            solver = _zeros._brentq
+            # A private routine may change shape in any release: use it only if it answers a
+            # known problem exactly as the public brentq does.
+            got = solver(lambda x: x * x - 2.0, 0.0, 2.0, 1e-12, 1e-12, 100, (), True, False)
+            want, info = brentq(lambda x: x * x - 2.0, 0.0, 2.0, xtol=1e-12, rtol=1e-12, full_output=True)
+            ok = float(got[0]) == float(want) and int(got[2]) == int(info.iterations) and int(got[3]) == 0
+            _BRENT_C = solver if ok else None
+        except Exception:  # any failure of the private routine means: do not use it
             _BRENT_C = None
     return _BRENT_C
 
