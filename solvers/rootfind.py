@@ -190,15 +190,22 @@ _BRENT_C: Callable[..., tuple[float, int, int, int]] | None = None  # the C solv
 _BRENT_C_LOOKED = False
 
 
+def _private_brent() -> Callable[..., tuple[float, int, int, int]]:
+    from scipy.optimize import _zeros
+
+    solver: Callable[..., tuple[float, int, int, int]] = _zeros._brentq
+    return solver
+
+
 def _brent_c() -> Callable[..., tuple[float, int, int, int]] | None:
     """The C routine behind `scipy.optimize.brentq` (private: None if this SciPy lacks it)."""
     global _BRENT_C, _BRENT_C_LOOKED
     if not _BRENT_C_LOOKED:
         _BRENT_C_LOOKED = True
         try:
-            from scipy.optimize import _zeros, brentq
+            from scipy.optimize import brentq
 
-            solver = _zeros._brentq
+            solver = _private_brent()
             # A private routine may change shape in any release: use it only if it answers a
             # known problem exactly as the public brentq does.
             got = solver(lambda x: x * x - 2.0, 0.0, 2.0, 1e-12, 1e-12, 100, (), True, False)

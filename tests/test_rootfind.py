@@ -158,14 +158,12 @@ def test_direct_solver_raises_on_nan_like_brentq(monkeypatch: pytest.MonkeyPatch
 def test_a_changed_private_solver_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
     """The private C routine is used only if it answers a known problem as brentq does: one
     whose shape changed (here: other arguments) leaves the public brentq in charge."""
-    import scipy.optimize._zeros as zeros
-
     import solvers.rootfind as rf
 
     def changed(f, a, b, xtol, rtol, maxiter):  # type: ignore[no-untyped-def]
         return 0.0, 0, 0, 0
 
-    monkeypatch.setattr(zeros, "_brentq", changed)
+    monkeypatch.setattr(rf, "_private_brent", lambda: changed)
     monkeypatch.setattr(rf, "_BRENT_C", None)
     monkeypatch.setattr(rf, "_BRENT_C_LOOKED", False)
     assert rf._brent_c() is None
