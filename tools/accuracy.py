@@ -215,16 +215,19 @@ def _simulate_cached(
 ) -> tuple[dict[str, float], int, int]:
     """Simulate `count` requests of `wl` (seed) on `r`: the four figures, preemptions and the
     request count. With --sim-cache, a run is looked up by everything it depends on (the
-    resolved deployment, the workload, seed, count, the simulator's source), so iterating on
-    the analytic model replays the simulated column in seconds."""
+    resolved deployment, the workload, seed, count, the simulator's and the cost model's
+    source), so iterating on the analytic model replays the simulated column in seconds."""
     key = ""
     if SIM_CACHE is not None:
         import hashlib
         from pathlib import Path
 
+        import planner.costmodel as cost_pkg
         import planner.simulate as sim_pkg
 
-        src = b"".join(p.read_bytes() for p in sorted(Path(sim_pkg.__file__).parent.glob("*.py")))
+        # the simulator and the step times it runs on (a cost-model change moves every step)
+        dirs = (Path(sim_pkg.__file__).parent, Path(cost_pkg.__file__).parent)
+        src = b"".join(p.read_bytes() for d in dirs for p in sorted(d.glob("*.py")))
         key = hashlib.sha256(repr((r, wl, seed, count)).encode() + src).hexdigest()
         if key in SIM_CACHE:
             return SIM_CACHE[key]
@@ -686,7 +689,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--sim-cache",
         metavar="PATH",
         help="keep synthetic and bursty simulations in this JSON file and reuse them (for iterating "
-        "on the analytic model; keyed by deployment, workload, seed, count and the simulator's source)",
+        "on the analytic model; keyed by deployment, workload, seed, count and the simulator's and cost model's source)",
     )
     args = ap.parse_args(argv)
     global SIM_CACHE
