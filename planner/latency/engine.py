@@ -1029,38 +1029,63 @@ class Engine:
         """What a prompt waits before its own steps when nothing queues beyond the next step,
         D = U L + c X(L): the rest of the step under way (length-biased L, U uniform) and the
         prompts that arrived during it, X(L) tokens (mean g L), each costing c
-        (`_token_cost_s`): E[D | class] = E[L] (1/2 + c g). Idle (1 - P(busy)): 0; a decode-only
-        step under way (L = t_dec) or a mixed one (L over the mixed steps, length-biased): a
-        lognormal in probability slices with that mean and U L's relative spread,
-        E[(U L)^2] / E[U L]^2 = (4/3) E[L^2] / E[L]^2. Returns (values, probabilities)."""
+        (`_token_cost_s`): E[D | class] = E[L] (1/2 + c g). Idle (1 - P(busy)): 0. Per class of
+        the step under way, decode-only (L = t_dec, length-biased share b) or mixed (L over the
+        mixed steps): U L a lognormal in probability slices with U L's relative spread,
+        E[(U L)^2] / E[U L]^2 = (4/3) E[L^2] / E[L]^2; the company none with probability
+        e^{-m_L} (m_L = mu z(mu), mu = lam E[L]: most prompts have none, so it does not lift the
+        median) and otherwise X given any, a lognormal of the compound sum's two moments given
+        any (mean g E[L] / pi_L, second moment (g^2 E[L^2] + v E[L]) / pi_L: the count's and the
+        sizes' spread, which makes the tail), its slices paired with U L's (a long step under way
+        brings more company). Returns (values, probabilities)."""
         if st.busy <= 0:
             return _ZERO, _ONE
         c = self._token_cost_s()
-        g = s.lam * st.zf * self.mean_pe
+        zf = st.zf
+        g = s.lam * zf * self.mean_pe
+        v = s.lam * zf * self.mean_pe**2 * (self.stats.prefill_cv2 + zf)  # X's variance per second of L
         t = s.t_dec
         total, s1, s2, s3 = st.sums
         scale = 1.0 / max(1.0, total)
         w0 = max(0.0, 1.0 - total)
         mean_step = w0 * t + scale * s1
         b_dec = w0 * t / mean_step if mean_step > 0 else 1.0  # length-biased share of decode-only steps
-        # The shape of each class is U L's (a lognormal of its two moments), scaled to D's mean:
-        # more company or burstier arrivals then move every slice up (a shape fitted to D's own
-        # moments narrows as the company's share grows and can lower the top slices).
-        # A decode-only step under way (L = t): U L / E[U L] has E[.^2] = (1/3) / (1/4).
         # Not queued beyond the next step, the company fits in that step (more is what the
         # queued branch counts): its cost is capped, slice by slice, at one full budget's
         # prefill tokens, c B = T_full - T_0 of an idle engine (fixed per engine like c, so a
         # slice still never falls as load or burstiness raise it).
         cap = self._company_cap_s()
-        k = SLICE_PROBS.size
+        classes: list[tuple[FloatArray, float, float, float]] = []  # U L's slices, E[L], E[L^2], share
         if s1 <= 0 or b_dec >= 1.0:
-            out_v = np.empty(1 + k)
-            out_v[0] = 0.0
-            out_v[1:] = _UNIFORM_SLICES * (0.5 * t) + np.minimum(_UNIFORM_SLICES * (t * c * g), cap)
-            out_p = np.empty(1 + k)
-            out_p[0] = 1.0 - st.busy
-            np.multiply(SLICE_PROBS, st.busy, out=out_p[1:])
-            return out_v, out_p
+            classes.append((_UNIFORM_SLICES * (0.5 * t), t, t * t, st.busy))
+        else:
+            l1, l2 = s2 / s1, s3 / s1
+            shape_m = _lognormal_slice_list(
+                math.sqrt(math.log(max(4.0 * l2 / (3.0 * l1 * l1), 1.0))), 0.5 * l1
+            )
+            classes.append((_UNIFORM_SLICES * (0.5 * t), t, t * t, st.busy * b_dec))
+            classes.append((np.array(shape_m), l1, l2, st.busy * (1.0 - b_dec)))
+        k = SLICE_PROBS.size
+        out_v = np.zeros(1 + 2 * k * len(classes))
+        out_p = np.empty(out_v.size)
+        out_p[0] = 1.0 - st.busy
+        at = 1
+        ca2m1 = self.ca2 - 1.0
+        for half, el, el2, w in classes:
+            mu = s.lam * el
+            pi = -math.expm1(-mu * (1.0 + ca2m1 / (1.0 + mu)))
+            out_v[at : at + k] = half
+            np.multiply(SLICE_PROBS, w * (1.0 - pi), out=out_p[at : at + k])
+            at += k
+            out_v[at : at + k] = half
+            if pi > 0.0:
+                x1 = g * el / pi
+                x2 = (g * g * el2 + v * el) / pi
+                xs = _lognormal_slice_list(math.sqrt(math.log(max(x2 / (x1 * x1), 1.0))), c * x1)
+                out_v[at : at + k] += np.minimum(xs, cap)
+            np.multiply(SLICE_PROBS, w * pi, out=out_p[at : at + k])
+            at += k
+        return out_v, out_p
         l1, l2 = s2 / s1, s3 / s1
         shape_m = _lognormal_slice_list(math.sqrt(math.log(max(4.0 * l2 / (3.0 * l1 * l1), 1.0))))
         out_v = np.empty(1 + 2 * k)
