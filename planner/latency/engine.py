@@ -186,6 +186,7 @@ def _lognormal_slices(sigma: float) -> FloatArray:
 
 
 _UNIFORM_SLICES = _lognormal_slices(_SIGMA_UNIFORM)  # U L's shape (`Engine._delay`): fixed
+_UNIFORM_SLICE_LIST = _UNIFORM_SLICES.tolist()
 
 
 Sums = tuple[float, float, float, float]  # sum r, sum r v, sum r v^2, sum r v^3 of a step mix
@@ -1055,49 +1056,34 @@ class Engine:
         # prefill tokens, c B = T_full - T_0 of an idle engine (fixed per engine like c, so a
         # slice still never falls as load or burstiness raise it).
         cap = self._company_cap_s()
-        classes: list[tuple[FloatArray, float, float, float]] = []  # U L's slices, E[L], E[L^2], share
+        classes: list[tuple[list[float], float, float, float]] = []  # U L's slices, E[L], E[L^2], share
         if s1 <= 0 or b_dec >= 1.0:
-            classes.append((_UNIFORM_SLICES * (0.5 * t), t, t * t, st.busy))
+            classes.append(([v * (0.5 * t) for v in _UNIFORM_SLICE_LIST], t, t * t, st.busy))
         else:
             l1, l2 = s2 / s1, s3 / s1
             shape_m = _lognormal_slice_list(
                 math.sqrt(math.log(max(4.0 * l2 / (3.0 * l1 * l1), 1.0))), 0.5 * l1
             )
-            classes.append((_UNIFORM_SLICES * (0.5 * t), t, t * t, st.busy * b_dec))
-            classes.append((np.array(shape_m), l1, l2, st.busy * (1.0 - b_dec)))
-        k = SLICE_PROBS.size
-        out_v = np.zeros(1 + 2 * k * len(classes))
-        out_p = np.empty(out_v.size)
-        out_p[0] = 1.0 - st.busy
-        at = 1
+            classes.append(([v * (0.5 * t) for v in _UNIFORM_SLICE_LIST], t, t * t, st.busy * b_dec))
+            classes.append((shape_m, l1, l2, st.busy * (1.0 - b_dec)))
+        values = [0.0]
+        probs = [1.0 - st.busy]
         ca2m1 = self.ca2 - 1.0
         for half, el, el2, w in classes:
             mu = s.lam * el
             pi = -math.expm1(-mu * (1.0 + ca2m1 / (1.0 + mu)))
-            out_v[at : at + k] = half
-            np.multiply(SLICE_PROBS, w * (1.0 - pi), out=out_p[at : at + k])
-            at += k
-            out_v[at : at + k] = half
+            values += half
+            w_none, w_some = w * (1.0 - pi), w * pi
+            probs += [p * w_none for p in _SLICE_P]
             if pi > 0.0:
                 x1 = g * el / pi
                 x2 = (g * g * el2 + v * el) / pi
                 xs = _lognormal_slice_list(math.sqrt(math.log(max(x2 / (x1 * x1), 1.0))), c * x1)
-                out_v[at : at + k] += np.minimum(xs, cap)
-            np.multiply(SLICE_PROBS, w * pi, out=out_p[at : at + k])
-            at += k
-        return out_v, out_p
-        l1, l2 = s2 / s1, s3 / s1
-        shape_m = _lognormal_slice_list(math.sqrt(math.log(max(4.0 * l2 / (3.0 * l1 * l1), 1.0))))
-        out_v = np.empty(1 + 2 * k)
-        out_v[0] = 0.0
-        out_v[1 : 1 + k] = _UNIFORM_SLICES * (0.5 * t) + np.minimum(_UNIFORM_SLICES * (t * c * g), cap)
-        half, comp = 0.5 * l1, l1 * c * g
-        out_v[1 + k :] = [half * v + min(comp * v, cap) for v in shape_m]
-        out_p = np.empty(1 + 2 * k)
-        out_p[0] = 1.0 - st.busy
-        np.multiply(SLICE_PROBS, st.busy * b_dec, out=out_p[1 : 1 + k])
-        np.multiply(SLICE_PROBS, st.busy * (1.0 - b_dec), out=out_p[1 + k :])
-        return out_v, out_p
+                values += [h + min(x, cap) for h, x in zip(half, xs, strict=True)]
+            else:
+                values += half
+            probs += [p * w_some for p in _SLICE_P]
+        return np.array(values), np.array(probs)
 
     def _service_shape(self) -> tuple[float, float]:
         """The prefill queue's service X_i per prompt of the support, c_s^2 = Var X / E[X]^2 and
