@@ -38,8 +38,9 @@ decode pool: decode steps only). With n the mean number of decoding sequences:
   alone or with company (a lognormal of the company's tokens in 8 probability slices), full
   steps of a backlog (queueing.tail_quantiles).
 * TTFT: with probability 1 - q, D + own steps, D = U L + c X(L) the rest of the step under way
-  and the company's tokens at c each (decode-only and mixed steps under way, each a lognormal
-  in slices: D's mean, U L's relative spread); with q, the mean step under way + one full step + the excess
+  and the company's tokens at c each (decode-only and mixed steps under way: U L a lognormal in
+  slices, the company none or, given any, a lognormal of its compound moments, paired slice by
+  slice); with q, the mean step under way + one full step + the excess
   of the GI/G/1 wait (exponential phases with M/G/1's second moment: queueing.wait_beyond) +
   the prompt's steps topped up to full. A disaggregated prefill pool: GI/G/1 wait + own steps
   + the KV transfer.
