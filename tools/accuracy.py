@@ -28,15 +28,21 @@ Error = (analytic - simulated) / simulated; the target is |error| <= 10% on the 
 from __future__ import annotations
 
 import argparse
+import functools
+import hashlib
+import json
 import math
 import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 import numpy as np
 
+import planner.costmodel as cost_pkg
+import planner.simulate as sim_pkg
 from planner.costmodel.profiles import resolve_profile
 from planner.deployment import Deployment, ResolvedDeployment
 from planner.latency import LatencyModel, Prediction, WorkloadStats
@@ -210,6 +216,14 @@ def synthetic_cell(
 SIM_CACHE: dict[str, tuple[dict[str, float], int, int]] | None = None  # --sim-cache: loaded here
 
 
+@functools.cache
+def _source_digest() -> bytes:
+    """The simulator's and the step times' sources (a cost-model change moves every simulated
+    step), read once per run."""
+    dirs = (Path(sim_pkg.__file__).parent, Path(cost_pkg.__file__).parent)
+    return hashlib.sha256(b"".join(p.read_bytes() for d in dirs for p in sorted(d.glob("*.py")))).digest()
+
+
 def _simulate_cached(
     r: ResolvedDeployment, wl: Workload, seed: int, count: int
 ) -> tuple[dict[str, float], int, int]:
@@ -219,16 +233,7 @@ def _simulate_cached(
     source), so iterating on the analytic model replays the simulated column in seconds."""
     key = ""
     if SIM_CACHE is not None:
-        import hashlib
-        from pathlib import Path
-
-        import planner.costmodel as cost_pkg
-        import planner.simulate as sim_pkg
-
-        # the simulator and the step times it runs on (a cost-model change moves every step)
-        dirs = (Path(sim_pkg.__file__).parent, Path(cost_pkg.__file__).parent)
-        src = b"".join(p.read_bytes() for d in dirs for p in sorted(d.glob("*.py")))
-        key = hashlib.sha256(repr((r, wl, seed, count)).encode() + src).hexdigest()
+        key = hashlib.sha256(repr((r, wl, seed, count)).encode() + _source_digest()).hexdigest()
         if key in SIM_CACHE:
             return SIM_CACHE[key]
     reqs = workload_requests(wl, seed, count=count)
@@ -666,9 +671,6 @@ def render(rep: Report, command: str) -> str:
 
 def _save_cache(path: str | None) -> None:
     if path and SIM_CACHE is not None:
-        import json
-        from pathlib import Path
-
         Path(path).write_text(json.dumps(SIM_CACHE))
 
 
@@ -694,9 +696,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
     global SIM_CACHE
     if args.sim_cache:
-        import json
-        from pathlib import Path
-
         path = Path(args.sim_cache)
         SIM_CACHE = (
             {k: (v[0], v[1], v[2]) for k, v in json.loads(path.read_text()).items()} if path.exists() else {}

@@ -301,7 +301,7 @@ class Engine:
         self._zero_point: Point | None = None
         self._token_cost: float | None = None
         self._shape: tuple[float, float] | None = None
-        self._saturated: tuple[float, float] | None = None
+        self._end: State | None = None
         self._states: dict[tuple[float, float | None], State] = {}
 
     # ---- one concurrency (hot path) -------------------------------------------------------------
@@ -1101,7 +1101,7 @@ class Engine:
             return self.stats.prefill_cv2, self.kappa
         if self._shape is None:
             self._shape = self._service_shape_at(
-                self._state(self.boundary().n_max, None) if self.has_decode else self._state(0.0, 0.0)
+                self._saturated() if self.has_decode else self._state(0.0, 0.0)
             )
         return self._shape
 
@@ -1121,31 +1121,36 @@ class Engine:
             return self.stats.prefill_cv2, self.kappa
         return max(m2 / (m1 * m1) - 1.0, 0.0), m1 * m3 / (m2 * m2)
 
-    def _saturated_q(self) -> tuple[float, float]:
-        """The stability boundary's decodes and its prefill service per prompt, E[Pe] T_full / s_f
-        (once per engine: `_queue_wait` asks at every state)."""
-        if self._saturated is None:
-            n_max = self.boundary().n_max
-            end = self._state(n_max, None)
-            self._saturated = (n_max, self.mean_pe * end.t_full / max(end.share_full, 1.0))
-        return self._saturated
+    def _saturated(self) -> State:
+        """The state at the stability boundary's end (decode roles), kept once per engine: the
+        queue's stretch and service shape read it at every state, and the state cache may have
+        dropped it."""
+        if self._end is None:
+            self._end = self._state(self.boundary().n_max, None)
+        return self._end
+
+    def _full_service_s(self, s: State) -> float:
+        """A prompt's mean service in the prefill queue at a state: E[Pe] / s_f full steps."""
+        return self.mean_pe * s.t_full / max(s.share_full, 1.0)
 
     def _queue_wait(self, s: State, service_cv2: float) -> Wait:
         """The prefill queue's wait: GI/G/1 at the state's full-step rate (`gg1_wait`, service
-        spread `service_cv2` from `_service_shape`), stretched for the backlog's drain (docs/latency.md, "A backlog drains slower as it grows").
+        spread `service_cv2` from `_service_shape`), stretched for the backlog's drain
+        (docs/latency.md, "A backlog drains slower as it grows").
 
         While prompts queue, the engine prefills 1/q of them per second, more than arrive, so
         decodes accumulate, g = 1/q - lam = (1 - rho) / q per second of backlog; each one takes a
         token of the budget and adds to the step, q growing by beta = ln(q_sat / q) / (n_sat - n)
         per decode towards the stability boundary's q_sat. A prompt that finds V seconds of
-        work sits in a busy period that took about V / (1 - rho) to build (heavy traffic: the
-        climb is the reversed descent), over which x(V) = g T_d (1 - exp(-V / ((1 - rho) T_d)))
-        decodes joined (T_d = d t_step, a decode's lifetime; at most n_sat - n). So the queue
-        builds faster at level u (drift 1 - rho e^{beta x(u)} for 1 - rho: the diffusion's tail
-        exponent), and the prompt's own wait stretches by e^{beta x(V)}. Both are sized at the
-        wait's p99 (`TAIL_LEVEL`; the tail integral at its midpoint, a bounded fixed point) and
-        scale the wait's mean: an exponential stays an exponential, the downstream forms hold."""
-        q = self.mean_pe * s.t_full / max(s.share_full, 1.0)
+        work sits in a busy period that took about V / ((1 - rho) max(1, c_a^2)) to build (heavy
+        traffic: the climb is the reversed descent; bursts climb faster), over which
+        x(V) = g T_d (1 - exp(-age / T_d)) decodes joined (T_d = d t_step, a decode's lifetime;
+        at most n_sat - n). So the queue builds faster at level u (drift 1 - rho e^{beta x(u)}
+        for 1 - rho: the diffusion's tail exponent), and the prompt's own wait stretches by
+        e^{beta x(V)}. Both are sized at the wait's p99 (`TAIL_LEVEL`; the drift averaged over
+        [0, V] by Simpson's rule, a bounded fixed point) and scale the wait's mean: an
+        exponential stays an exponential, the downstream forms hold."""
+        q = self._full_service_s(s)
         wait = gg1_wait(s.rho, q, self.ca2, service_cv2)
         rho = s.rho
         if not (self.has_decode and self.has_prefill) or not 0.0 < rho < 1.0:
@@ -1153,11 +1158,10 @@ class Engine:
         m = wait.mean_if_waiting_s
         if wait.prob <= TAIL_LEVEL or not (0.0 < m < math.inf):
             return wait
-        n_sat, q_sat = self._saturated_q()
-        room = n_sat - s.n
-        if not room > 0.0:
-            return wait
-        if not q_sat > q:
+        end = self._saturated()
+        room = end.n - s.n
+        q_sat = self._full_service_s(end)
+        if not (room > 0.0 and q_sat > q):
             return wait
         beta = math.log(q_sat / q) / room
         t_d = self.d * s.t_step
