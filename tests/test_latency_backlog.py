@@ -12,20 +12,27 @@ from planner.costmodel.profile import THEORETICAL
 from planner.costmodel.steptime import chunks_time_s
 from planner.deployment import Deployment
 from planner.latency import LatencyModel, WorkloadStats
-from planner.latency.queueing import gg1_wait
+from planner.latency.queueing import gg1_wait, wait_decay_s
 from planner.workload import Workload
 
 PROMPTS = [[300, 0.3], [1500, 0.5], [6000, 0.2]]
 
 
-def _engine(gpu: str = "h200-sxm", budget: int = 2048, hit: float = 0.25, rate: float = 1.0, profile=None):
+def _engine(
+    gpu: str = "h200-sxm",
+    budget: int = 2048,
+    hit: float = 0.25,
+    rate: float = 1.0,
+    profile=None,
+    lengths: str = "spread",
+):
     dep = Deployment(
         model="Qwen/Qwen3-8B", gpu=gpu, max_num_batched_tokens=budget, max_num_seqs=min(budget, 1024)
     )
     wl = Workload.from_mapping(
         {
             "arrivals": {"requests_per_s": rate},
-            "input_tokens": {"pairs": PROMPTS},
+            "input_tokens": {"pairs": PROMPTS} if lengths == "spread" else 1155,
             "output_tokens": 200,
             "prefix_cache_hit_fraction": hit,
         }
@@ -93,9 +100,9 @@ def _stretch(e, load: float) -> tuple[float, float]:
     lam = load * e.boundary().lam_max
     s, _ = e.solve(lam)
     q = e.mean_pe * s.t_full / max(s.share_full, 1.0)
-    cv2 = e._service_shape()[0]
-    base = gg1_wait(s.rho, q, e.ca2, cv2)
-    return e._queue_wait(s, cv2).mean_if_waiting_s / base.mean_if_waiting_s, s.rho
+    shape = e._service_shape()
+    base = gg1_wait(s.rho, q, e.ca2, shape.cv2)
+    return e._queue_wait(s, shape).mean_if_waiting_s / base.mean_if_waiting_s, s.rho
 
 
 def test_backlog_stretch_vanishes_at_light_load_and_grows_with_load() -> None:
@@ -134,7 +141,27 @@ def test_no_stretch_without_decodes_to_accumulate() -> None:
     e = m.engines["prefill"]
     s = e.state_lam(20.0)
     q = e.mean_pe * s.t_full / s.share_full
-    cv2 = e._service_shape()[0]
-    w = gg1_wait(s.rho, q, e.ca2, cv2)
-    got = e._queue_wait(s, cv2)
+    shape = e._service_shape()
+    w = gg1_wait(s.rho, q, e.ca2, shape.cv2)
+    got = e._queue_wait(s, shape)
     assert got == w and math.isfinite(got.mean_if_waiting_s)
+
+
+@pytest.mark.parametrize("load", [0.3, 0.85])
+def test_light_waits_carry_the_exact_tail_stretched_like_the_mean(load: float) -> None:
+    """Constant prompts (kappa = 1: the wait is less spread than an exponential): the colocated
+    engine's wait carries GI/G/1's exact decay scale (`wait_decay_s`, through the engine's table),
+    stretched by the same factor as its mean; a service with kappa > 3/2 carries none."""
+    e = _engine(gpu="h100-sxm", budget=512, hit=0.0, profile=THEORETICAL, lengths="constant")
+    s, _ = e.solve(load * e.boundary().lam_max)
+    q = e.mean_pe * s.t_full / s.share_full
+    shape = e._service_shape()
+    assert shape.kappa == pytest.approx(1.0) and shape.decay is not None
+    base = gg1_wait(s.rho, q, e.ca2, shape.cv2)
+    got = e._queue_wait(s, shape)
+    stretch = got.mean_if_waiting_s / base.mean_if_waiting_s
+    exact = wait_decay_s(s.rho, e.ca2, q, shape.xi, e.pw)
+    assert got.tail_s == pytest.approx(exact * stretch, rel=1e-3)
+    assert stretch >= 1.0
+    wide = e._shape_of(shape.cv2, 1.6, shape.xi)  # kappa > 3/2: more spread than exponential
+    assert wide.decay is None and e._queue_wait(s, wide).tail_s == 0.0

@@ -28,12 +28,14 @@ import math
 
 import numpy as np
 import pytest
+from scipy import special
 
 from planner.costmodel.steptime import StepCoefficients
 from planner.latency.engine import SLICE_EDGES, SLICE_PROBS, Engine, _lognormal_slices
 from planner.latency.queueing import (
     SPREAD,
     Wait,
+    WaitDecayTable,
     gamma_wait_probability,
     gg1_wait,
     phase_excess,
@@ -42,6 +44,7 @@ from planner.latency.queueing import (
     shift_phases,
     tail_quantiles,
     wait_beyond,
+    wait_decay_s,
     wait_phases,
 )
 from planner.latency.stats import WorkloadStats
@@ -583,6 +586,124 @@ def test_wait_beyond_exponential_and_gamma() -> None:
     assert q == pytest.approx(q_hand, rel=1e-12)
     assert len(ph) == 1 and ph[0] == pytest.approx((1.0, scale), rel=1e-12)
     assert wait_beyond(d, 1.0, 0.0)[0] == pytest.approx(d.prob, rel=1e-12)  # nothing shifted
+
+
+def test_wait_beyond_gamma_excess_keeps_the_exact_tail() -> None:
+    """Less spread than an exponential (r <= 2), the excess beyond the shift decays no faster
+    than the exact tail (`Wait.tail_s`): the longer of the gamma's scale and tail_s; P(W >
+    shift) stays the gamma's. Spread waits (r > 2) keep their two phases."""
+    d = gg1_wait(0.5, 2.0, 1.0, 0.0)
+    scale = d.mean_if_waiting_s * (5.0 / 3.0 - 1.0)
+    q0, _ = wait_beyond(d, 1.0, 0.7)
+    for tail, want in ((0.5 * scale, scale), (1.5 * scale, 1.5 * scale)):
+        q, ph = wait_beyond(dataclasses.replace(d, tail_s=tail), 1.0, 0.7)
+        assert q == q0 and len(ph) == 1 and ph[0] == pytest.approx((1.0, want), rel=1e-12)
+    w = gg1_wait(0.4, 2.0, 3.0, 4.0)
+    assert wait_beyond(dataclasses.replace(w, tail_s=1e3), 5.0, 0.9) == wait_beyond(w, 5.0, 0.9)
+
+
+def _exponential_support(width: float = 0.005, top: float = 80.0) -> tuple[np.ndarray, np.ndarray]:
+    """Exp(1) in slices [a, a + width) up to `top` (e^{-80}: nothing left), each at its
+    conditional mean: E[X; a < X < b] = (a + 1) e^{-a} - (b + 1) e^{-b}."""
+    lo = np.arange(0.0, top, width)
+    hi = lo + width
+    p = np.exp(-lo) - np.exp(-hi)
+    xi = ((lo + 1.0) * np.exp(-lo) - (hi + 1.0) * np.exp(-hi)) / p
+    return xi / float(p @ xi), p / p.sum()
+
+
+@pytest.mark.parametrize("rho", [0.1, 0.5, 0.9])
+def test_wait_decay_md1_is_the_lambert_w_root(rho: float) -> None:
+    """M/D/1: E[e^{theta D}] E[e^{-theta A}] = 1 is e^u = 1 + u / rho (u = theta D), whose
+    positive root is u = rho (y - 1), y = -W_{-1}(-rho e^{-rho}) / rho (y e^{-rho y} =
+    e^{-rho}: the other branch is the trivial root y = 1)."""
+    y = -float(special.lambertw(-rho * math.exp(-rho), k=-1).real) / rho
+    u = rho * (y - 1.0)
+    got = wait_decay_s(rho, 1.0, 2.0, np.ones(1), np.ones(1))
+    assert got == pytest.approx(2.0 / u, rel=1e-10)
+    assert math.exp(2.0 / got) == pytest.approx(1.0 + (2.0 / got) / rho, rel=1e-10)
+
+
+@pytest.mark.parametrize(("rho", "k"), [(0.3, 1.0), (0.7, 1.0), (0.3, 0.25), (0.8, 0.25), (0.5, 4.0)])
+def test_wait_decay_exponential_service_is_gim1(rho: float, k: float) -> None:
+    """GI/M/1 with gamma(k) gaps: the wait's tail is sigma e^{-mu (1 - sigma) w}, so the decay
+    scale is E[X] / (1 - sigma) (M/M/1: E[X] / (1 - rho)). The exponential service is a fine
+    discretization here (its MGF is finite everywhere), within 0.1%."""
+    xi, p = _exponential_support()
+    sigma = gamma_wait_probability(rho, k)
+    got = wait_decay_s(rho, 1.0 / k, 1.5, xi, p)
+    assert got == pytest.approx(1.5 / (1.0 - sigma), rel=1e-3)
+
+
+@pytest.mark.parametrize(("ca2", "cs2"), [(1.0, 0.0), (1.19, 0.0), (4.0, 1.0), (0.5, 2.0)])
+def test_wait_decay_heavy_traffic_is_kingman(ca2: float, cs2: float) -> None:
+    """As rho -> 1 the decay scale tends to Kingman's E[X] (c_a^2 + c_s^2) / (2 (1 - rho)):
+    two-point service of spread cs2 (values 1 +- sqrt(cs2), equally likely)."""
+    xi = np.array([1.0 - math.sqrt(cs2), 1.0 + math.sqrt(cs2)]) if cs2 > 0 else np.ones(1)
+    p = np.full(xi.size, 1.0 / xi.size)
+    rho = 0.999
+    got = wait_decay_s(rho, ca2, 1.0, xi, p)
+    assert got == pytest.approx((ca2 + cs2) / (2.0 * (1.0 - rho)), rel=5e-3)
+
+
+def test_wait_decay_matches_a_lindley_recursion() -> None:
+    """The case it was added for: constant service (a prefill queue of equal prompts) behind
+    gamma gaps of the trace's c_a^2 = 1.19 at rho = 0.24. A Lindley recursion over 400,000
+    arrivals: between its wait's p99 and p99.9 the tail falls by 10 at a pace of 1 / theta
+    within 5%, where the two-moment gamma of `wait_beyond` (scale m (r - 1)) is 20% short."""
+    rho, ca2 = 0.24, 1.19
+    rng = np.random.default_rng(7)
+    gaps = rng.gamma(1.0 / ca2, ca2 / rho, 400_000)  # mean 1 / rho: service 1
+    w = np.empty(gaps.size)
+    cur = 0.0
+    for i, a in enumerate(gaps.tolist()):
+        w[i] = cur
+        cur = max(0.0, cur + 1.0 - a)
+    p99, p999 = np.percentile(w, [99.0, 99.9])
+    pace = (p999 - p99) / math.log(10.0)
+    got = wait_decay_s(rho, ca2, 1.0, np.ones(1), np.ones(1))
+    assert got == pytest.approx(pace, rel=0.05)
+    g = gg1_wait(rho, 1.0, ca2, 0.0)
+    r = 2.0 * g.prob + (4.0 / 3.0) * (1.0 - g.prob)
+    assert g.mean_if_waiting_s * (r - 1.0) < 0.85 * pace
+
+
+@pytest.mark.parametrize("ca2", [0.2, 1.0, 1.19, 4.0, 20.0])
+def test_wait_decay_table_reads_the_reference(ca2: float) -> None:
+    """The fast path against the literal root-finding: constant, two-point and lognormal
+    service shapes (spread up to sigma 1.5) over rho in [0.01, 1 - 1e-5]: within 0.1% from rho
+    = 0.1 up, 0.5% below; beyond the reference's rounding limit (1 - rho < DECAY_HEAVY) both
+    follow u proportional to 1 - rho."""
+    rng = np.random.default_rng(11)
+    shapes = [(np.ones(1), np.ones(1)), (np.array([0.5, 1.5]), np.array([0.5, 0.5]))]
+    for sigma in (0.3, 0.8, 1.5):
+        xi = rng.lognormal(0.0, sigma, 32)
+        p = rng.dirichlet(np.ones(32))
+        shapes.append((xi / float(p @ xi), p))
+    rhos = np.concatenate([np.linspace(0.01, 0.1, 10), np.linspace(0.1, 1.0 - 1e-5, 60)])
+    for xi, p in shapes:
+        table = WaitDecayTable.build(ca2, xi, p)
+        for rho in rhos.tolist():
+            want = wait_decay_s(rho, ca2, 2.0, xi, p)
+            assert table.scale_s(rho, 2.0) == pytest.approx(want, rel=1e-3 if rho >= 0.1 else 5e-3)
+        near = table.scale_s(1.0 - 1e-8, 1.0)
+        assert near == pytest.approx(100.0 * table.scale_s(1.0 - 1e-6, 1.0), rel=1e-3)
+        assert table.scale_s(1e-4, 1.0) < table.scale_s(0.01, 1.0)  # shorter, never longer
+        assert table.scale_s(0.0, 1.0) == table.scale_s(1.0, 1.0) == table.scale_s(0.5, 0.0) == 0.0
+
+
+def test_wait_decay_edges() -> None:
+    """No wait below rho = 0 or at rho >= 1 (unbounded), nor without service: 0, "unknown"."""
+    one = np.ones(1)
+    assert wait_decay_s(0.0, 1.0, 1.0, one, one) == 0.0
+    assert wait_decay_s(1.0, 1.0, 1.0, one, one) == 0.0
+    assert wait_decay_s(0.5, 1.0, 0.0, one, one) == 0.0
+    # light load and a far-spread support: no overflow (the MGF is taken relative to its top)
+    xi = np.array([0.01, 0.02, 60.0])
+    p = np.array([0.5, 0.49, 0.01])
+    xi = xi / float(p @ xi)
+    got = wait_decay_s(0.01, 1.0, 1.0, xi, p)
+    assert math.isfinite(got) and got > 0.0
 
 
 @pytest.mark.parametrize("kappa", [2.0, 5.0, 40.0])

@@ -41,7 +41,8 @@ decode pool: decode steps only). With n the mean number of decoding sequences:
   and the company's tokens at c each (decode-only and mixed steps under way: U L a lognormal in
   slices, the company none or, given any, a lognormal of its compound moments, paired slice by
   slice); with q, the mean step under way + one full step + the excess
-  of the GI/G/1 wait (exponential phases with M/G/1's second moment: queueing.wait_beyond) +
+  of the GI/G/1 wait (exponential phases with M/G/1's second moment, never decaying faster
+  than the exact GI/G/1 tail: queueing.wait_beyond, queueing.wait_decay_s) +
   the prompt's steps topped up to full. A disaggregated prefill pool: GI/G/1 wait + own steps
   + the KV transfer.
 """
@@ -60,12 +61,14 @@ from planner.costmodel.steptime import StepCoefficients, batch_time_s, step_time
 from planner.latency.queueing import (
     NO_WAIT,
     Wait,
+    WaitDecayTable,
     gg1_wait,
     phases_mean_s,
     response_quantiles,
     response_quantiles_phases,
     tail_quantiles,
     wait_beyond,
+    wait_spread,
 )
 from planner.latency.stats import WorkloadStats
 from planner.scheduler_config import SchedulerConfig
@@ -81,6 +84,18 @@ GRID_POINTS = 16  # concurrency grid for the stability boundary
 LEVELS = np.array([0.5, 0.99])
 HUGE = 1e9  # stands in for an infinite ratio inside root-finding
 STATE_CACHE = 64  # states an engine keeps (Engine._state; a candidate builds ~25); cleared when full
+
+
+class ServiceShape(NamedTuple):
+    """The prefill queue's service per prompt (`Engine._service_shape`): c_s^2, kappa =
+    E[X] E[X^3] / E[X^2]^2, X / E[X] over the prompt support, and the wait's tail decay for it
+    (`queueing.wait_decay_s` as a table; None where kappa > 3/2: the wait is then more spread
+    than an exponential at every load and its exact tail is never read, `queueing.wait_spread`)."""
+
+    cv2: float
+    kappa: float
+    xi: FloatArray
+    decay: WaitDecayTable | None
 
 
 class Grid(NamedTuple):
@@ -300,7 +315,7 @@ class Engine:
         self._zero: State | None = None
         self._zero_point: Point | None = None
         self._token_cost: float | None = None
-        self._shape: tuple[float, float] | None = None
+        self._shape: ServiceShape | None = None
         self._end: State | None = None
         self._states: dict[tuple[float, float | None], State] = {}
 
@@ -828,8 +843,9 @@ class Engine:
         two: a long step brings more company, which makes the next step longer)."""
         if s.steps is not None:
             return s.steps
-        cv2_x, kappa_x = self._service_shape()
-        wait = self._queue_wait(s, cv2_x)
+        shape = self._service_shape()
+        kappa_x = shape.kappa
+        wait = self._queue_wait(s, shape)
         if not (self.has_decode and self.has_prefill) or s.n <= 0:
             s.steps = Steps(wait, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, _EMPTY, _EMPTY, 0.0, _NO_SUMS, ())
             return s.steps
@@ -1086,7 +1102,7 @@ class Engine:
             probs += [p * w_some for p in _SLICE_P]
         return np.array(values), np.array(probs)
 
-    def _service_shape(self) -> tuple[float, float]:
+    def _service_shape(self) -> ServiceShape:
         """The prefill queue's service X_i per prompt of the support, c_s^2 = Var X / E[X]^2 and
         kappa = E[X] E[X^3] / E[X^2]^2 (for `gg1_wait` and `wait_beyond`): a prompt of Pe tokens
         takes Pe / s full steps of a stream made of prompts like it (`_stream_step_s` with its
@@ -1097,15 +1113,16 @@ class Engine:
         Taken once per engine, at the stability boundary (decode roles; the queue's shape
         matters where it is long, near capacity, and the decodes there dilute the prompts'
         differences the least of any point where it is long)."""
-        if not self.has_prefill:
-            return self.stats.prefill_cv2, self.kappa
         if self._shape is None:
-            self._shape = self._service_shape_at(
-                self._saturated() if self.has_decode else self._state(0.0, 0.0)
-            )
+            if not self.has_prefill:
+                self._shape = self._token_shape()
+            else:
+                self._shape = self._service_shape_at(
+                    self._saturated() if self.has_decode else self._state(0.0, 0.0)
+                )
         return self._shape
 
-    def _service_shape_at(self, s: State) -> tuple[float, float]:
+    def _service_shape_at(self, s: State) -> ServiceShape:
         """`_service_shape` at a state."""
         s_f = max(s.share_full, 1.0)
         a_i = self.p0 + 0.5 * self.pe
@@ -1118,8 +1135,18 @@ class Engine:
         m2 = float(pw @ x2)
         m3 = float(pw @ (x2 * x))
         if not m1 > 0.0:  # an empty step times 0: no service to shape
-            return self.stats.prefill_cv2, self.kappa
-        return max(m2 / (m1 * m1) - 1.0, 0.0), m1 * m3 / (m2 * m2)
+            return self._token_shape()
+        return self._shape_of(max(m2 / (m1 * m1) - 1.0, 0.0), m1 * m3 / (m2 * m2), x / m1)
+
+    def _token_shape(self) -> ServiceShape:
+        """The service's shape from the prompts' token counts alone (no step to time them)."""
+        return self._shape_of(self.stats.prefill_cv2, self.kappa, self.pe / self.mean_pe)
+
+    def _shape_of(self, cv2: float, kappa: float, xi: FloatArray) -> ServiceShape:
+        """A `ServiceShape`, its decay table only where a wait can be less spread than an
+        exponential (kappa <= 3/2) and the step mix reads it (colocated)."""
+        light = kappa <= 1.5 and self.has_decode and self.has_prefill
+        return ServiceShape(cv2, kappa, xi, WaitDecayTable.build(self.ca2, xi, self.pw) if light else None)
 
     def _saturated(self) -> State:
         """The state at the stability boundary's end (decode roles), kept once per engine: the
@@ -1133,10 +1160,11 @@ class Engine:
         """A prompt's mean service in the prefill queue at a state: E[Pe] / s_f full steps."""
         return self.mean_pe * s.t_full / max(s.share_full, 1.0)
 
-    def _queue_wait(self, s: State, service_cv2: float) -> Wait:
-        """The prefill queue's wait: GI/G/1 at the state's full-step rate (`gg1_wait`, service
-        spread `service_cv2` from `_service_shape`), stretched for the backlog's drain
-        (docs/latency.md, "A backlog drains slower as it grows").
+    def _queue_wait(self, s: State, shape: ServiceShape) -> Wait:
+        """The prefill queue's wait: GI/G/1 at the state's full-step rate (`gg1_wait`, the
+        service's spread from `_service_shape`; the tail's exact decay from `wait_decay_s`),
+        stretched for the backlog's drain (docs/latency.md, "A backlog drains slower as it
+        grows"); the stretch scales the mean and the tail's decay alike.
 
         While prompts queue, the engine prefills 1/q of them per second, more than arrive, so
         decodes accumulate, g = 1/q - lam = (1 - rho) / q per second of backlog; each one takes a
@@ -1151,11 +1179,15 @@ class Engine:
         [0, V] by Simpson's rule, a bounded fixed point) and scale the wait's mean: an
         exponential stays an exponential, the downstream forms hold."""
         q = self._full_service_s(s)
-        wait = gg1_wait(s.rho, q, self.ca2, service_cv2)
+        wait = gg1_wait(s.rho, q, self.ca2, shape.cv2)
         rho = s.rho
         if not (self.has_decode and self.has_prefill) or not 0.0 < rho < 1.0:
             return wait
         m = wait.mean_if_waiting_s
+        tail = 0.0  # read only by `wait_beyond`'s gamma (r <= 2)
+        if shape.decay is not None and wait_spread(wait.prob, shape.kappa) <= 2.0:
+            tail = shape.decay.scale_s(rho, q)
+            wait = Wait(wait.prob, m, tail)
         if wait.prob <= TAIL_LEVEL or not (0.0 < m < math.inf):
             return wait
         end = self._saturated()
@@ -1183,7 +1215,8 @@ class Engine:
             if done:
                 break
         x_end = min(room, -joined * math.expm1(-v * per_s))
-        return Wait(wait.prob, m * v * math.exp(beta * x_end) / v0)
+        stretch = v * math.exp(beta * x_end) / v0
+        return Wait(wait.prob, m * stretch, tail * stretch)
 
     def _token_cost_s(self) -> float:
         """The marginal time of one prefill token in a full-budget step of an idle engine,
