@@ -335,7 +335,14 @@ def test_capacity_meets_the_slo_and_just_above_does_not(slo: Slo, binding: str) 
     assert lo == 0.0 and hi > 0.0
     assert root.f_bracket[0] < 0 < root.f_bracket[1]  # the bracket straddles the SLO boundary
     at = evaluate(dep, w, requests_per_s=cap.deployment_max_requests_per_s_within_slo)
-    above = evaluate(dep, w, requests_per_s=1.01 * cap.deployment_max_requests_per_s_within_slo)
+    # Just above: the search's last failing point (its final bracket's upper end, in decodes n;
+    # the answer is the last point that met the SLO, within CAPACITY_RTOL of the stable range).
+    assert root.final_bracket is not None
+    engine = model_for(dep, w).engines["colocated"]
+    fail_rate = 2 * engine.state_n(root.final_bracket[1]).lam
+    assert fail_rate > cap.deployment_max_requests_per_s_within_slo
+    assert fail_rate < 1.02 * cap.deployment_max_requests_per_s_within_slo
+    above = evaluate(dep, w, requests_per_s=fail_rate)
 
     def within(p: Any) -> bool:
         ok = p.stable
@@ -499,7 +506,10 @@ def test_prompts_admitted_in_the_same_step_share_its_time() -> None:
     wait before its own step, D = U L + c X(L), has mean P(busy) [b t (1/2 + c g) + (1 - b) l
     (1/2 + c g)] over decode-only (share b, L = t_dec) and mixed steps under way (mean
     length-biased length l), g = lam 1000 the company's tokens per second, c the marginal
-    prefill token of an idle full-budget step."""
+    prefill token of an idle full-budget step. Not queued beyond the next step, a prompt did not
+    arrive during a backlog: the backlog's full steps (rate r_b, length T_b; their time share
+    among the steps under way r_b T_b / mean step, Poisson) leave the mixed class and its length
+    moments, and the shares are renormalized."""
     m = model_for(Deployment(**QWEN_H100, max_num_batched_tokens=8192), make_workload(prompt=1000))
     eng = m.engines["colocated"]
     state, _ = eng.solve(20.0)
@@ -525,7 +535,16 @@ def test_prompts_admitted_in_the_same_step_share_its_time() -> None:
     w0 = max(0.0, 1.0 - total)
     mean_step = w0 * state.t_dec + m1 / max(1.0, total)
     b = w0 * state.t_dec / mean_step
-    expected = st.busy * (b * state.t_dec + (1.0 - b) * m2 / m1) * (0.5 + c * g)
+    assert q > 0.0 and st.backlog_rate > 0.0  # a small backlog: the conditioning shows
+    rb, fs = st.backlog_rate, st.full_step_s
+    assert rb == pytest.approx(lam_t * q * 1000.0 / state.share_full, rel=1e-12)
+    gone = st.busy * rb * fs / max(1.0, total) / mean_step
+    w_dec = st.busy * b / (1.0 - gone)
+    w_mix = (st.busy * (1.0 - b) - gone) / (1.0 - gone)
+    l_mix = (m2 - rb * fs * fs) / (m1 - rb * fs)
+    expected = (w_dec * state.t_dec + w_mix * l_mix) * (0.5 + c * g)
+    unconditioned = st.busy * (b * state.t_dec + (1.0 - b) * m2 / m1) * (0.5 + c * g)
+    assert expected != unconditioned and expected == pytest.approx(unconditioned, rel=1e-3)
     assert float(d @ p) == pytest.approx(expected, rel=1e-9)
     assert float(p.sum()) == pytest.approx(1.0, rel=1e-12)
     # More load: more company, never a shorter p99.

@@ -40,7 +40,8 @@ decode pool: decode steps only). With n the mean number of decoding sequences:
 * TTFT: with probability 1 - q, D + own steps, D = U L + c X(L) the rest of the step under way
   and the company's tokens at c each (decode-only and mixed steps under way: U L a lognormal in
   slices, the company none or, given any, a lognormal of its compound moments, paired slice by
-  slice); with q, the mean step under way + one full step + the excess
+  slice; the classes as a prompt not queued sees them, without the backlog's full steps); with
+  q, the mean step under way + one full step + the excess
   of the GI/G/1 wait (exponential phases with M/G/1's second moment, never decaying faster
   than the exact GI/G/1 tail: queueing.wait_beyond, queueing.wait_decay_s) +
   the prompt's steps topped up to full. A disaggregated prefill pool: GI/G/1 wait + own steps
@@ -154,6 +155,8 @@ class Steps(NamedTuple):
     busy: float  # P(a step is under way when a prompt arrives)
     sums: Sums  # of the mixed steps (`values`, `rates`)
     beyond: tuple[tuple[float, float], ...]  # the wait beyond the next step, given one
+    backlog_rate: float  # the backlog's full steps in `sums`: their rate (`sums`' units)
+    full_step_s: float  # and their length
 
 
 _EMPTY = np.empty(0)
@@ -847,7 +850,9 @@ class Engine:
         kappa_x = shape.kappa
         wait = self._queue_wait(s, shape)
         if not (self.has_decode and self.has_prefill) or s.n <= 0:
-            s.steps = Steps(wait, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, _EMPTY, _EMPTY, 0.0, _NO_SUMS, ())
+            s.steps = Steps(
+                wait, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, _EMPTY, _EMPTY, 0.0, _NO_SUMS, (), 0.0, 0.0
+            )
             return s.steps
         busy = 1.0 - math.exp(-s.n) * (1.0 - min(max(s.rho, 0.0), 1.0))
         t = s.t_dec
@@ -879,7 +884,7 @@ class Engine:
         lb, lb_sq = busy * r1, busy * r2
         s_f = max(s.share_full, 1.0)
         full_step = s.t_full + extra
-        m = mu = pi = backlog = 0.0
+        m = mu = pi = backlog = rb = 0.0
         beyond: tuple[tuple[float, float], ...] = ()
         # In the passes a company step costs its prompt's last chunk step plus tau per company
         # token (tau the marginal prefill token of a full-budget step at this state): its
@@ -933,8 +938,8 @@ class Engine:
                 s1 += a1 * b0 + a0 * b1
                 s2 += a2 * b0 + 2.0 * a1 * b1 + a0 * b2
                 s3 += a3 * b0 + 3.0 * a2 * b1 + 3.0 * a1 * b2 + a0 * b3
+            rb = lam_t * backlog * mean_pe / s_f  # the backlog's full steps per step
             if backlog > 0:
-                rb = lam_t * backlog * mean_pe / s_f
                 s0 += rb
                 s1 += rb * full_step
                 s2 += rb * full_step**2
@@ -990,7 +995,9 @@ class Engine:
             ahead = (lb / 2.0 + s.t_full + phases_mean_s(beyond)) * s_f / (self.mean_pe * s.t_full)
             vals[-1] = full_step
             rts[-1] = lam_t * backlog * self.mean_pe / s_f * max(1.0, (s.n_arr + 0.5 * ahead) / n_seen)
-        s.steps = Steps(wait, backlog, lb / 2.0, lb, lb_sq, m, pi, zf, vals, rts, busy, sums, beyond)
+        s.steps = Steps(
+            wait, backlog, lb / 2.0, lb, lb_sq, m, pi, zf, vals, rts, busy, sums, beyond, rb, full_step
+        )
         return s.steps
 
     def _ttft(self, s: State) -> tuple[FloatArray, Wait]:
@@ -1055,7 +1062,10 @@ class Engine:
         median) and otherwise X given any, a lognormal of the compound sum's two moments given
         any (mean g E[L] / pi_L, second moment (g^2 E[L^2] + v E[L]) / pi_L: the count's and the
         sizes' spread, which makes the tail), its slices paired with U L's (a long step under way
-        brings more company). Returns (values, probabilities)."""
+        brings more company). The classes are those of a prompt not queued beyond the next step,
+        so not arrived during a backlog: the backlog's full steps leave the mixed class (their time
+        share, the arrivals' backlog read as a time average by rho / sigma) and its moments, and
+        the shares are renormalized (docs/latency.md, "TTFT"). Returns (values, probabilities)."""
         if st.busy <= 0:
             return _ZERO, _ONE
         c = self._token_cost_s()
@@ -1068,6 +1078,29 @@ class Engine:
         w0 = max(0.0, 1.0 - total)
         mean_step = w0 * t + scale * s1
         b_dec = w0 * t / mean_step if mean_step > 0 else 1.0  # length-biased share of decode-only steps
+        busy = st.busy
+        idle = 1.0 - busy
+        rb = st.backlog_rate
+        if rb > 0.0 and mean_step > 0.0 and b_dec < 1.0:
+            # Not queued beyond the next step, a prompt did not arrive during a backlog: its
+            # step under way is not one of the backlog's full steps. They leave the mixed class
+            # (their time share, the arrivals' backlog q read as a time average: x rho / sigma,
+            # GI/G/1's ratio of the time-average to the arrival-seen chance of waiting; 1 for
+            # Poisson) and the classes are renormalized.
+            fs = st.full_step_s
+            share = scale * rb * fs / mean_step
+            if st.wait.prob > s.rho:
+                share *= s.rho / st.wait.prob
+            gone = busy * min(share, 1.0 - b_dec)
+            keep = 1.0 - gone
+            w_dec = busy * b_dec / keep
+            w_mix = (busy * (1.0 - b_dec) - gone) / keep
+            idle /= keep
+            busy = w_dec + w_mix
+            b_dec = w_dec / busy
+            r1 = s1 - rb * fs
+            if r1 > 0.0:  # the mixed class's length moments without the backlog's steps
+                s1, s2, s3 = r1, s2 - rb * fs * fs, s3 - rb * fs * fs * fs
         # Not queued beyond the next step, the company fits in that step (more is what the
         # queued branch counts): its cost is capped, slice by slice, at one full budget's
         # prefill tokens, c B = T_full - T_0 of an idle engine (fixed per engine like c, so a
@@ -1075,16 +1108,16 @@ class Engine:
         cap = self._company_cap_s()
         classes: list[tuple[list[float], float, float, float]] = []  # U L's slices, E[L], E[L^2], share
         if s1 <= 0 or b_dec >= 1.0:
-            classes.append(([v * (0.5 * t) for v in _UNIFORM_SLICE_LIST], t, t * t, st.busy))
+            classes.append(([v * (0.5 * t) for v in _UNIFORM_SLICE_LIST], t, t * t, busy))
         else:
             l1, l2 = s2 / s1, s3 / s1
             shape_m = _lognormal_slice_list(
                 math.sqrt(math.log(max(4.0 * l2 / (3.0 * l1 * l1), 1.0))), 0.5 * l1
             )
-            classes.append(([v * (0.5 * t) for v in _UNIFORM_SLICE_LIST], t, t * t, st.busy * b_dec))
-            classes.append((shape_m, l1, l2, st.busy * (1.0 - b_dec)))
+            classes.append(([v * (0.5 * t) for v in _UNIFORM_SLICE_LIST], t, t * t, busy * b_dec))
+            classes.append((shape_m, l1, l2, busy * (1.0 - b_dec)))
         values = [0.0]
-        probs = [1.0 - st.busy]
+        probs = [idle]
         ca2m1 = self.ca2 - 1.0
         for half, el, el2, w in classes:
             mu = s.lam * el
