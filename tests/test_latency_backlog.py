@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 
 from planner.costmodel.profile import THEORETICAL
-from planner.costmodel.steptime import chunks_time_s
+from planner.costmodel.steptime import chunks_time_s, step_time_s
 from planner.deployment import Deployment
 from planner.latency import LatencyModel, WorkloadStats
+from planner.latency.engine import FULL_STEP_OFFSETS, SLICE_PROBS
 from planner.latency.queueing import gg1_wait, wait_decay_s
 from planner.workload import Workload
 
@@ -165,3 +166,37 @@ def test_light_waits_carry_the_exact_tail_stretched_like_the_mean(load: float) -
     assert stretch >= 1.0
     wide = e._shape_of(shape.cv2, 1.6, shape.xi)  # kappa > 3/2: more spread than exponential
     assert wide.decay is None and e._queue_wait(s, wide).tail_s == 0.0
+
+
+def test_full_steps_spread_over_chunk_offsets_by_hand() -> None:
+    """One prompt size longer than the budget (6,000 tokens, budget 1,024, theoretical H100): a
+    backlog's full step is one chunk of s_f tokens at an offset spread uniformly over the prompt,
+    taken at FULL_STEP_OFFSETS midpoints (j + 1/2)/J (Pe - s_f). Each is `step_time_s` of that
+    chunk beside the boundary state's decodes, and the spread is their Var / mean^2 (equal
+    weights; a step carries one prompt here). In the step mix the backlog's full steps are then
+    a lognormal of that spread in the probability slices, around the same mean. Prompts of one
+    size within the budget: no spread."""
+    within = _engine(gpu="h100-sxm", budget=2048, hit=0.0, profile=THEORETICAL, lengths="constant")
+    assert within._full_step_cv2() == 0.0  # 1,155-token prompts, budget 2,048
+    dep = Deployment(model="Qwen/Qwen3-8B", gpu="h100-sxm", max_num_batched_tokens=1024, max_num_seqs=256)
+    wl = Workload.from_mapping(
+        {"arrivals": {"requests_per_s": 1.0}, "input_tokens": 6000, "output_tokens": 200}
+    )
+    e = LatencyModel(dep.resolve(THEORETICAL), WorkloadStats.of(wl)).engines["colocated"]
+    end = e._saturated()
+    s_f = end.share_full
+    times = [
+        step_time_s(e.k, s_f, (j + 0.5) / FULL_STEP_OFFSETS * (6000 - s_f), end.n_arr, end.n_arr * e.cbar)
+        for j in range(FULL_STEP_OFFSETS)
+    ]
+    mean = sum(times) / len(times)
+    want = sum((t / mean - 1.0) ** 2 for t in times) / len(times)
+    assert want > 1e-4  # the deepest chunk's attention costs visibly more than the first's
+    assert e._full_step_cv2() == pytest.approx(want, rel=1e-9)
+    s, _ = e.solve(0.9 * e.boundary().lam_max)
+    st = e._steps(s)
+    assert st.backlog > 0.0
+    k = SLICE_PROBS.size
+    vals, rates = st.values[-k:], st.rates[-k:]
+    assert np.all(np.diff(vals) > 0.0)
+    assert float(vals @ rates) / float(rates.sum()) == pytest.approx(st.full_step_s, rel=1e-9)

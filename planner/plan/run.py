@@ -954,17 +954,20 @@ class _Builder:
             )
         cv2 = self.stats.arrival_cv2
         demand = f.rates_per_s[f.peak]
-        # the arrival CV² each deployment's replicas see at the peak (their share of the stream)
+        # the arrival CV² each deployment's replicas see at the peak (their share of the stream;
+        # a deployment the MILP leaves idle at the peak, say one GPU type's pool sized for other
+        # buckets, sees none)
         seen = {
             id(s): per_replica_arrival_cv2(cv2, min(1.0, s.requests_per_s_per_replica / demand))
             if demand > 0
             else cv2
             for s in serving
+            if s.requests_per_s_per_replica > 0 or demand <= 0
         }
         split = [
             f"{s.point.config.id}: {s.replicas} replicas, CV² {seen[id(s)]:.3g} each"
             for s in serving
-            if s.replicas > 1 and demand > 0
+            if s.replicas > 1 and demand > 0 and id(s) in seen
         ]
         if cv2 > 1 and split:
             out.append(
