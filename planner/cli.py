@@ -19,7 +19,8 @@ class _Parser(argparse.ArgumentParser):
     """One line on stderr and exit 2 for usage errors too (no usage dump)."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message}\n")
+        # argparse echoes the offending arguments, which may hold newlines
+        self.exit(2, _one_line(f"{self.prog}: error: {message}") + "\n")
 
 
 def _one_line(message: str) -> str:

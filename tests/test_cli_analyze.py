@@ -115,6 +115,16 @@ def test_usage_errors_are_one_line_too(capsys: pytest.CaptureFixture[str]) -> No
     assert "\n" not in err and "--context-tokens" in err
 
 
+def test_usage_errors_echoing_a_newline_stay_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """argparse echoes unrecognized arguments; one holding newlines must not break the line."""
+    with pytest.raises(SystemExit) as e:
+        main(["catalog", "gpus", "a\nb", "\n"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.endswith("\n")
+    assert err.startswith("capplan: error: unrecognized arguments: a b")
+
+
 def test_real_process_has_no_traceback() -> None:
     p = subprocess.run(
         [sys.executable, "-m", "planner.cli", "analyze", "prefill", *S, "--prompt-tokens", "0"],
