@@ -323,7 +323,6 @@ class Engine:
         self._shape: ServiceShape | None = None
         self._end: State | None = None
         self._full_cv2: float | None = None
-        self._ones_offsets = np.ones((1, FULL_STEP_OFFSETS))
         self._states: dict[tuple[float, float | None], State] = {}
 
     # ---- one concurrency (hot path) -------------------------------------------------------------
@@ -1000,7 +999,7 @@ class Engine:
             rts[: n_all - n_back] *= s.n_arr / n_seen
         if backlog > 0:
             ahead = (lb / 2.0 + s.t_full + phases_mean_s(beyond)) * s_f / (self.mean_pe * s.t_full)
-            rate = lam_t * backlog * self.mean_pe / s_f * max(1.0, (s.n_arr + 0.5 * ahead) / n_seen)
+            rate = rb * max(1.0, (s.n_arr + 0.5 * ahead) / n_seen)
             if n_back == 1:
                 vals[-1] = full_step
                 rts[-1] = rate
@@ -1167,11 +1166,17 @@ class Engine:
                 )
         return self._shape
 
+    def _own_stream_context(self, s_f: float) -> tuple[FloatArray, FloatArray]:
+        """Per prompt of the support, a full step of a stream made of prompts like it
+        (`_stream_step_s` with the prompt's own numbers): attention context p0 + Pe/2 per token
+        and prefix re-read p0 + Pe/2 + s_f p0/Pe."""
+        a_i = self.p0 + 0.5 * self.pe
+        return a_i, a_i + s_f * self.p0 / self.pe
+
     def _service_shape_at(self, s: State) -> ServiceShape:
         """`_service_shape` at a state."""
         s_f = max(s.share_full, 1.0)
-        a_i = self.p0 + 0.5 * self.pe
-        prefix = a_i + s_f * self.p0 / self.pe
+        a_i, prefix = self._own_stream_context(s_f)
         t_i = batch_time_s(self.k, s.n_arr, s.n_arr * self.cbar, s_f, s_f * a_i, prefix + s_f, prefix)
         x = self.pe * t_i
         pw = self.pw
@@ -1205,19 +1210,20 @@ class Engine:
         (up to 2% for prompts longer than the budget) and read up to 7% low on the accuracy grid
         (H200, budget 512, 90%)."""
         if self._full_cv2 is None:
-            st = self._saturated() if self.has_decode else self._state(0.0, 0.0)
+            st = self._saturated()  # colocated engines only (`_steps`)
             s_f = max(st.share_full, 1.0)
             pe = self.pe[:, None]
             p0 = self.p0[:, None]
             over = np.maximum(pe - s_f, 0.0)
             offset = over * ((np.arange(FULL_STEP_OFFSETS) + 0.5) / FULL_STEP_OFFSETS)[None, :]
             long = pe > s_f
-            attention = np.where(long, p0 + offset + 0.5 * s_f, p0 + 0.5 * pe)
-            prefix = np.where(long, p0 + offset, p0 + 0.5 * pe + s_f * p0 / pe)
+            own_a, own_prefix = self._own_stream_context(s_f)
+            attention = np.where(long, p0 + offset + 0.5 * s_f, own_a[:, None])
+            prefix = np.where(long, p0 + offset, own_prefix[:, None])
             t = batch_time_s(
                 self.k, st.n_arr, st.n_arr * self.cbar, s_f, s_f * attention, prefix + s_f, prefix
             )
-            w = (self.pw * self.pe)[:, None] * self._ones_offsets
+            w = np.repeat((self.pw * self.pe)[:, None], FULL_STEP_OFFSETS, axis=1)
             w /= float(w.sum())
             mean = float(np.add.reduce(w * t, axis=None))
             if not mean > 0.0:
