@@ -114,3 +114,22 @@ def test_ttft_near_capacity_within_bounds_of_the_simulator(
     cell = acc.synthetic_cell(case, load, trace, count=60_000, lengths=lengths, spread_seed=None)
     for k in ("ttft_p50", "ttft_p99"):
         assert abs(cell.error(k)) <= 0.20, f"{k}: {cell.error(k):+.1%}"
+
+
+# Constant lengths at budget 8192: the mixed steps carry 1, 2, 3 whole prompts, and ITL p99 falls
+# on one of those discrete step sizes. Before the company was counted in whole prompts (a
+# lognormal of its tokens, `Engine._company`) the model read -19.4% (H200 calibrated, 60% load)
+# and -10.9% (H100 theoretical, 85%) in docs/accuracy.md of 2026-12-01 (60,000 requests), -19.4%
+# and -10.9% on these 30,000 too (seed 0); now -1.0% and +4.4%. Bound 8%.
+WHOLE_PROMPTS = [
+    ("h200-sxm", "calibrated", 0.6),
+    ("h100-sxm", "theoretical", 0.85),
+]
+
+
+@pytest.mark.parametrize(("gpu", "profile", "load"), WHOLE_PROMPTS)
+def test_itl_p99_of_alike_prompts_within_bounds_of_the_simulator(gpu: str, profile: str, load: float) -> None:
+    trace = acc.builtin_trace(acc.TRACE)
+    case = acc.Case("Qwen/Qwen3-8B", gpu, profile, 8192)
+    cell = acc.synthetic_cell(case, load, trace, count=30_000, lengths="constant", spread_seed=None)
+    assert abs(cell.error("itl_p99")) <= 0.08, f"itl_p99: {cell.error('itl_p99'):+.1%}"

@@ -35,8 +35,9 @@ decode pool: decode steps only). With n the mean number of decoding sequences:
   service's shape from each prompt's own stream steps (`_service_shape`), and the wait stretched
   for the decodes a backlog accumulates (`_queue_wait`).
 * ITL: quantiles of the steps a decoder sees: decode-only (t_dec), full chunks, last chunks
-  alone or with company (a lognormal of the company's tokens in 8 probability slices), full
-  steps of a backlog (a lognormal of their spread over prompts and chunk offsets,
+  alone or with company (a lognormal of the company's tokens in 8 probability slices; for
+  prompts of alike lengths, whole prompts: its count mixed over the steps under way,
+  `_count_given_any`), full steps of a backlog (a lognormal of their spread over prompts and chunk offsets,
   `_full_step_cv2`) (queueing.tail_quantiles).
 * TTFT: with probability 1 - q, D + own steps, D = U L + c X(L) the rest of the step under way
   and the company's tokens at c each (decode-only and mixed steps under way: U L a lognormal in
@@ -171,6 +172,8 @@ STRETCH_DRIFT_FLOOR = 0.05  # the stretched drift never falls below this share o
 QUEUED_MIN = 1e-6  # below this chance of queueing beyond the next step, TTFT ignores it
 COMPANY_PASSES = 2  # passes of the step mix with company (module docstring of _steps)
 FULL_STEP_OFFSETS = 4  # chunk offsets per long prompt for the full steps' spread (_full_step_cv2)
+COUNT_ATOMS = 8  # a company's prompt count as atoms (`_count_given_any`), for prompts of alike lengths
+ATOM_CV = 0.5  # prompt-length CV at which the company's count atoms have faded into the lognormal
 
 
 SLICE_EDGES = np.array([0.0, 0.25, 0.5, 0.75, 0.9, 0.95, 0.98, 0.99, 1.0])
@@ -208,6 +211,58 @@ def _lognormal_slices(sigma: float) -> FloatArray:
 
 _UNIFORM_SLICES = _lognormal_slices(_SIGMA_UNIFORM)  # U L's shape (`Engine._delay`): fixed
 _UNIFORM_SLICE_LIST = _UNIFORM_SLICES.tolist()
+
+
+def _count_given_any(
+    rate: float, zf: float, lengths: FloatArray, weights: FloatArray
+) -> tuple[list[float], list[float]]:
+    """The count K of arrivals during the step under way, given K >= 1, as COUNT_ATOMS atoms
+    (counts 1 .. COUNT_ATOMS - 1 exact, the last one the rest at its conditional mean): mixed
+    over the steps under way, length L with length-biased weight, K given L of mean rate L and
+    variance zf times that (Poisson for zf = 1, else negative binomial). A moment fit misses
+    the mixture's shape: mostly short steps with little company and a few long ones with much.
+    Returns (counts, probabilities)."""
+    mu = rate * lengths
+    w = weights / float(np.add.reduce(weights))
+    # Panjer's recursion P(k) = P(k - 1) (a + b / k): Poisson a = 0, b = mu; negative
+    # binomial of success chance p and r trials a = p, b = (r - 1) p.
+    if zf > 1.0 + 1e-9:
+        a = 1.0 - 1.0 / zf
+        r = mu / (zf - 1.0)
+        pk = np.exp(-r * math.log(zf))  # (1 - p)^r
+        b = (r - 1.0) * a
+    else:
+        a = 0.0
+        b = mu
+        pk = np.exp(-mu)
+    w_any = float(w @ (1.0 - pk))
+    if w_any <= 1e-300:
+        return [1.0], [1.0]
+    counts: list[float] = []
+    probs: list[float] = []
+    seen = first = 0.0
+    for k in range(1, COUNT_ATOMS):
+        pk = pk * (a + b / k)
+        pr = float(w @ pk) / w_any
+        counts.append(float(k))
+        probs.append(pr)
+        seen += pr
+        first += k * pr
+    rest = 1.0 - seen
+    if rest > 1e-12:
+        mean = float(w @ mu) / w_any
+        counts.append(max((mean - first) / rest, float(COUNT_ATOMS)))
+        probs.append(rest)
+    return counts, probs
+
+
+def _under_way(atom: float, values: FloatArray, rates: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """The step under way over a mix (steps of `values` with shares `rates`, capped at 1 in
+    all, `atom` otherwise, as `_length_biased`): (lengths, length-biased weights, unnormalized)."""
+    total = float(np.add.reduce(rates))
+    lengths = np.concatenate(([atom], values))
+    shares = np.concatenate(([max(0.0, 1.0 - total)], rates / max(1.0, total)))
+    return lengths, shares * lengths
 
 
 Sums = tuple[float, float, float, float]  # sum r, sum r v, sum r v^2, sum r v^3 of a step mix
@@ -312,6 +367,7 @@ class Engine:
         self.extra_ttft = ttft_extra_s
         pe2 = float(self.pw @ self.pe**2)
         self.kappa = self.mean_pe * float(self.pw @ self.pe**3) / (pe2 * pe2)  # E[X]E[X^3]/E[X^2]^2
+        self.atom_weight = max(0.0, 1.0 - math.sqrt(stats.prefill_cv2) / ATOM_CV)  # `_company`
         self._g = np.arange(CHUNK_GROUPS, dtype=np.float64)
         self._ones = np.ones((self.pe.size, 1))
         self._p0_col = self.p0[:, None]
@@ -898,6 +954,7 @@ class Engine:
         tau = max(s.t_full - s.t_arr, 0.0) / s_f
         zf = 1.0
         x: list[float] = []
+        xp: list[float] = []
         inv_pe = 1.0 / self.mean_pe
         lam = s.lam
         ca2m1 = self.ca2 - 1.0
@@ -905,6 +962,9 @@ class Engine:
         cv2 = self.stats.prefill_cv2
         fc0, fc1, fc2, fc3 = full_cols
         al0, al1, al2, al3 = alone
+        atoms = self.atom_weight > 0.0
+        if atoms:  # the mix as steps, for the company's count (`_count_given_any`)
+            mix_v, mix_r = v0.ravel(), rates.ravel()
         for _ in range(COMPANY_PASSES):
             mu = lam * lb
             m = mu * (1.0 + ca2m1 / (1.0 + mu)) if mu > 0 else 0.0
@@ -926,9 +986,12 @@ class Engine:
                 var = lam * zf * mean_pe**2 * (cv2 + zf)
                 x1 = g * lb / pi
                 x2 = (g * g * lb_sq + var * lb) / pi
-                x = _lognormal_slice_list(math.sqrt(math.log(max(x2 / (x1 * x1), 1.0))), x1)
+                counts = None
+                if atoms:
+                    counts = _count_given_any(lam * zf, zf, *_under_way(t, mix_v, mix_r))
+                x, xp = self._company(x1, x2, counts)
                 b0 = b1 = b2 = b3 = 0.0
-                for xj, pj in zip(x, _SLICE_P, strict=True):
+                for xj, pj in zip(x, xp, strict=True):
                     bj = pj / (1.0 + xj * inv_pe)
                     y = tau * xj
                     b0 += bj
@@ -952,12 +1015,26 @@ class Engine:
             sums = (s0, s1, s2, s3)
             r1, r2 = _length_biased(t, sums)
             lb, lb_sq = busy * r1, busy * r2
+            if atoms:
+                last_r = rates[:, -1]
+                parts_v = [v0[:, :-1].ravel(), vl]
+                parts_r = [rates[:, :-1].ravel() * quiet, last_r * w_alone]
+                if pi > 0:
+                    xa = np.array(x)
+                    room = np.maximum(s_f - s.chunk_tokens[:, -1:], 0.0)  # the budget caps a step
+                    parts_v.append((vl[:, None] + tau * np.minimum(xa[None, :], room)).ravel())
+                    ba = np.array(xp) / (1.0 + xa * inv_pe)
+                    parts_r.append(((quiet * pi) * last_r[:, None] * ba[None, :]).ravel())
+                if backlog > 0:
+                    parts_v.append(np.array([full_step]))
+                    parts_r.append(np.array([rb]))
+                mix_v, mix_r = np.concatenate(parts_v), np.concatenate(parts_r)
         # The mix itself, for ITL's quantiles (the last pass): last chunks alone, full chunks,
         # last chunks with each company slice (timed exactly), the backlog's full steps.
         quiet = 1.0 - backlog
         n_i = vl.size
         n_full = n_i * (cols - 1)
-        n_comp = n_i * SLICE_PROBS.size if pi > 0 else 0
+        n_comp = n_i * len(x) if pi > 0 else 0
         n_back = (SLICE_PROBS.size if cv2_full > 0.0 else 1) if backlog > 0 else 0
         n_all = n_i + n_full + n_comp + n_back
         vals = np.empty(n_all)
@@ -985,9 +1062,9 @@ class Engine:
             tc = batch_time_s(self.k, s.n_arr, s.n_arr * self.cbar, c, pairs, prefix + c, prefix)
             lo = n_i + n_full
             np.add(tc.ravel(), extra, out=vals[lo : lo + n_comp])
-            bj = SLICE_PROBS / (1.0 + xs / self.mean_pe)
+            once = (SLICE_PROBS if xp is _SLICE_P else np.array(xp)) / (1.0 + xs / self.mean_pe)
             np.multiply(
-                (w_last * (quiet * pi))[:, None], bj[None, :], out=rts[lo : lo + n_comp].reshape(n_i, -1)
+                (w_last * (quiet * pi))[:, None], once[None, :], out=rts[lo : lo + n_comp].reshape(n_i, -1)
             )
         # Decoders see a step in proportion to the decodes it carries. A mixed step follows an
         # arrival, which finds n_arr = n + z - 1 decodes (bursts: more than the mean n), so the
@@ -1010,6 +1087,23 @@ class Engine:
             wait, backlog, lb / 2.0, lb, lb_sq, m, pi, zf, vals, rts, busy, sums, beyond, rb, full_step
         )
         return s.steps
+
+    def _company(
+        self, x1: float, x2: float, counts: tuple[list[float], list[float]] | None
+    ) -> tuple[list[float], list[float]]:
+        """The company's tokens given any, as (values, probabilities): a lognormal of their two
+        moments x1, x2 in the probability slices, and, for prompts of alike lengths, their count
+        as atoms of whole prompts (`_count_given_any`), weighted 1 - CV / ATOM_CV: steps then
+        carry 1, 2, 3 prompts, not the fractions a lognormal smooths over (docs/latency.md)."""
+        alpha = self.atom_weight
+        logn = _lognormal_slice_list(math.sqrt(math.log(max(x2 / (x1 * x1), 1.0))), x1)
+        if counts is None or alpha <= 0.0:
+            return logn, _SLICE_P
+        pe = self.mean_pe
+        values = [k * pe for k in counts[0]]
+        if alpha >= 1.0:
+            return values, counts[1]
+        return values + logn, [alpha * p for p in counts[1]] + [(1.0 - alpha) * p for p in _SLICE_P]
 
     def _ttft(self, s: State) -> tuple[FloatArray, Wait]:
         """`_compute_ttft`, once per state (the capacity search and `point` both ask)."""

@@ -1,0 +1,153 @@
+"""The company a prompt is admitted with, counted in whole prompts when prompts are alike
+(planner.latency.engine: `_count_given_any`, `Engine._company`): hand-derived counts against
+scipy's distributions, the steps it builds, and the fade into the lognormal as lengths spread."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+import planner.latency.engine as engine_mod
+from planner.costmodel.profile import THEORETICAL
+from planner.costmodel.steptime import batch_time_s
+from planner.deployment import Deployment
+from planner.latency import LatencyModel, WorkloadStats
+from planner.latency.engine import COUNT_ATOMS, _count_given_any, _under_way
+from planner.workload import Workload
+
+
+def _given_any(pmf: np.ndarray) -> np.ndarray:
+    """P(K = k | K >= 1) for k = 1 .. COUNT_ATOMS - 1 from a pmf over k = 0 .. COUNT_ATOMS - 1."""
+    return pmf[1:] / (1.0 - pmf[0])
+
+
+def test_one_step_length_poisson_is_the_zero_truncated_poisson() -> None:
+    """Every step under way lasts 30 ms; arrivals at 25/s (Poisson, zf = 1): K ~ Poisson(mu),
+    mu = 25 x 0.03 = 0.75. Given K >= 1: the zero-truncated Poisson, and the last atom carries
+    the rest at the mean that keeps E[K | K >= 1] = mu / (1 - e^-mu)."""
+    counts, probs = _count_given_any(25.0, 1.0, np.array([0.03]), np.array([1.0]))
+    mu = 0.75
+    k = np.arange(COUNT_ATOMS)
+    expected = _given_any(stats.poisson.pmf(k, mu))
+    assert counts[: COUNT_ATOMS - 1] == [float(i) for i in range(1, COUNT_ATOMS)]
+    assert probs[: COUNT_ATOMS - 1] == pytest.approx(expected, rel=1e-12)
+    assert sum(probs) == pytest.approx(1.0, rel=1e-12)
+    mean = sum(c * p for c, p in zip(counts, probs, strict=True))
+    assert mean == pytest.approx(mu / -math.expm1(-mu), rel=1e-12)
+    assert counts[-1] > COUNT_ATOMS - 1  # the rest lies beyond the exact atoms
+
+
+def test_bursty_arrivals_give_the_negative_binomial() -> None:
+    """Burst factor zf = 3: K given L has mean mu = 2 and variance 3 mu, the negative binomial of
+    r = mu / (zf - 1) = 1 success and success chance 1 / zf (scipy's nbinom(r, 1 / zf))."""
+    counts, probs = _count_given_any(40.0, 3.0, np.array([0.05]), np.array([2.0]))
+    k = np.arange(COUNT_ATOMS)
+    expected = _given_any(stats.nbinom.pmf(k, 1.0, 1.0 / 3.0))
+    assert probs[: COUNT_ATOMS - 1] == pytest.approx(expected, rel=1e-12)
+    mean = sum(c * p for c, p in zip(counts, probs, strict=True))
+    assert mean == pytest.approx(2.0 / (1.0 - 1.0 / 3.0), rel=1e-12)  # mu / P(K >= 1), P(0) = 1/3
+
+
+def test_mixed_step_lengths_mix_the_counts_by_length() -> None:
+    """Two kinds of steps under way: 10 ms (weight 0.7) and 60 ms (weight 0.3), 20 arrivals/s:
+    K is Poisson(0.2) or Poisson(1.2) with those weights, then conditioned on K >= 1. A fit by
+    two moments would give one negative binomial: the mixture has more ones and a longer tail."""
+    counts, probs = _count_given_any(20.0, 1.0, np.array([0.01, 0.06]), np.array([0.7, 0.3]))
+    k = np.arange(COUNT_ATOMS)
+    pmf = 0.7 * stats.poisson.pmf(k, 0.2) + 0.3 * stats.poisson.pmf(k, 1.2)
+    assert probs[: COUNT_ATOMS - 1] == pytest.approx(_given_any(pmf), rel=1e-12)
+    mean = sum(c * p for c, p in zip(counts, probs, strict=True))
+    assert mean == pytest.approx((0.7 * 0.2 + 0.3 * 1.2) / (1.0 - pmf[0]), rel=1e-12)
+
+
+def test_step_under_way_is_length_biased() -> None:
+    """Mixed steps of 30 and 50 ms with shares 0.3 and 0.2 of all steps, decode-only steps of
+    10 ms the other 0.5: the step under way is each with weight share x length."""
+    lengths, weights = _under_way(0.01, np.array([0.03, 0.05]), np.array([0.3, 0.2]))
+    assert lengths.tolist() == [0.01, 0.03, 0.05]
+    assert weights == pytest.approx([0.5 * 0.01, 0.3 * 0.03, 0.2 * 0.05], rel=1e-12)
+    # shares past 1 in all are capped (every step carries something): none left for the atom
+    lengths, weights = _under_way(0.01, np.array([0.03]), np.array([2.0]))
+    assert weights == pytest.approx([0.0, 0.03], rel=1e-12)
+
+
+def _engine(prompts: object, budget: int = 8192) -> engine_mod.Engine:
+    w = Workload.from_mapping(
+        {"arrivals": {"requests_per_s": 20.0}, "input_tokens": prompts, "output_tokens": 101}
+    )
+    d = Deployment(model="Qwen/Qwen3-8B", gpu="h100-sxm", max_num_batched_tokens=budget)
+    return LatencyModel(d.resolve(THEORETICAL), WorkloadStats.of(w)).engines["colocated"]
+
+
+def _backlog_values(eng: engine_mod.Engine, st: engine_mod.Steps) -> int:
+    """The backlog's full steps at the mix's end: none, one, or their spread in slices."""
+    if st.backlog <= 0:
+        return 0
+    return engine_mod.SLICE_PROBS.size if eng._full_step_cv2() > 0 else 1
+
+
+def _captured_counts(monkeypatch: pytest.MonkeyPatch) -> list[tuple[list[float], list[float]]]:
+    """Records what `_count_given_any` returns (the engine's last pass uses the last)."""
+    seen: list[tuple[list[float], list[float]]] = []
+    original = engine_mod._count_given_any
+
+    def record(*args: object) -> tuple[list[float], list[float]]:
+        seen.append(original(*args))  # type: ignore[arg-type]
+        return seen[-1]
+
+    monkeypatch.setattr(engine_mod, "_count_given_any", record)
+    return seen
+
+
+def test_alike_prompts_share_steps_in_whole_prompts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Constant 1000-token prompts (one chunk each), Poisson at 20/s, budget 8192. A prompt's step
+    with company carries 1 + k whole prompts: 1000 (1 + k) tokens (capped by the budget), each
+    prompt attending to itself (pairs 1000^2 / 2 + (1000 k)^2 / 2, the company one block as for
+    spread lengths) beside the n_arr decodes. Counted once per step, the company steps' rates
+    times their prompts are the prompts with company, lam t_step (1 - q) pi."""
+    seen = _captured_counts(monkeypatch)
+    eng = _engine(1000)
+    assert eng.atom_weight == 1.0
+    state, _ = eng.solve(20.0)
+    assert state.n_arr == pytest.approx(state.n, rel=1e-14)  # Poisson: no burst weighting
+    seen.clear()
+    st = eng._steps(state)
+    assert len(seen) == engine_mod.COMPANY_PASSES
+    counts, probs = seen[-1]
+    k = np.array(counts)
+    assert k[:3].tolist() == [1.0, 2.0, 3.0]
+    comp = slice(1, 1 + k.size)  # after the prompt alone (one chunk: no full chunks)
+    c = np.minimum(1000.0 * (1.0 + k), state.share_full)
+    expected = batch_time_s(
+        eng.k, state.n_arr, state.n_arr * eng.cbar, c, 1000.0**2 / 2 + (c - 1000.0) ** 2 / 2, c, 0.0
+    ) + (state.t_dec - state.t_arr)
+    assert st.values[comp] == pytest.approx(expected, rel=1e-12)
+    lam_t = 20.0 * state.t_step
+    prompts = float(st.rates[comp] @ (1.0 + k))
+    assert prompts == pytest.approx(lam_t * (1.0 - st.backlog) * st.pi, rel=1e-12)
+    assert float(st.rates[comp].sum()) < prompts  # fewer steps than prompts
+    assert sum(probs) == pytest.approx(1.0, rel=1e-12)
+
+
+def test_count_atoms_fade_into_the_lognormal_as_lengths_spread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Weight of the whole-prompt atoms: 1 - CV / ATOM_CV. Prompts 800 or 1200 tokens (CV 0.2):
+    0.6, the company's values are the atoms' and the lognormal's (16 per prompt); CV 0.5 and
+    more: the lognormal alone (8), and no count is taken."""
+    seen = _captured_counts(monkeypatch)
+    half = _engine({"pairs": [[800, 0.5], [1200, 0.5]]})
+    assert half.atom_weight == pytest.approx(1.0 - 0.2 / engine_mod.ATOM_CV, rel=1e-12)
+    state, _ = half.solve(20.0)
+    st = half._steps(state)
+    n_atoms = len(seen[-1][0])
+    rows = 2  # two prompt lengths, one chunk each
+    assert st.values.size == rows + rows * (n_atoms + 8) + _backlog_values(half, st)
+    seen.clear()
+    spread = _engine({"pairs": [[500, 0.5], [1500, 0.5]]})  # CV 0.5
+    assert spread.atom_weight == 0.0
+    state, _ = spread.solve(20.0)
+    st = spread._steps(state)
+    assert not seen
+    assert st.values.size == rows + rows * 8 + _backlog_values(spread, st)
