@@ -120,7 +120,7 @@ def test_ttft_near_capacity_within_bounds_of_the_simulator(
 # on one of those discrete step sizes. Before the company was counted in whole prompts (a
 # lognormal of its tokens, `Engine._company`) the model read -19.4% (H200 calibrated, 60% load)
 # and -10.9% (H100 theoretical, 85%) in docs/accuracy.md of 2026-12-01 (60,000 requests), -19.4%
-# and -10.9% on these 30,000 too (seed 0); now -1.0% and +4.4%. Bound 8%.
+# and -10.9% on these 30,000 too (seed 0); now -3.4% and +1.4%. Bound 8%.
 WHOLE_PROMPTS = [
     ("h200-sxm", "calibrated", 0.6),
     ("h100-sxm", "theoretical", 0.85),

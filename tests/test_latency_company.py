@@ -105,8 +105,8 @@ def _captured_counts(monkeypatch: pytest.MonkeyPatch) -> list[tuple[list[float],
 def test_alike_prompts_share_steps_in_whole_prompts(monkeypatch: pytest.MonkeyPatch) -> None:
     """Constant 1000-token prompts (one chunk each), Poisson at 20/s, budget 8192. A prompt's step
     with company carries 1 + k whole prompts: 1000 (1 + k) tokens (capped by the budget), each
-    prompt attending to itself (pairs 1000^2 / 2 + (1000 k)^2 / 2, the company one block as for
-    spread lengths) beside the n_arr decodes. Counted once per step, the company steps' rates
+    prompt attending to itself, (1 + k) 1000^2 / 2 pairs (x min(x, E[Pe^2] / E[Pe]) / 2 for the
+    company's x tokens), beside the n_arr decodes. Counted once per step, the company steps' rates
     times their prompts are the prompts with company, lam t_step (1 - q) pi."""
     seen = _captured_counts(monkeypatch)
     eng = _engine(1000)
@@ -122,7 +122,7 @@ def test_alike_prompts_share_steps_in_whole_prompts(monkeypatch: pytest.MonkeyPa
     comp = slice(1, 1 + k.size)  # after the prompt alone (one chunk: no full chunks)
     c = np.minimum(1000.0 * (1.0 + k), state.share_full)
     expected = batch_time_s(
-        eng.k, state.n_arr, state.n_arr * eng.cbar, c, 1000.0**2 / 2 + (c - 1000.0) ** 2 / 2, c, 0.0
+        eng.k, state.n_arr, state.n_arr * eng.cbar, c, 1000.0**2 / 2 + (c - 1000.0) * 1000.0 / 2, c, 0.0
     ) + (state.t_dec - state.t_arr)
     assert st.values[comp] == pytest.approx(expected, rel=1e-12)
     lam_t = 20.0 * state.t_step

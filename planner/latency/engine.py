@@ -367,6 +367,7 @@ class Engine:
         self.extra_ttft = ttft_extra_s
         pe2 = float(self.pw @ self.pe**2)
         self.kappa = self.mean_pe * float(self.pw @ self.pe**3) / (pe2 * pe2)  # E[X]E[X^3]/E[X^2]^2
+        self.pe_tok_mean = pe2 / self.mean_pe  # the prompt a computed token belongs to, on average
         self.atom_weight = max(0.0, 1.0 - math.sqrt(stats.prefill_cv2) / ATOM_CV)  # `_company`
         self._g = np.arange(CHUNK_GROUPS, dtype=np.float64)
         self._ones = np.ones((self.pe.size, 1))
@@ -1053,8 +1054,8 @@ class Engine:
             c = r_tok + xs
             np.minimum(c, s_f, out=c)
             xc = c - r_tok
-            pairs = 0.5 * xc  # r_pairs + x_c^2 / 2: each prompt attends to itself
-            pairs *= xc
+            pairs = 0.5 * xc  # r_pairs + x_c min(x_c, E[Pe^2]/E[Pe]) / 2: each prompt attends to itself
+            pairs *= np.minimum(xc, self.pe_tok_mean)
             pairs += r_pairs
             # KV and prefix: the last chunk's offset, and the company's cached prefixes
             prefix = xc * self.p0_share
