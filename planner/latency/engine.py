@@ -36,9 +36,9 @@ decode pool: decode steps only). With n the mean number of decoding sequences:
   for the decodes a backlog accumulates (`_queue_wait`).
 * ITL: quantiles of the steps a decoder sees: decode-only (t_dec), full chunks, last chunks
   alone or with company (a lognormal of the company's tokens in 8 probability slices; for
-  prompts of alike lengths, whole prompts: its count mixed over the steps under way,
-  `_count_given_any`), full steps of a backlog (a lognormal of their spread over prompts and chunk offsets,
-  `_full_step_cv2`) (queueing.tail_quantiles).
+  prompts of alike lengths, whole prompts: their count mixed over the steps under way,
+  `_count_given_any`; each prompt attending to itself), full steps of a backlog (a lognormal of
+  their spread over prompts and chunk offsets, `_full_step_cv2`) (queueing.tail_quantiles).
 * TTFT: with probability 1 - q, D + own steps, D = U L + c X(L) the rest of the step under way
   and the company's tokens at c each (decode-only and mixed steps under way: U L a lognormal in
   slices, the company none or, given any, a lognormal of its compound moments, paired slice by
@@ -367,7 +367,7 @@ class Engine:
         self.extra_ttft = ttft_extra_s
         pe2 = float(self.pw @ self.pe**2)
         self.kappa = self.mean_pe * float(self.pw @ self.pe**3) / (pe2 * pe2)  # E[X]E[X^3]/E[X^2]^2
-        self.pe_tok_mean = pe2 / self.mean_pe  # the prompt a computed token belongs to, on average
+        self.pe_tok_mean = pe2 / self.mean_pe  # E_tok[Pe]: the prompt a computed token is in, on average
         self.atom_weight = max(0.0, 1.0 - math.sqrt(stats.prefill_cv2) / ATOM_CV)  # `_company`
         self._g = np.arange(CHUNK_GROUPS, dtype=np.float64)
         self._ones = np.ones((self.pe.size, 1))
@@ -1325,7 +1325,7 @@ class Engine:
                 self._full_cv2 = 0.0
             else:
                 cv2 = float(np.add.reduce(w * (t / mean - 1.0) ** 2, axis=None))
-                per_step = s_f * self.mean_pe / float(self.pw @ self.pe**2)  # s_f / E_tok[Pe]
+                per_step = s_f / self.pe_tok_mean
                 self._full_cv2 = cv2 / max(1.0, per_step)
         return self._full_cv2
 
