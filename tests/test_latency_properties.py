@@ -28,16 +28,17 @@ from planner.workload import Workload
 
 # How far a p99 may dip as load rises. Ordinary workloads: ITL p99 by a fraction of a percent
 # (a full budget gets cheaper as decodes displace deep prefill tokens); TTFT p99 by ~1e-5 with
-# MoE models (a larger batch spreads over more experts: 6.4e-6 seen) and by up to ~5e-4 where
-# weight moves between the mixture's classes (H200, max_num_seqs 16, 512-token prompts: 4.8e-4),
-# the same bound as the burstiness test's below.
+# MoE models (a larger batch spreads over more experts: 6.4e-6 seen) and by up to ~1.1e-3 where
+# weight moves between the mixture's classes (H200, max_num_seqs 16, 512-token prompts: 4.8e-4;
+# prompts just over the budget, the example below: 1.1e-3 from 91% to 95% of the max stable rate,
+# where D's 99th percentile moves between the step-under-way slices of its mixed class).
 # Short ones (prompts under SHORT_PROMPT or answers under SHORT_ANSWER tokens on average) dip
 # more (docs/latency.md, "Approximations and known limits"): near capacity the backlog's full
 # steps take over the mix from the steps of a last chunk with company (ITL p99 -28% seen while a
 # company's attention was charged as one prompt's: the example below), and the company count's
 # burst factor falls as the company grows (TTFT p99 -2% seen).
 ITL_DIP = 1e-2
-TTFT_DIP = 1e-3
+TTFT_DIP = 2e-3
 SHORT_PROMPT = 512
 SHORT_ANSWER = 32
 ITL_DIP_SHORT = 2e-1
@@ -114,6 +115,13 @@ def build(dep: Deployment, w: Workload) -> LatencyModel:
     prompts={"pairs": [[1, 0.5], [758, 0.5]]},
     outputs={"pairs": [[14, 1.0]]},
     burstiness=0.05,
+    hit=0.0,
+)
+@example(
+    dep=Deployment(model="Qwen/Qwen3-32B", gpu="a100-80gb-sxm", max_num_batched_tokens=8192),
+    prompts={"pairs": [[9594, 1.0]]},
+    outputs={"pairs": [[509, 0.15], [614, 0.536], [741, 0.087], [1627, 0.227]]},
+    burstiness=4.0,
     hit=0.0,
 )
 def test_p99s_do_not_fall_as_load_rises(
