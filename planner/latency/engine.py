@@ -966,6 +966,8 @@ class Engine:
         atoms = self.atom_weight > 0.0
         if atoms:  # the mix as steps, for the company's count (`_count_given_any`)
             mix_v, mix_r = v0.ravel(), rates.ravel()
+            last_r = rates[:, -1]
+            room = np.maximum(s_f - s.chunk_tokens[:, -1:], 0.0)  # the budget caps a company step
         for _ in range(COMPANY_PASSES):
             mu = lam * lb
             m = mu * (1.0 + ca2m1 / (1.0 + mu)) if mu > 0 else 0.0
@@ -1017,12 +1019,10 @@ class Engine:
             r1, r2 = _length_biased(t, sums)
             lb, lb_sq = busy * r1, busy * r2
             if atoms:
-                last_r = rates[:, -1]
                 parts_v = [v0[:, :-1].ravel(), vl]
                 parts_r = [rates[:, :-1].ravel() * quiet, last_r * w_alone]
                 if pi > 0:
                     xa = np.array(x)
-                    room = np.maximum(s_f - s.chunk_tokens[:, -1:], 0.0)  # the budget caps a step
                     parts_v.append((vl[:, None] + tau * np.minimum(xa[None, :], room)).ravel())
                     ba = np.array(xp) / (1.0 + xa * inv_pe)
                     parts_r.append(((quiet * pi) * last_r[:, None] * ba[None, :]).ravel())
@@ -1097,13 +1097,14 @@ class Engine:
         as atoms of whole prompts (`_count_given_any`), weighted 1 - CV / ATOM_CV: steps then
         carry 1, 2, 3 prompts, not the fractions a lognormal smooths over (docs/latency.md)."""
         alpha = self.atom_weight
-        logn = _lognormal_slice_list(math.sqrt(math.log(max(x2 / (x1 * x1), 1.0))), x1)
+        sigma = math.sqrt(math.log(max(x2 / (x1 * x1), 1.0)))
         if counts is None or alpha <= 0.0:
-            return logn, _SLICE_P
+            return _lognormal_slice_list(sigma, x1), _SLICE_P
         pe = self.mean_pe
         values = [k * pe for k in counts[0]]
-        if alpha >= 1.0:
+        if alpha >= 1.0:  # alike prompts: the atoms alone (no lognormal to compute)
             return values, counts[1]
+        logn = _lognormal_slice_list(sigma, x1)
         return values + logn, [alpha * p for p in counts[1]] + [(1.0 - alpha) * p for p in _SLICE_P]
 
     def _ttft(self, s: State) -> tuple[FloatArray, Wait]:
