@@ -74,12 +74,16 @@ def test_step_under_way_is_length_biased() -> None:
     assert weights == pytest.approx([0.0, 0.03], rel=1e-12)
 
 
-def _engine(prompts: object, budget: int = 8192) -> engine_mod.Engine:
+def _model(prompts: object, budget: int = 8192) -> LatencyModel:
     w = Workload.from_mapping(
         {"arrivals": {"requests_per_s": 20.0}, "input_tokens": prompts, "output_tokens": 101}
     )
     d = Deployment(model="Qwen/Qwen3-8B", gpu="h100-sxm", max_num_batched_tokens=budget)
-    return LatencyModel(d.resolve(THEORETICAL), WorkloadStats.of(w)).engines["colocated"]
+    return LatencyModel(d.resolve(THEORETICAL), WorkloadStats.of(w))
+
+
+def _engine(prompts: object, budget: int = 8192) -> engine_mod.Engine:
+    return _model(prompts, budget).engines["colocated"]
 
 
 def _backlog_values(eng: engine_mod.Engine, st: engine_mod.Steps) -> int:
@@ -106,8 +110,9 @@ def test_alike_prompts_share_steps_in_whole_prompts(monkeypatch: pytest.MonkeyPa
     """Constant 1000-token prompts (one chunk each), Poisson at 20/s, budget 8192. A prompt's step
     with company carries 1 + k whole prompts: 1000 (1 + k) tokens (capped by the budget), each
     prompt attending to itself, (1 + k) 1000^2 / 2 pairs (x min(x, E[Pe^2] / E[Pe]) / 2 for the
-    company's x tokens), beside the n_arr decodes. Counted once per step, the company steps' rates
-    times their prompts are the prompts with company, lam t_step (1 - q) pi."""
+    company's x tokens), beside the n_arr decodes. Each prompt counts its tokens' share of its
+    step, 1000 / c: the company steps' rates times their tokens are the tokens of the prompts with
+    company, lam t_step (1 - q) pi 1000 (every token once, also where the budget caps a step)."""
     seen = _captured_counts(monkeypatch)
     eng = _engine(1000)
     assert eng.atom_weight == 1.0
@@ -126,10 +131,39 @@ def test_alike_prompts_share_steps_in_whole_prompts(monkeypatch: pytest.MonkeyPa
     ) + (state.t_dec - state.t_arr)
     assert st.values[comp] == pytest.approx(expected, rel=1e-12)
     lam_t = 20.0 * state.t_step
-    prompts = float(st.rates[comp] @ (1.0 + k))
-    assert prompts == pytest.approx(lam_t * (1.0 - st.backlog) * st.pi, rel=1e-12)
+    tokens = float(st.rates[comp] @ c)
+    assert tokens == pytest.approx(lam_t * (1.0 - st.backlog) * st.pi * 1000.0, rel=1e-9)
+    assert c[-1] == state.share_full  # the budget caps the largest company's step
+    prompts = lam_t * (1.0 - st.backlog) * st.pi
     assert float(st.rates[comp].sum()) < prompts  # fewer steps than prompts
     assert sum(probs) == pytest.approx(1.0, rel=1e-12)
+
+
+def test_capped_company_steps_carry_every_prompt_token_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Constant 1155-token prompts at budget 2048 near capacity: a step holds one whole prompt and
+    part of a second, and a company of two or more spills into later steps. Counting a company
+    step once per prompt in it, 1 / (1 + k), lost the spill: the mix carried fewer prompt tokens
+    than arrive (its steps averaged more tokens than the budget holds) and its decode-weighted mean
+    step fell 8% below t_step. With each prompt's tokens' share, 1155 / c, the company steps carry
+    the company's prompts' tokens exactly, and the mix's mean step is t_step within 1% (the
+    model's own closed form, from which the mix is not built)."""
+    seen = _captured_counts(monkeypatch)
+    model = _model(1155, budget=2048)
+    eng = model.engines["colocated"]
+    lam = 0.85 * model.max_stable_requests_per_s()
+    state, _ = eng.solve(lam)
+    st = eng._steps(state)
+    k = np.array(seen[-1][0])
+    comp = slice(1, 1 + k.size)
+    c = np.minimum(1155.0 * (1.0 + k), state.share_full)
+    assert (c < 1155.0 * (1.0 + k)).sum() >= COUNT_ATOMS - 1  # the budget caps all but one company
+    lam_t = lam * state.t_step
+    with_company = lam_t * (1.0 - st.backlog) * st.pi
+    assert float(st.rates[comp] @ c) == pytest.approx(with_company * 1155.0, rel=1e-9)
+    # every mixed step carries at most the budget's prompt tokens: at least E[Pe] / s_f per prompt
+    assert float(st.rates.sum()) / lam_t > 1155.0 / state.share_full
+    mean = (1.0 - float(st.rates.sum())) * state.t_dec + float(st.rates @ st.values)
+    assert mean == pytest.approx(state.t_step, rel=0.01)
 
 
 def test_count_atoms_fade_into_the_lognormal_as_lengths_spread(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -899,7 +899,7 @@ class Engine:
 
         The mix: a prompt's full chunks are steps of their own; its last chunk shares a step with
         its company, the prompts that arrived during the step under way (counted once per step:
-        1 / (1 + others) of it per prompt); while prompt tokens queue beyond the next step
+        each prompt its tokens' share of it); while prompt tokens queue beyond the next step
         (probability q), every step is a full budget, E[Pe] / s_f of them per prompt. The company
         arrives over the length-biased step under way L, which the mix sets: a first pass with
         every chunk alone, then COMPANY_PASSES passes of the merged mix (the chain converges in
@@ -1063,10 +1063,14 @@ class Engine:
             tc = batch_time_s(self.k, s.n_arr, s.n_arr * self.cbar, c, pairs, prefix + c, prefix)
             lo = n_i + n_full
             np.add(tc.ravel(), extra, out=vals[lo : lo + n_comp])
-            once = (SLICE_PROBS if xp is _SLICE_P else np.array(xp)) / (1.0 + xs / self.mean_pe)
-            np.multiply(
-                (w_last * (quiet * pi))[:, None], once[None, :], out=rts[lo : lo + n_comp].reshape(n_i, -1)
-            )
+            # Each prompt counts its tokens' share of the step, r / c: the mix then carries every
+            # prompt token once, also when the budget caps the step and the company's rest
+            # spills into later steps (1 / (1 + x / E[Pe]) counts steps, not tokens: short by
+            # the spill, and the mix's mean step fell below t_step; docs/latency.md).
+            share = np.reciprocal(c, out=c)
+            share *= r_tok
+            share *= SLICE_PROBS if xp is _SLICE_P else np.array(xp)
+            np.multiply((w_last * (quiet * pi))[:, None], share, out=rts[lo : lo + n_comp].reshape(n_i, -1))
         # Decoders see a step in proportion to the decodes it carries. A mixed step follows an
         # arrival, which finds n_arr = n + z - 1 decodes (bursts: more than the mean n), so the
         # mixed steps count n_arr / n of their share; a backlog's full steps also carry the
