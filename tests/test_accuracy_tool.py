@@ -140,10 +140,14 @@ def test_itl_p99_of_alike_prompts_within_bounds_of_the_simulator(gpu: str, profi
 # step with a short company counted as half of it: ITL p50 -55.4% (H200 calibrated, budget 2048,
 # constant lengths, 85%: the mixed steps' share fell below half, and p50 onto the decode-only
 # step) and ITL p99 -17.7% (H100 theoretical, budget 8192, spread lengths, 85%) on these 30,000
-# requests (seed 0); now -0.1% and -4.2%. Bound 10%.
+# requests (seed 0); now -0.5% and -4.2%. Without the rest of a split group as a step of its own
+# (when nothing arrives to share it), ITL p50 on the H100 at budget 2048 read +37.0% (constant
+# lengths, 85%: p50 in the full steps where the simulator's falls in the steps of one prompt or
+# a rest); now +0.8%. Bound 10%.
 TOKEN_SHARES = [
     ("h200-sxm", "calibrated", 2048, "constant", "itl_p50"),
     ("h100-sxm", "theoretical", 8192, "spread", "itl_p99"),
+    ("h100-sxm", "theoretical", 2048, "constant", "itl_p50"),
 ]
 
 

@@ -500,9 +500,11 @@ def test_prompts_admitted_in_the_same_step_share_its_time() -> None:
     admitted at the next step boundary with the others that arrived during the step under way
     (length-biased mean L): m = lam L of them (Poisson: burst factor 1), any with probability
     pi = 1 - e^{-m}. Steps a decoder sees besides decode-only ones, per step: lam t_step (1 - q)
-    (1 - pi) carrying one prompt alone, lam t_step (1 - q) pi sum_j p_j / (1 + x_j / 1000)
+    (1 - pi) carrying one prompt alone, lam t_step (1 - q) pi sum_j p_j 1000 / (1000 + x_j)
     carrying one with company x_j (a step with 1 + x_j / 1000 prompts counted once, not once
-    per prompt), and, queued beyond the next step (q), lam t_step q E[Pe] / s_f full steps. The
+    per prompt; the largest company overflows the budget and leaves the rest of its tokens a
+    step of its own), and, queued beyond the next step (q), lam t_step q E[Pe] / s_f full
+    steps. The
     wait before its own step, D = U L + c X(L), has mean P(busy) [b t (1/2 + c g) + (1 - b) l
     (1/2 + c g)] over decode-only (share b, L = t_dec) and mixed steps under way (mean
     length-biased length l), g = lam 1000 the company's tokens per second, c the marginal
@@ -520,7 +522,7 @@ def test_prompts_admitted_in_the_same_step_share_its_time() -> None:
     assert st.pi == pytest.approx(-math.expm1(-st.m), rel=1e-12)
     lam_t = 20.0 * state.t_step
     q = st.backlog
-    assert st.values.size == 1 + 8 + (1 if q > 0 else 0)
+    assert st.values.size == 1 + 8 + 8 + (1 if q > 0 else 0)  # rests: one per company slice
     assert st.rates[0] == pytest.approx(lam_t * (1.0 - q) * (1.0 - st.pi), rel=1e-9)
     with_company = float(st.rates[1:9].sum())
     assert with_company < lam_t * (1.0 - q) * st.pi  # merged: fewer steps than prompts

@@ -106,13 +106,23 @@ def _captured_counts(monkeypatch: pytest.MonkeyPatch) -> list[tuple[list[float],
     return seen
 
 
+def _fragments(k: np.ndarray, prompt: float, s_f: float, comp: slice) -> tuple[slice, np.ndarray]:
+    """Where the mix lists the rests of the groups (a prompt and its k whole prompts of company)
+    that the budget splits, one per company slice right after the company steps, and their
+    tokens: G - floor(G / s_f) s_f where G > s_f, else none (0)."""
+    group = prompt * (1.0 + k)
+    rest = np.where(group > s_f, group - np.floor(group / s_f) * s_f, 0.0)
+    return slice(comp.stop, comp.stop + rest.size), rest
+
+
 def test_alike_prompts_share_steps_in_whole_prompts(monkeypatch: pytest.MonkeyPatch) -> None:
     """Constant 1000-token prompts (one chunk each), Poisson at 20/s, budget 8192. A prompt's step
     with company carries 1 + k whole prompts: 1000 (1 + k) tokens (capped by the budget), each
     prompt attending to itself, (1 + k) 1000^2 / 2 pairs (x min(x, E[Pe^2] / E[Pe]) / 2 for the
     company's x tokens), beside the n_arr decodes. Each prompt counts its tokens' share of its
-    step, 1000 / c: the company steps' rates times their tokens are the tokens of the prompts with
-    company, lam t_step (1 - q) pi 1000 (every token once, also where the budget caps a step)."""
+    group's steps: the company steps' rates times their tokens, with the rest of a group the
+    budget splits (a step of its own, `_fragments`), are the tokens of the prompts with company,
+    lam t_step (1 - q) pi 1000: every token once."""
     seen = _captured_counts(monkeypatch)
     eng = _engine(1000)
     assert eng.atom_weight == 1.0
@@ -131,9 +141,11 @@ def test_alike_prompts_share_steps_in_whole_prompts(monkeypatch: pytest.MonkeyPa
     ) + (state.t_dec - state.t_arr)
     assert st.values[comp] == pytest.approx(expected, rel=1e-12)
     lam_t = 20.0 * state.t_step
-    tokens = float(st.rates[comp] @ c)
-    assert tokens == pytest.approx(lam_t * (1.0 - st.backlog) * st.pi * 1000.0, rel=1e-9)
     assert c[-1] == state.share_full  # the budget caps the largest company's step
+    frag, rest = _fragments(k, 1000.0, state.share_full, comp)
+    assert np.count_nonzero(rest) == 1  # the rest beyond the atoms: a company of 7 or more
+    tokens = float(st.rates[comp] @ c + st.rates[frag] @ rest)
+    assert tokens == pytest.approx(lam_t * (1.0 - st.backlog) * st.pi * 1000.0, rel=1e-9)
     prompts = lam_t * (1.0 - st.backlog) * st.pi
     assert float(st.rates[comp].sum()) < prompts  # fewer steps than prompts
     assert sum(probs) == pytest.approx(1.0, rel=1e-12)
@@ -141,12 +153,16 @@ def test_alike_prompts_share_steps_in_whole_prompts(monkeypatch: pytest.MonkeyPa
 
 def test_capped_company_steps_carry_every_prompt_token_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """Constant 1155-token prompts at budget 2048 near capacity: a step holds one whole prompt and
-    part of a second, and a company of two or more spills into later steps. Counting a company
+    part of a second, and a company of one or more spills into later steps. Counting a company
     step once per prompt in it, 1 / (1 + k), lost the spill: the mix carried fewer prompt tokens
     than arrive (its steps averaged more tokens than the budget holds) and its decode-weighted mean
-    step fell 8% below t_step. With each prompt's tokens' share, 1155 / c, the company steps carry
-    the company's prompts' tokens exactly, and the mix's mean step is t_step within 1% (the
-    model's own closed form, from which the mix is not built)."""
+    step fell 8% below t_step. Now each prompt counts its tokens' share of its group's steps,
+    1155 / G for a group of G = 1155 (1 + k) tokens: floor(G / s_f) full steps and the rest R,
+    a step alone when nothing arrived during the last full one (e^{-lam zf T_full}), else its
+    share R / s_f of a full step. The steps carry the group's tokens exactly, the rest alone is
+    the tail of a 1155-token prompt (R tokens at offset 1155 - R; whole prompts beyond 1155),
+    and the mix's mean step is t_step within 1% (the model's own closed form, from which the mix
+    is not built)."""
     seen = _captured_counts(monkeypatch)
     model = _model(1155, budget=2048)
     eng = model.engines["colocated"]
@@ -159,7 +175,25 @@ def test_capped_company_steps_carry_every_prompt_token_once(monkeypatch: pytest.
     assert (c < 1155.0 * (1.0 + k)).sum() >= COUNT_ATOMS - 1  # the budget caps all but one company
     lam_t = lam * state.t_step
     with_company = lam_t * (1.0 - st.backlog) * st.pi
-    assert float(st.rates[comp] @ c) == pytest.approx(with_company * 1155.0, rel=1e-9)
+    frag, rest = _fragments(k, 1155.0, state.share_full, comp)
+    assert np.all(rest > 0.0)  # every group splits: 2 x 1155 > s_f
+    carried = float(st.rates[comp] @ c + st.rates[frag] @ rest)
+    assert carried == pytest.approx(with_company * 1155.0, rel=1e-9)
+    # the rests alone, when no prompt arrived during the full step: a prompt's tail at its offset
+    # (R <= 1155), or R tokens of whole prompts' attention, R 1155 / 2 pairs (R > 1155)
+    offset = np.maximum(1155.0 - rest, 0.0)
+    pairs = rest * (1155.0 - np.minimum(rest, 1155.0) / 2)
+    expected = batch_time_s(
+        eng.k, state.n_arr, state.n_arr * eng.cbar, rest, pairs, offset + rest, offset
+    ) + (state.t_dec - state.t_arr)
+    assert (rest > 1155.0).any() and (rest < 1155.0).any()
+    assert st.values[frag] == pytest.approx(expected, rel=1e-12)
+    alone = math.exp(-lam * st.zf * state.t_full)  # no arrival during the group's last full step
+    group = 1155.0 * (1.0 + k)
+    p = np.array(seen[-1][1])
+    assert st.rates[frag] == pytest.approx(with_company * 1155.0 * p * alone / group, rel=1e-12)
+    kept = with_company * p * 1155.0 / state.share_full * (1.0 - alone * rest / group)
+    assert st.rates[comp] == pytest.approx(kept, rel=1e-12)
     # every mixed step carries at most the budget's prompt tokens: at least E[Pe] / s_f per prompt
     assert float(st.rates.sum()) / lam_t > 1155.0 / state.share_full
     mean = (1.0 - float(st.rates.sum())) * state.t_dec + float(st.rates @ st.values)
@@ -171,17 +205,36 @@ def test_count_atoms_fade_into_the_lognormal_as_lengths_spread(monkeypatch: pyte
     0.6, the company's values are the atoms' and the lognormal's (16 per prompt); CV 0.5 and
     more: the lognormal alone (8), and no count is taken."""
     seen = _captured_counts(monkeypatch)
+    company: list[list[float]] = []
+    original = engine_mod.Engine._company
+
+    def record(self: engine_mod.Engine, *args: object) -> tuple[list[float], list[float]]:
+        out = original(self, *args)  # type: ignore[arg-type]
+        company.append(out[0])
+        return out
+
+    monkeypatch.setattr(engine_mod.Engine, "_company", record)
+
+    def split(s_f: float) -> int:
+        """Rest steps, one per company slice, where the budget splits a group of the mean prompt
+        (1000 tokens here) and its largest company."""
+        return len(company[-1]) if 1000.0 + max(company[-1]) > s_f else 0
+
     half = _engine({"pairs": [[800, 0.5], [1200, 0.5]]})
     assert half.atom_weight == pytest.approx(1.0 - 0.2 / engine_mod.ATOM_CV, rel=1e-12)
     state, _ = half.solve(20.0)
     st = half._steps(state)
     n_atoms = len(seen[-1][0])
+    assert len(company[-1]) == n_atoms + 8
     rows = 2  # two prompt lengths, one chunk each
-    assert st.values.size == rows + rows * (n_atoms + 8) + _backlog_values(half, st)
+    rests = split(state.share_full)
+    assert rests > 0  # the atoms' rest at its conditional mean is a company of 7 or more
+    assert st.values.size == rows + rows * (n_atoms + 8) + rests + _backlog_values(half, st)
     seen.clear()
     spread = _engine({"pairs": [[500, 0.5], [1500, 0.5]]})  # CV 0.5
     assert spread.atom_weight == 0.0
     state, _ = spread.solve(20.0)
     st = spread._steps(state)
     assert not seen
-    assert st.values.size == rows + rows * 8 + _backlog_values(spread, st)
+    rests = split(state.share_full)
+    assert st.values.size == rows + rows * 8 + rests + _backlog_values(spread, st)

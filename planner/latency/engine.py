@@ -1036,8 +1036,16 @@ class Engine:
         n_i = vl.size
         n_full = n_i * (cols - 1)
         n_comp = n_i * len(x) if pi > 0 else 0
+        n_frag = 0
+        if pi > 0:
+            r_tok = np.ascontiguousarray(s.chunk_tokens[:, -1:])
+            xs = np.array(x)
+            group = r_tok + xs  # the last chunk and its whole company, in tokens
+            r_bar = self.mean_pe - (s.mean_chunks - 1.0) * max(s.share_own, 1.0)  # the mean last chunk
+            if r_bar + max(x) > s_f:  # the budget splits groups: their rests' steps, by slice
+                n_frag = xs.size
         n_back = (SLICE_PROBS.size if cv2_full > 0.0 else 1) if backlog > 0 else 0
-        n_all = n_i + n_full + n_comp + n_back
+        n_all = n_i + n_full + n_comp + n_frag + n_back
         vals = np.empty(n_all)
         rts = np.empty(n_all)
         vals[:n_i] = vl
@@ -1046,31 +1054,72 @@ class Engine:
             vals[n_i : n_i + n_full].reshape(n_i, cols - 1)[...] = v0[:, :-1]
             np.multiply(rates[:, :-1], quiet, out=rts[n_i : n_i + n_full].reshape(n_i, cols - 1))
         if pi > 0:
-            r_tok = np.ascontiguousarray(s.chunk_tokens[:, -1:])
             r_pairs = 0.5 * r_tok
             r_pairs += s.chunk_offset[:, -1:]
             r_pairs *= r_tok  # r_tok (offset + r_tok / 2)
-            xs = np.array(x)
-            c = r_tok + xs
-            np.minimum(c, s_f, out=c)
+            # the company steps' tokens, attention and prefix by (prompt, company) slice, and a
+            # row for the rests of the groups the budget splits (below)
+            dims = (n_i + 1 if n_frag else n_i, xs.size)
+            c_all, pairs_all, prefix_all = np.empty(dims), np.empty(dims), np.empty(dims)
+            c = c_all[:n_i]
+            np.minimum(group, s_f, out=c)
             xc = c - r_tok
-            pairs = 0.5 * xc  # r_pairs + x_c min(x_c, E[Pe^2]/E[Pe]) / 2: each prompt attends to itself
+            # r_pairs + x_c min(x_c, E[Pe^2]/E[Pe]) / 2: each prompt attends to itself
+            pairs = pairs_all[:n_i]
+            np.multiply(xc, 0.5, out=pairs)
             pairs *= np.minimum(xc, self.pe_tok_mean)
             pairs += r_pairs
             # KV and prefix: the last chunk's offset, and the company's cached prefixes
-            prefix = xc * self.p0_share
+            prefix = prefix_all[:n_i]
+            np.multiply(xc, self.p0_share, out=prefix)
             prefix += s.chunk_offset[:, -1:]
-            tc = batch_time_s(self.k, s.n_arr, s.n_arr * self.cbar, c, pairs, prefix + c, prefix)
-            lo = n_i + n_full
-            np.add(tc.ravel(), extra, out=vals[lo : lo + n_comp])
-            # Each prompt counts its tokens' share of the step, r / c: the mix then carries every
-            # prompt token once, also when the budget caps the step and the company's rest
-            # spills into later steps (1 / (1 + x / E[Pe]) counts steps, not tokens: short by
-            # the spill, and the mix's mean step fell below t_step; docs/latency.md).
-            share = np.reciprocal(c, out=c)
+            # Each prompt counts its tokens' share of its step, r / c (c = min(G, s_f) of its
+            # group's G tokens): the mix then carries every prompt token once (1 / (1 + x /
+            # E[Pe]) counted steps, not tokens: where the budget caps the step the company's
+            # rest went uncounted, and the mix's mean step fell below t_step). A group of
+            # G > s_f tokens fills floor(G / s_f) full steps and leaves a rest of R tokens: a
+            # step alone if nothing arrived during the last full one (e^{-lam zf T_full}, else
+            # shared with the newcomers, counted as its share R / s_f of a full step), so the
+            # full steps keep 1 - e^{-...} R / G of the group's count. The rests by company
+            # slice, for the mean last chunk (exact for alike prompts). docs/latency.md, "The
+            # step mix".
+            share = np.reciprocal(c)
             share *= r_tok
-            share *= SLICE_PROBS if xp is _SLICE_P else np.array(xp)
-            np.multiply((w_last * (quiet * pi))[:, None], share, out=rts[lo : lo + n_comp].reshape(n_i, -1))
+            lo = n_i + n_full
+            if n_frag:
+                # Per company slice, the group of the mean last chunk (exact for alike prompts),
+                # in plain floats (eight of them: numpy's per-call cost would dominate).
+                alone_f = math.exp(-lam * zf * s.t_full)  # nothing arrived during the last full step
+                with_company = (quiet * pi) * lam_t * r_bar  # last-chunk tokens with company, per step
+                p_tok = self.pe_tok_mean
+                p0_share = self.p0_share
+                keep: list[float] = []
+                f_rest: list[float] = []
+                f_pairs: list[float] = []
+                f_prefix: list[float] = []
+                f_rate: list[float] = []
+                for xj, pj in zip(x, xp, strict=True):
+                    g = xj + r_bar
+                    rest = math.fmod(g, s_f) if g > s_f else 0.0
+                    cut = alone_f * rest / g  # the group's count its rest alone takes from the full steps
+                    keep.append(pj * (1.0 - cut))
+                    f_rest.append(rest)  # the tail of a prompt (E_tok[Pe] on average) at its offset
+                    f_pairs.append(rest * (p_tok - 0.5 * min(rest, p_tok)))
+                    f_prefix.append(max(p_tok - rest, 0.0) + rest * p0_share)
+                    f_rate.append(with_company * pj * alone_f / g if rest > 0.0 else 0.0)
+                c_all[n_i] = f_rest
+                pairs_all[n_i] = f_pairs
+                prefix_all[n_i] = f_prefix
+                rts[lo + n_comp : lo + n_comp + n_frag] = f_rate
+                share *= np.array(keep)
+            else:
+                share *= SLICE_PROBS if xp is _SLICE_P else np.array(xp)
+            share *= (w_last * (quiet * pi))[:, None]
+            tc = batch_time_s(
+                self.k, s.n_arr, s.n_arr * self.cbar, c_all, pairs_all, prefix_all + c_all, prefix_all
+            )
+            np.add(tc.ravel(), extra, out=vals[lo : lo + n_comp + n_frag])
+            rts[lo : lo + n_comp] = share.ravel()
         # Decoders see a step in proportion to the decodes it carries. A mixed step follows an
         # arrival, which finds n_arr = n + z - 1 decodes (bursts: more than the mean n), so the
         # mixed steps count n_arr / n of their share; a backlog's full steps also carry the
