@@ -495,6 +495,38 @@ def test_bursts_that_miss_the_slo_at_any_rate_are_infeasible_not_zero() -> None:
     assert capacity(d, poisson, Slo(ttft_p99_s=1.0)).max_requests_per_s_within_slo > 10
 
 
+def test_an_slo_just_above_the_idle_floor_holds_below_the_roots_precision() -> None:
+    """1-token prompts, 2-token answers, Poisson: TTFT p99 leaves its 59.49 ms idle floor steeply
+    (62.1 ms at 1e-4 of the max stable rate, 66.3 at 1e-3), so a 60 ms target holds only below the
+    capacity root's precision (1e-3 of the stable range). The search goes on towards 0 by factors
+    of 10 and answers a small positive rate that meets the SLO, where it had reported 'no positive
+    arrival rate meets the SLO' with the floor below the target (found by the property test's
+    exploration mode, 2026-12-01)."""
+    from planner.deployment import Deployment
+    from planner.latency import LatencyModel, Slo, WorkloadStats, capacity, evaluate
+    from planner.workload import Workload
+
+    w = Workload.model_validate(
+        {
+            "arrivals": {"requests_per_s": 1.0},
+            "input_tokens": {"constant": 1},
+            "output_tokens": {"constant": 2},
+        }
+    )
+    d = Deployment(model="Qwen/Qwen3-8B", gpu="h100-sxm")
+    slo = Slo(ttft_p99_s=0.060, itl_p99_s=0.008)
+    cap = capacity(d, w, slo)
+    assert cap.floors.ttft_p99_s is not None and cap.floors.ttft_p99_s < 0.060
+    assert cap.feasible and cap.binding_limit == "ttft"
+    rate = cap.max_requests_per_s_within_slo
+    top = LatencyModel(d.resolve(), WorkloadStats.of(w)).max_stable_requests_per_s()
+    assert 0.0 < rate < 1e-3 * top
+    at = evaluate(d, w, requests_per_s=rate)
+    assert at.ttft_p99_s is not None and at.ttft_p99_s <= 0.060
+    above = evaluate(d, w, requests_per_s=1.01 * rate)  # the root's precision: 1e-3 of itself
+    assert above.ttft_p99_s is not None and above.ttft_p99_s > 0.060 * (1 - 1e-3)
+
+
 def test_prompts_admitted_in_the_same_step_share_its_time() -> None:
     """Constant 1000-token prompts, Poisson, budget 8192, 20 req/s (one chunk each). A prompt is
     admitted at the next step boundary with the others that arrived during the step under way

@@ -35,6 +35,9 @@ BindingLimit = Literal["ttft", "itl", "compute", "kv_capacity", "max_num_seqs", 
 # (7.652 at 1e-4, 7.634 here) for two capacity evaluations fewer (11 -> 9); the model itself is
 # ~10% from the simulator (docs/accuracy.md).
 CAPACITY_RTOL = 1e-3
+# Where the SLO is met only below that precision (a target just above an idle floor that p99
+# leaves steeply), the search goes on towards 0 by factors of 10, at most this many times.
+NEAR_ZERO_DECADES = 9
 
 __all__ = [
     "BindingLimit",
@@ -614,11 +617,29 @@ class LatencyModel:
         r = res.root
         if r is not None and r > x and r in memo and all(v is None or v <= 1.0 for v in memo[r][1:]):
             x = r  # Brent landed exactly on the boundary (piecewise-affine metrics can): it meets
+        x_fail = res.final_bracket[1] if res.final_bracket is not None else x_hi
         if x <= 0.0:
-            return self._no_positive_rate(role, e, slo, res, where)
+            # Met only below the root's precision: below the first failing point by factors of
+            # 10, then the root between the last two. Not under bursts (gaps of CV^2 > 1): the
+            # model's burst factor fades as the rate vanishes (z -> 1 with n) where gamma clumps
+            # persist (P(a gap < L) ~ (k lam L)^k), so its low-rate limit is not to be trusted
+            # there, and bursts that queue at any rate read as no positive rate.
+            hi = x_fail
+            for _ in range(NEAR_ZERO_DECADES if e.stats.arrival_cv2 <= 1.0 else 0):
+                lo = 0.1 * hi
+                f_lo = f(lo)
+                if f_lo <= 0.0:
+                    res = find_root(
+                        f, lo, hi, f_lo=f_lo, f_hi=f(hi), xtol=CAPACITY_RTOL * hi, rtol=CAPACITY_RTOL
+                    )
+                    x = res.final_bracket[0] if res.final_bracket is not None else lo
+                    x_fail = res.final_bracket[1] if res.final_bracket is not None else hi
+                    break
+                hi = lo
+            else:
+                return self._no_positive_rate(role, e, slo, res, hi, where)
         st = memo[x][0] if x in memo else e.state_at(x)
         at = e.point(st)
-        x_fail = res.final_bracket[1] if res.final_bracket is not None else x_hi
         return PoolCapacity(
             role, st.lam, True, self._failing_target(e, memo, x_fail, ttft_t, itl_t), "", res, at
         )
@@ -647,11 +668,12 @@ class LatencyModel:
             return "ttft"
         return "itl" if ri is not None and (rt is None or ri >= rt) else "ttft"
 
-    def _no_positive_rate(self, role: Role, e: Engine, slo: Slo, res: RootResult, where: str) -> PoolCapacity:
+    def _no_positive_rate(
+        self, role: Role, e: Engine, slo: Slo, res: RootResult, x_min: float, where: str
+    ) -> PoolCapacity:
         """The idle replica meets the SLO but no positive load does: with bursty (gamma, k < 1)
         arrivals, bursts of about 1/k requests queue behind each other however rare they are, so
-        the floor at a vanishing rate sits above the idle one."""
-        x_min = res.final_bracket[1] if res.final_bracket is not None else 0.0
+        the floor at a vanishing rate sits above the idle one. `x_min`: the least point tried."""
         at = e.point(e.state_at(x_min))
         parts = []
         if slo.ttft_p99_s is not None and at.ttft_p99_s is not None and at.ttft_p99_s > slo.ttft_p99_s:
