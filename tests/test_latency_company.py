@@ -5,6 +5,7 @@ scipy's distributions, the steps it builds, and the fade into the lognormal as l
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -93,17 +94,22 @@ def _backlog_values(eng: engine_mod.Engine, st: engine_mod.Steps) -> int:
     return engine_mod.SLICE_PROBS.size if eng._full_step_cv2() > 0 else 1
 
 
-def _captured_counts(monkeypatch: pytest.MonkeyPatch) -> list[tuple[list[float], list[float]]]:
-    """Records what `_count_given_any` returns (the engine's last pass uses the last)."""
-    seen: list[tuple[list[float], list[float]]] = []
-    original = engine_mod._count_given_any
+def _recorded(monkeypatch: pytest.MonkeyPatch, owner: object, name: str) -> list[Any]:
+    """Records what `owner.name` returns, call by call (the engine's last pass makes the last)."""
+    seen: list[Any] = []
+    original = getattr(owner, name)
 
-    def record(*args: object) -> tuple[list[float], list[float]]:
-        seen.append(original(*args))  # type: ignore[arg-type]
+    def record(*args: object) -> Any:
+        seen.append(original(*args))
         return seen[-1]
 
-    monkeypatch.setattr(engine_mod, "_count_given_any", record)
+    monkeypatch.setattr(owner, name, record)
     return seen
+
+
+def _captured_counts(monkeypatch: pytest.MonkeyPatch) -> list[tuple[list[float], list[float]]]:
+    """What `_count_given_any` returns: (counts, probabilities) per call."""
+    return _recorded(monkeypatch, engine_mod, "_count_given_any")
 
 
 def _fragments(k: np.ndarray, prompt: float, s_f: float, comp: slice) -> tuple[slice, np.ndarray]:
@@ -205,27 +211,20 @@ def test_count_atoms_fade_into_the_lognormal_as_lengths_spread(monkeypatch: pyte
     0.6, the company's values are the atoms' and the lognormal's (16 per prompt); CV 0.5 and
     more: the lognormal alone (8), and no count is taken."""
     seen = _captured_counts(monkeypatch)
-    company: list[list[float]] = []
-    original = engine_mod.Engine._company
-
-    def record(self: engine_mod.Engine, *args: object) -> tuple[list[float], list[float]]:
-        out = original(self, *args)  # type: ignore[arg-type]
-        company.append(out[0])
-        return out
-
-    monkeypatch.setattr(engine_mod.Engine, "_company", record)
+    company = _recorded(monkeypatch, engine_mod.Engine, "_company")  # (values, probabilities)
 
     def split(s_f: float) -> int:
         """Rest steps, one per company slice, where the budget splits a group of the mean prompt
         (1000 tokens here) and its largest company."""
-        return len(company[-1]) if 1000.0 + max(company[-1]) > s_f else 0
+        values = company[-1][0]
+        return len(values) if 1000.0 + max(values) > s_f else 0
 
     half = _engine({"pairs": [[800, 0.5], [1200, 0.5]]})
     assert half.atom_weight == pytest.approx(1.0 - 0.2 / engine_mod.ATOM_CV, rel=1e-12)
     state, _ = half.solve(20.0)
     st = half._steps(state)
     n_atoms = len(seen[-1][0])
-    assert len(company[-1]) == n_atoms + 8
+    assert len(company[-1][0]) == n_atoms + 8
     rows = 2  # two prompt lengths, one chunk each
     rests = split(state.share_full)
     assert rests > 0  # the atoms' rest at its conditional mean is a company of 7 or more

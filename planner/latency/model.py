@@ -12,6 +12,7 @@ seconds inside; the JSON contract (`to_dict`) is in milliseconds.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -619,25 +620,15 @@ class LatencyModel:
             x = r  # Brent landed exactly on the boundary (piecewise-affine metrics can): it meets
         x_fail = res.final_bracket[1] if res.final_bracket is not None else x_hi
         if x <= 0.0:
-            # Met only below the root's precision: below the first failing point by factors of
-            # 10, then the root between the last two. Not under bursts (gaps of CV^2 > 1): the
-            # model's burst factor fades as the rate vanishes (z -> 1 with n) where gamma clumps
-            # persist (P(a gap < L) ~ (k lam L)^k), so its low-rate limit is not to be trusted
-            # there, and bursts that queue at any rate read as no positive rate.
-            hi = x_fail
-            for _ in range(NEAR_ZERO_DECADES if e.stats.arrival_cv2 <= 1.0 else 0):
-                lo = 0.1 * hi
-                f_lo = f(lo)
-                if f_lo <= 0.0:
-                    res = find_root(
-                        f, lo, hi, f_lo=f_lo, f_hi=f(hi), xtol=CAPACITY_RTOL * hi, rtol=CAPACITY_RTOL
-                    )
-                    x = res.final_bracket[0] if res.final_bracket is not None else lo
-                    x_fail = res.final_bracket[1] if res.final_bracket is not None else hi
-                    break
-                hi = lo
-            else:
-                return self._no_positive_rate(role, e, slo, res, hi, where)
+            # Not under bursts (gaps of CV^2 > 1): the model's burst factor fades as the rate
+            # vanishes (z -> 1 with n) where gamma clumps persist (P(a gap < L) ~ (k lam L)^k),
+            # so its low-rate limit is not to be trusted there: bursts that queue at any rate
+            # read as no positive rate.
+            near, x_min = _below_precision(f, x_fail) if e.stats.arrival_cv2 <= 1.0 else (None, x_fail)
+            if near is None:
+                return self._no_positive_rate(role, e, slo, res, x_min, where)
+            res = near  # x_min met the SLO; the root lies below the next decade's point
+            x, x_fail = near.final_bracket if near.final_bracket is not None else (x_min, 10.0 * x_min)
         st = memo[x][0] if x in memo else e.state_at(x)
         at = e.point(st)
         return PoolCapacity(
@@ -693,6 +684,21 @@ class LatencyModel:
         )
         binding: BindingLimit = "ttft" if parts and parts[0].startswith("TTFT") else "itl"
         return PoolCapacity(role, 0.0, False, binding, reason, res, at)
+
+
+def _below_precision(f: Callable[[float], float], x_fail: float) -> tuple[RootResult | None, float]:
+    """An SLO met only below the capacity root's precision (a target just above an idle floor
+    that p99 leaves steeply): below the first failing point x_fail by factors of 10, at most
+    NEAR_ZERO_DECADES times, then the root between the last two points. Returns that root-find,
+    or None and the least point tried."""
+    hi, f_hi = x_fail, f(x_fail)
+    for _ in range(NEAR_ZERO_DECADES):
+        lo = 0.1 * hi
+        f_lo = f(lo)
+        if f_lo <= 0.0:
+            return find_root(f, lo, hi, f_lo=f_lo, f_hi=f_hi, xtol=CAPACITY_RTOL * hi, rtol=CAPACITY_RTOL), lo
+        hi, f_hi = lo, f_lo
+    return None, hi
 
 
 # ---- functional entry points -----------------------------------------------------------------
