@@ -63,6 +63,7 @@ from scipy import special
 from planner.costmodel.steptime import StepCoefficients, batch_time_s, step_time_s
 from planner.latency.queueing import (
     NO_WAIT,
+    SPREAD,
     Wait,
     WaitDecayTable,
     gg1_wait,
@@ -85,6 +86,7 @@ StabilityLimit = Literal["compute", "kv_capacity", "max_num_seqs", "max_num_batc
 CHUNK_GROUPS = 4  # representatives of a prompt's full chunks (exact up to 4 chunks, else midpoints)
 GRID_POINTS = 16  # concurrency grid for the stability boundary
 LEVELS = np.array([0.5, 0.99])
+_TAIL_EPS = (1.0 - LEVELS).tolist()  # P(X > quantile) at each level
 HUGE = 1e9  # stands in for an infinite ratio inside root-finding
 STATE_CACHE = 64  # states an engine keeps (Engine._state; a candidate builds ~25); cleared when full
 
@@ -133,12 +135,15 @@ class State:
     chunk_weight: FloatArray  # chunks each representative stands for
     chunk_time: FloatArray  # (I, G+1) step time of each representative chunk (n_arr decodes)
     own_service: FloatArray  # (I,) a prompt's prefill steps when alone
-    kv_var: float
     full_time: FloatArray | None = None  # the same steps topped up by a backlog (lazily)
     steps: Steps | None = None  # what TTFT and ITL share (lazily)
     ttft: tuple[FloatArray, Wait] | None = None  # Engine._ttft (lazily)
     itl: tuple[float, float] | None = None  # Engine._itl (lazily)
     load: tuple[float, float] | None = None  # Engine._load: running requests, KV tokens (lazily)
+    decode_var: float | None = None  # Engine._decode_var (lazily)
+    itl99: float | None = None  # Engine._itl_p99 (lazily)
+    itl_mixed: FloatArray | None = None  # ITL quantiles of the mixed steps alone (lazily)
+    itl_all: FloatArray | None = None  # and with the decode-only slices (lazily)
 
 
 class Steps(NamedTuple):
@@ -166,6 +171,7 @@ _ONE0 = np.array(1.0)  # 0-d: numpy takes these beside arrays faster than Python
 _EPS_CHUNK = np.array(1e-9)  # chunk counts: ceil(Pe / share - 1e-9)
 _ZERO = np.zeros(1)
 _ONE = np.ones(1)
+DECODE_GAIN_FLOOR = 1e-3  # 1 - G never below this: the decode count's variance stays finite
 TAIL_LEVEL = 0.01  # the backlog's drain stretch is sized at the wait's p99 (Engine._queue_wait)
 STRETCH_PASSES = 30  # fixed-point passes of the stretch (converges in a few; bounded)
 STRETCH_DRIFT_FLOOR = 0.05  # the stretched drift never falls below this share of 1 - rho
@@ -421,7 +427,6 @@ class Engine:
             t_dec = step_time_s(coef, 0.0, 0.0, n_dec, n_dec * cbar)
         else:
             z, n_dec, n_arr, t_dec = 1.0, 0.0, 0.0, 0.0
-        kv_var = n * (self.stats.decode_context_sq - cbar * cbar) + z * n * cbar * cbar
         if not self.has_prefill:
             lam = n / (self.d * t_dec)
             e = np.empty((0, 0))
@@ -429,7 +434,7 @@ class Engine:
                 n=n, lam=lam, z=z, n_dec=n_dec, n_arr=n_arr, t_dec=t_dec, t_arr=t_dec,
                 share_full=math.nan, share_own=math.nan, t_full=math.nan, rho=0.0, busy=0.0,
                 t_step=t_dec, mixed_fraction=0.0, mean_chunks=0.0, chunk_tokens=e, chunk_offset=e,
-                chunk_weight=e, chunk_time=e, own_service=np.empty(0), kv_var=kv_var,
+                chunk_weight=e, chunk_time=e, own_service=np.empty(0),
             )  # fmt: skip
         ctx = n_arr * cbar
         t_arr = step_time_s(coef, 0.0, 0.0, n_arr, ctx)
@@ -468,7 +473,7 @@ class Engine:
             n=n, lam=lam, z=z, n_dec=n_dec, n_arr=n_arr, t_dec=t_dec, t_arr=t_arr,
             share_full=s_f, share_own=s_own, t_full=t_full, rho=rho, busy=busy, t_step=t_step,
             mixed_fraction=mixed, mean_chunks=mean_k, chunk_tokens=toks, chunk_offset=offs,
-            chunk_weight=wts, chunk_time=tau, own_service=own, kv_var=kv_var,
+            chunk_weight=wts, chunk_time=tau, own_service=own,
         )  # fmt: skip
 
     def _stream_step_s(
@@ -843,7 +848,10 @@ class Engine:
             itl50, itl99 = self._itl(s)
             worst = self._itl_worst(s)
         seats, kv_mean = self._load(s)
-        sd = math.sqrt(max(s.kv_var, 0.0))
+        # KV in use: n contexts, Var = E[n] Var(context) + Var(n) cbar^2 (the count wanders)
+        cbar = self.cbar
+        kv_var = s.n * (self.stats.decode_context_sq - cbar * cbar) + self._decode_var(s) * cbar * cbar
+        sd = math.sqrt(max(kv_var, 0.0))
         if sd > 0:
             risk = 0.5 * math.erfc((self.kv_cap - kv_mean) / (sd * math.sqrt(2.0)))
         else:
@@ -872,7 +880,7 @@ class Engine:
         return float(self._ttft(s)[0][1])
 
     def itl_p99_s(self, s: State) -> float:
-        return self._itl(s)[1]
+        return self._itl_p99(s)
 
     def _full_time(self, s: State) -> FloatArray:
         """Step times of the chunk steps when other prompts wait: the step is topped up with the
@@ -1467,21 +1475,102 @@ class Engine:
         return self._token_cost_s() * max(self.zero().share_full, 1.0)
 
     def _itl(self, s: State) -> tuple[float, float]:
-        """`_compute_itl`, once per state."""
+        """ITL p50 and p99 at a state, once."""
         if s.itl is None:
-            s.itl = self._compute_itl(s)
+            s.itl = (self._itl_level(s, 0), self._itl_p99(s))
         return s.itl
 
-    def _compute_itl(self, s: State) -> tuple[float, float]:
-        """Quantiles of the steps a decoder sees: decode-only steps (t_dec) and the mixed steps
-        of `_steps`."""
+    def _itl_p99(self, s: State) -> float:
+        """ITL p99 alone (what the capacity search reads), once."""
+        if s.itl99 is None:
+            s.itl99 = self._itl_level(s, 1)
+        return s.itl99
+
+    def _itl_level(self, s: State, i: int) -> float:
+        """Quantile LEVELS[i] of the steps a decoder sees: decode-only steps (`_decode_counts`,
+        or t_dec when the count does not wander) and the mixed steps of `_steps`. Where the
+        mixed steps alone reach the level above every decode-only step, the decode-only slices
+        cannot move it (the tail there is the mixed steps'), and they are not timed."""
         t_dec = s.t_dec
         st = self._steps(s)
         total = float(np.add.reduce(st.rates))  # st.rates.sum(), without the wrapper
-        if total <= 0.01:  # p99 and p50 both fall on decode-only steps
-            return t_dec, t_dec
-        q = tail_quantiles(t_dec, st.values, st.rates, LEVELS, total=total)
-        return float(q[0]), float(q[1])
+        counts = self._decode_counts(s)
+        if counts is None:
+            if total <= 0.01:  # p99 and p50 both fall on decode-only steps
+                return t_dec
+            if s.itl_mixed is None:
+                s.itl_mixed = tail_quantiles(t_dec, st.values, st.rates, LEVELS, total=total)
+            return float(s.itl_mixed[i])
+        top = self._decode_step_s(counts[-1]) * (1.0 + SPREAD)  # above every decode-only step
+        if total >= _TAIL_EPS[i]:
+            if s.itl_mixed is None:
+                s.itl_mixed = tail_quantiles(0.0, st.values, st.rates, LEVELS, total=total)
+            q = float(s.itl_mixed[i])
+            if q >= top:
+                return q
+        if s.itl_all is None:
+            # The level now lies below `top` (the decode-only steps have mass there), where the
+            # mixed steps that start above it count whole: only those below take part.
+            seen = [self._decode_step_s(c) for c in counts]
+            # The count is a time average and a decoder's gaps come one per step: short steps
+            # come more often, so each slice's share of decode-only steps is probability / time.
+            shares = [p / t for p, t in zip(_SLICE_P, seen, strict=True)]
+            scale = max(1.0 - total, 0.0) / sum(shares)
+            below = st.values * (1.0 - SPREAD) < top
+            values = np.concatenate((st.values[below], seen))
+            rates = np.concatenate((st.rates[below], [w * scale for w in shares]))
+            s.itl_all = tail_quantiles(seen[0], values, rates, LEVELS, total=max(total, 1.0))
+        return float(s.itl_all[i])
+
+    def _decode_step_s(self, count: float) -> float:
+        """A decode-only step of `count` decodes (scalar: cheaper than numpy on a few values)."""
+        return step_time_s(self.k, 0.0, 0.0, count, count * self.cbar)
+
+    def _decode_var(self, s: State) -> float:
+        """`_compute_decode_var`, once per state."""
+        if s.decode_var is None:
+            s.decode_var = self._compute_decode_var(s)
+        return s.decode_var
+
+    def _decode_slope_s(self, s: State) -> float:
+        """What one more decode adds to a decode-only step at the state: t_dec - t_arr (a step
+        with one decode fewer) where prompts arrive, else the step at n_dec - 1 timed."""
+        if self.has_prefill:
+            return max(s.t_dec - s.t_arr, 0.0)
+        less = max(s.n_dec - 1.0, 0.0)
+        return max(s.t_dec - float(step_time_s(self.k, 0.0, 0.0, less, less * self.cbar)), 0.0)
+
+    def _compute_decode_var(self, s: State) -> float:
+        """Var n, the decode count's stationary spread (docs/latency.md, "The decode count
+        wanders"): GI/G/inf's n (1 + (c_a^2 - 1) eta) (eta = `decode_overlap`; the burst part
+        fading as n/(1 + n) at vanishing load, as the burst factor z does) amplified by
+        1 / (1 - G), the linear feedback of a decode's lifetime on the count, n = lam T with
+        T = d t_dec(n) + Delta n: G = e_dec (1 - busy) + busy, e_dec = n b / t_dec with b
+        `_decode_slope_s`."""
+        n = s.n
+        if not (n > 0.0 and s.t_dec > 0.0 and 0.0 <= s.busy < 1.0):
+            return 0.0
+        e_dec = min(n * self._decode_slope_s(s) / s.t_dec, 1.0)
+        gain = 1.0 - (1.0 - e_dec) * (1.0 - s.busy)
+        noise = max(1.0 + (self.ca2 - 1.0) * self.stats.decode_overlap * n / (1.0 + n), 0.0)
+        return n * noise / max(1.0 - gain, DECODE_GAIN_FLOOR)
+
+    def _decode_counts(self, s: State) -> list[float] | None:
+        """Decodes in the decode-only steps a decoder sees, in the probability slices (ascending).
+        A decoder rides a step in proportion to its decodes, so it sees the size-biased count:
+        itself and M others; with n negative binomial of mean n and variance v = `_decode_var`,
+        M has mean n + v/n - 1 and variance v + (v/n)^2 - v/n (Poisson, v = n: M is the n
+        others, Poisson), drawn as a lognormal of those moments. None without decodes."""
+        v = self._decode_var(s)
+        n = s.n
+        if not v > 0.0:
+            return None
+        ratio = v / n
+        mean = n + ratio - 1.0
+        var = v + ratio * ratio - ratio
+        if not (mean > 0.0 and var > 0.0):
+            return None
+        return [c + 1.0 for c in _lognormal_slice_list(math.sqrt(math.log1p(var / (mean * mean))), mean)]
 
     def _itl_worst(self, s: State) -> float:
         """A decode step that carries a full budget at the p99 prompt's last chunk."""

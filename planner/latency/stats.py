@@ -31,7 +31,9 @@ class WorkloadStats:
     `decode_steps` = E[output - 1] steps (the last prefill chunk samples the first token);
     `decode_context` is the mean context of a decode step, weighted by steps (long answers
     contribute more steps): E[sum_{j=1..d} (P + j)] / E[d]; `decode_context_sq` the same for
-    context squared (for the variance of KV use). Arrivals: `arrival_cv2` = 1/burstiness, rates
+    context squared (for the variance of KV use); `decode_overlap` = E[min(d1, d2)] / E[d] of two
+    independent answers (1 for alike lengths, 1/2 for exponential ones: how much of the arrivals'
+    burstiness the decode count keeps, `Engine._decode_spread`). Arrivals: `arrival_cv2` = 1/burstiness, rates
     in requests/s for the whole deployment (`bucket_rates` per bucket, or None)."""
 
     name: str | None
@@ -53,6 +55,7 @@ class WorkloadStats:
     decode_steps: float
     decode_context: float
     decode_context_sq: float
+    decode_overlap: float
     arrival_cv2: float
     mean_requests_per_s: float
     peak_requests_per_s: float
@@ -81,6 +84,7 @@ class WorkloadStats:
         ov, ow = out.support(OUTPUT_SUPPORT_POINTS)
         dv = np.maximum(0.0, ov - 1.0)
         d3 = float(ow @ dv**3)
+        overlap = _overlap(dv, ow)
         if d1 > 0:
             sum_j = (d2 + d1) / 2.0  # E[sum_{j=1..d} j]
             sum_j2 = (2.0 * d3 + 3.0 * d2 + d1) / 6.0  # E[sum j^2] = E[d(d+1)(2d+1)/6]
@@ -114,9 +118,23 @@ class WorkloadStats:
             decode_steps=d1,
             decode_context=ctx,
             decode_context_sq=max(ctx2, ctx * ctx),
+            decode_overlap=overlap,
             arrival_cv2=arr.cv2,
             mean_requests_per_s=arr.mean_requests_per_s,
             peak_requests_per_s=arr.peak_requests_per_s,
             bucket_durations_s=durations,
             bucket_rates=rates,
         )
+
+
+def _overlap(values: FloatArray, probs: FloatArray) -> float:
+    """E[min(X1, X2)] / E[X] of a discrete X >= 0 (1 when X = 0): the integral of P(X > t)^2
+    over t, exact for the support (P(X > t) is constant between its points)."""
+    mean = float(probs @ values)
+    if not mean > 0.0:
+        return 1.0
+    order = values.argsort(kind="stable")
+    above = np.cumsum(probs[order][::-1])[::-1]  # P(X >= v_k)
+    widths = np.diff(values[order], prepend=0.0)
+    ratio = float(widths @ (above * above)) / mean
+    return min(max(ratio, 0.0), 1.0)
