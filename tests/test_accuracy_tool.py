@@ -5,26 +5,12 @@ in CI."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
 
 import pytest
+from tool_helpers import load_tool
 
-TOOL = Path(__file__).resolve().parents[1] / "tools" / "accuracy.py"
-
-
-def _load():
-    spec = importlib.util.spec_from_file_location("accuracy_tool", TOOL)
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["accuracy_tool"] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-acc = _load()
+acc = load_tool("accuracy.py", "accuracy_tool")
 
 
 def test_cells_on_a_few_hundred_requests() -> None:

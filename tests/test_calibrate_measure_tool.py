@@ -4,13 +4,13 @@ itself needs PyTorch and a GPU; a CPU smoke test runs only where PyTorch is inst
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from tool_helpers import load_tool
 
 from planner.catalog.models import get_model
 from planner.costmodel.calibrated import fit_profile
@@ -19,16 +19,7 @@ from planner.costmodel.fit_data import StepRow, load_measurements
 TOOL = Path(__file__).resolve().parents[1] / "tools" / "measure_steps.py"
 
 
-def _load():
-    spec = importlib.util.spec_from_file_location("measure_steps", TOOL)
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["measure_steps"] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-ms = _load()
+ms = load_tool("measure_steps.py", "measure_steps")
 
 
 def test_imports_without_torch() -> None:

@@ -11,7 +11,6 @@ installed, one test (with CAPPLAN_AIC_REGEN=1) regenerates the tables and compar
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import os
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tool_helpers import load_tool
 
 from planner.catalog.gpus import get_gpu, gpu_names
 from planner.catalog.models import get_model, model_names
@@ -55,16 +55,7 @@ PARAMS = (
 )
 
 
-def _load_tool() -> Any:
-    spec = importlib.util.spec_from_file_location("profiles_from_aiconfigurator", TOOL)
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["profiles_from_aiconfigurator"] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-tool = _load_tool()
+tool = load_tool("profiles_from_aiconfigurator.py", "profiles_from_aiconfigurator")
 
 
 def _serving() -> list[dict[str, Any]]:

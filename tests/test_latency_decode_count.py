@@ -5,14 +5,12 @@ them, a decode pool's ITL p99), and KV overflow read from it, each pinned to sim
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from tool_helpers import load_tool
 
 from planner.costmodel.profile import THEORETICAL
 from planner.deployment import Deployment
@@ -21,19 +19,7 @@ from planner.simulate import StepTrace, simulate
 from planner.simulate.run import engine_config, run, scale_workload, workload_requests
 from planner.workload import Workload
 
-TOOL = Path(__file__).resolve().parents[1] / "tools" / "accuracy.py"
-
-
-def _load() -> Any:
-    spec = importlib.util.spec_from_file_location("accuracy_tool_decode_count", TOOL)
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["accuracy_tool_decode_count"] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-acc = _load()
+acc = load_tool("accuracy.py", "accuracy_tool")
 
 
 def _workload(outputs: list[list[float]], rate: float = 1.0) -> Workload:

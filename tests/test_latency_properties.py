@@ -117,6 +117,20 @@ def build(dep: Deployment, w: Workload) -> LatencyModel:
     burstiness=0.05,
     hit=0.0,
 )
+@example(  # the decode count's spread once reached counts no step can hold (ITL p99 -20% at 95-99.5%)
+    dep=Deployment(model="Qwen/Qwen3-8B", gpu="h100-sxm", max_num_batched_tokens=1024),
+    prompts={"pairs": [[1, 1 / 3], [2, 1 / 3], [15, 1 / 3]]},
+    outputs={"pairs": [[41, 1.0]]},
+    burstiness=0.05,
+    hit=0.0,
+)
+@example(  # the MoE decode step is concave in its decodes: the spread's slices are timed, not extrapolated
+    dep=Deployment(model="Qwen/Qwen3-30B-A3B", gpu="h100-sxm"),
+    prompts={"pairs": [[512, 1.0]]},
+    outputs={"pairs": [[32, 1.0]]},
+    burstiness=0.5,
+    hit=0.0,
+)
 @example(
     dep=Deployment(model="Qwen/Qwen3-32B", gpu="a100-80gb-sxm", max_num_batched_tokens=8192),
     prompts={"pairs": [[9594, 1.0]]},

@@ -369,6 +369,8 @@ class Engine:
         self.budget = float(config.max_num_batched_tokens)
         self.seats_max = float(config.max_num_seqs)
         self.kv_cap = float(config.kv_cache_tokens)
+        # the most decodes a step can hold: seats, the KV cache, the budget (one token each)
+        self.n_cap = min(self.seats_max, self.kv_cap / (self.cbar + self.half_block), self.budget)
         self.threshold = float(config.long_prefill_token_threshold)
         self.extra_ttft = ttft_extra_s
         pe2 = float(self.pw @ self.pe**2)
@@ -670,7 +672,7 @@ class Engine:
         return self._boundary
 
     def _find_boundary(self) -> Boundary:
-        cap = min(self.seats_max, self.kv_cap / (self.cbar + self.half_block), self.budget)
+        cap = self.n_cap
         grid = cap * np.arange(1, GRID_POINTS + 1, dtype=np.float64) / GRID_POINTS
         gr = self.grid(grid)
         lam, slack = gr.lam, gr.slack
@@ -1560,7 +1562,8 @@ class Engine:
         A decoder rides a step in proportion to its decodes, so it sees the size-biased count:
         itself and M others; with n negative binomial of mean n and variance v = `_decode_var`,
         M has mean n + v/n - 1 and variance v + (v/n)^2 - v/n (Poisson, v = n: M is the n
-        others, Poisson), drawn as a lognormal of those moments. None without decodes."""
+        others, Poisson), drawn as a lognormal of those moments, no slice beyond the decodes a step
+        can hold (`n_cap`). None without decodes."""
         v = self._decode_var(s)
         n = s.n
         if not v > 0.0:
@@ -1570,7 +1573,8 @@ class Engine:
         var = v + ratio * ratio - ratio
         if not (mean > 0.0 and var > 0.0):
             return None
-        return [c + 1.0 for c in _lognormal_slice_list(math.sqrt(math.log1p(var / (mean * mean))), mean)]
+        cap = self.n_cap
+        return [min(c + 1.0, cap) for c in _lognormal_slice_list(math.sqrt(math.log1p(var / (mean * mean))), mean)]
 
     def _itl_worst(self, s: State) -> float:
         """A decode step that carries a full budget at the p99 prompt's last chunk."""
