@@ -500,3 +500,19 @@ def test_the_h200_attention_term_the_fit_holds_and_the_one_it_ships() -> None:
         builtin_calibrated("h200-sxm").decode_attention_items_per_sm
         == vllm.profile.decode_attention_items_per_sm
     )
+
+
+@pytest.mark.parametrize("ms", [1e-300, 5e-324, 9e-4, 3.7e6, 1e300])
+def test_measured_times_out_of_range_are_refused(ms: float) -> None:
+    """Below 1 µs or above an hour a time is a unit mistake, and a fit over 1e-300 ms crashed in
+    SciPy (its relative residuals overflow; found by the CLI fuzz test's exploration mode)."""
+    text = json.dumps({"rows": [{"kind": "prefill", "prompt": 512, "ms": ms}]})
+    with pytest.raises(InvalidInput, match="1 µs to an hour") as exc:
+        parse_json(text, "steps.json")
+    assert exc.value.field == "MEASUREMENTS"
+
+
+def test_measured_times_at_the_ends_of_the_range_are_taken() -> None:
+    for ms in (1e-3, 3.6e6):
+        m = parse_json(json.dumps({"rows": [{"kind": "prefill", "prompt": 512, "ms": ms}]}), "steps.json")
+        assert m.rows[0].time_s == pytest.approx(ms / 1e3)

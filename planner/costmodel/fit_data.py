@@ -20,7 +20,10 @@ Columns: kind,tokens,batch,ctx,prompt,chunk,decodes,ms,worst_step_ms[,steps] (an
 others empty; for chunked_prefill, `ms` is the prompt's total prefill time. Kinds: linear,
 decode, prefill, chunked_prefill (info and ceiling rows exist only in JSON).
 
-Errors name the file and line (and for JSON the row index) of the offending row.
+Times are milliseconds in [MIN_MS, MAX_MS] (1 µs, a kernel launch, to one hour): outside
+that a row is a unit mistake, and a fit over it cannot be computed (relative residuals over a
+time of 1e-300 ms overflow). Errors name the file and line (and for JSON the row index) of the
+offending row.
 """
 
 from __future__ import annotations
@@ -58,6 +61,8 @@ _TIME_KEYS: dict[str, tuple[str, ...]] = {
 }
 _OPTIONAL_KEYS: dict[str, tuple[str, ...]] = {"chunked_prefill": ("steps",)}
 _ZERO_OK = {"decodes", "ctx"}  # counts that may be 0 (a chunked prefill with no decodes)
+MIN_MS = 1e-3  # a measured time's range (module docstring)
+MAX_MS = 3.6e6
 
 
 @dataclass(frozen=True)
@@ -255,6 +260,10 @@ def _step_row(item: Mapping[str, Any], line: int | None, where: str, field: str)
         v = item[k]
         if not _is_number(v) or not v > 0:
             raise InvalidInput(field, f"{where}: {k} must be a positive number of milliseconds, got {v!r}")
+        if not MIN_MS <= v <= MAX_MS:
+            raise InvalidInput(
+                field, f"{where}: {k} must be {MIN_MS:g} to {MAX_MS:g} ms (1 µs to an hour), got {v!r}"
+            )
         secs.append(float(v) / 1e3)
     if kind == "chunked_prefill":
         if values["decodes"] > 0 and values["ctx"] == 0:
