@@ -1489,21 +1489,25 @@ class Engine:
         return s.itl99
 
     def _itl_level(self, s: State, i: int) -> float:
-        """Quantile LEVELS[i] of the steps a decoder sees: decode-only steps (`_decode_counts`,
+        """Quantile LEVELS[i] of the steps a decoder sees: decode-only steps (`_decode_others`,
         or t_dec when the count does not wander) and the mixed steps of `_steps`. Where the
         mixed steps alone reach the level above every decode-only step, the decode-only slices
         cannot move it (the tail there is the mixed steps'), and they are not timed."""
         t_dec = s.t_dec
         st = self._steps(s)
         total = float(np.add.reduce(st.rates))  # st.rates.sum(), without the wrapper
-        counts = self._decode_counts(s)
-        if counts is None:
+        others = self._decode_others(s)
+        if others is None:
             if total <= 0.01:  # p99 and p50 both fall on decode-only steps
                 return t_dec
             if s.itl_mixed is None:
                 s.itl_mixed = tail_quantiles(t_dec, st.values, st.rates, LEVELS, total=total)
             return float(s.itl_mixed[i])
-        top = self._decode_step_s(counts[-1]) * (1.0 + SPREAD)  # above every decode-only step
+        mean, sigma = others
+        # above every decode-only step: the top slice's count (`_lognormal_slice_list`'s last)
+        h = sigma * _SQRT_HALF
+        top_count = min(mean * ((1.0 - 0.5 * math.erfc(_SLICE_ZS[-2] + h)) / _SLICE_P[-1]) + 1.0, self.n_cap)
+        top = self._decode_step_s(top_count) * (1.0 + SPREAD)
         if total >= _TAIL_EPS[i]:
             if s.itl_mixed is None:
                 s.itl_mixed = tail_quantiles(0.0, st.values, st.rates, LEVELS, total=total)
@@ -1513,7 +1517,8 @@ class Engine:
         if s.itl_all is None:
             # The level now lies below `top` (the decode-only steps have mass there), where the
             # mixed steps that start above it count whole: only those below take part.
-            seen = [self._decode_step_s(c) for c in counts]
+            cap = self.n_cap
+            seen = [self._decode_step_s(min(c + 1.0, cap)) for c in _lognormal_slice_list(sigma, mean)]
             # The count is a time average and a decoder's gaps come one per step: short steps
             # come more often, so each slice's share of decode-only steps is probability / time.
             shares = [p / t for p, t in zip(_SLICE_P, seen, strict=True)]
@@ -1557,13 +1562,13 @@ class Engine:
         noise = max(1.0 + (self.ca2 - 1.0) * self.stats.decode_overlap * n / (1.0 + n), 0.0)
         return n * noise / max(1.0 - gain, DECODE_GAIN_FLOOR)
 
-    def _decode_counts(self, s: State) -> list[float] | None:
-        """Decodes in the decode-only steps a decoder sees, in the probability slices (ascending).
-        A decoder rides a step in proportion to its decodes, so it sees the size-biased count:
-        itself and M others; with n negative binomial of mean n and variance v = `_decode_var`,
-        M has mean n + v/n - 1 and variance v + (v/n)^2 - v/n (Poisson, v = n: M is the n
-        others, Poisson), drawn as a lognormal of those moments, no slice beyond the decodes a step
-        can hold (`n_cap`). None without decodes."""
+    def _decode_others(self, s: State) -> tuple[float, float] | None:
+        """The other decodes in the decode-only steps a decoder sees, as a lognormal's mean and
+        log-sd. A decoder rides a step in proportion to its decodes, so it sees the size-biased
+        count: itself and M others; with n negative binomial of mean n and variance
+        v = `_decode_var`, M has mean n + v/n - 1 and variance v + (v/n)^2 - v/n (Poisson,
+        v = n: M is the n others, Poisson). In the probability slices each count 1 + M is held
+        to the decodes a step can hold (`n_cap`). None without decodes."""
         v = self._decode_var(s)
         n = s.n
         if not v > 0.0:
@@ -1573,8 +1578,7 @@ class Engine:
         var = v + ratio * ratio - ratio
         if not (mean > 0.0 and var > 0.0):
             return None
-        cap = self.n_cap
-        return [min(c + 1.0, cap) for c in _lognormal_slice_list(math.sqrt(math.log1p(var / (mean * mean))), mean)]
+        return mean, math.sqrt(math.log1p(var / (mean * mean)))
 
     def _itl_worst(self, s: State) -> float:
         """A decode step that carries a full budget at the p99 prompt's last chunk."""
