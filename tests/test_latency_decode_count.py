@@ -225,3 +225,12 @@ def test_itl_shortcuts_match_the_literal_mixture(
         got = (eng._itl_level(st, 0), eng._itl_level(st, 1))
         ref = _itl_reference(eng, st)
         assert got == pytest.approx(ref, rel=1e-9, abs=0.0), frac
+
+
+def test_top_slice_alone_is_the_slice_lists_last() -> None:
+    """The ITL p99 shortcut times only the top slice: the same number the full list gives."""
+    from planner.latency.engine import _lognormal_slice_list, _lognormal_top_slice
+
+    for sigma in (0.0, 0.05, 0.4, 1.5, 3.0):
+        for scale in (1.0, 12.5, 600.0):
+            assert _lognormal_top_slice(sigma, scale) == _lognormal_slice_list(sigma, scale)[-1]

@@ -210,6 +210,13 @@ def _lognormal_slice_list(sigma: float, scale: float = 1.0) -> list[float]:
     return out
 
 
+def _lognormal_top_slice(sigma: float, scale: float = 1.0) -> float:
+    """`_lognormal_slice_list(sigma, scale)[-1]` alone, the same arithmetic (the top slice's
+    upper edge is Phi = 1 exactly): one erfc where a caller needs only the largest slice."""
+    prev = 0.5 * math.erfc(_SLICE_ZS[-2] + sigma * _SQRT_HALF)
+    return scale * ((1.0 - prev) / _SLICE_P[-1])
+
+
 def _lognormal_slices(sigma: float) -> FloatArray:
     """`_lognormal_slice_list` as an array."""
     return np.array(_lognormal_slice_list(sigma))
@@ -1504,10 +1511,8 @@ class Engine:
                 s.itl_mixed = tail_quantiles(t_dec, st.values, st.rates, LEVELS, total=total)
             return float(s.itl_mixed[i])
         mean, sigma = others
-        # above every decode-only step: the top slice's count (`_lognormal_slice_list`'s last)
-        h = sigma * _SQRT_HALF
-        top_count = min(mean * ((1.0 - 0.5 * math.erfc(_SLICE_ZS[-2] + h)) / _SLICE_P[-1]) + 1.0, self.n_cap)
-        top = self._decode_step_s(top_count) * (1.0 + SPREAD)
+        top_count = min(_lognormal_top_slice(sigma, mean) + 1.0, self.n_cap)
+        top = self._decode_step_s(top_count) * (1.0 + SPREAD)  # above every decode-only step
         if total >= _TAIL_EPS[i]:
             if s.itl_mixed is None:
                 s.itl_mixed = tail_quantiles(0.0, st.values, st.rates, LEVELS, total=total)
@@ -1544,8 +1549,7 @@ class Engine:
         with one decode fewer) where prompts arrive, else the step at n_dec - 1 timed."""
         if self.has_prefill:
             return max(s.t_dec - s.t_arr, 0.0)
-        less = max(s.n_dec - 1.0, 0.0)
-        return max(s.t_dec - float(step_time_s(self.k, 0.0, 0.0, less, less * self.cbar)), 0.0)
+        return max(s.t_dec - self._decode_step_s(max(s.n_dec - 1.0, 0.0)), 0.0)
 
     def _compute_decode_var(self, s: State) -> float:
         """Var n, the decode count's stationary spread (docs/latency.md, "The decode count

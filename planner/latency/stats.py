@@ -33,7 +33,7 @@ class WorkloadStats:
     contribute more steps): E[sum_{j=1..d} (P + j)] / E[d]; `decode_context_sq` the same for
     context squared (for the variance of KV use); `decode_overlap` = E[min(d1, d2)] / E[d] of two
     independent answers (1 for alike lengths, 1/2 for exponential ones: how much of the arrivals'
-    burstiness the decode count keeps, `Engine._decode_spread`). Arrivals: `arrival_cv2` = 1/burstiness, rates
+    burstiness the decode count keeps, `Engine._decode_var`). Arrivals: `arrival_cv2` = 1/burstiness, rates
     in requests/s for the whole deployment (`bucket_rates` per bucket, or None)."""
 
     name: str | None
