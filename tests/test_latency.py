@@ -430,6 +430,9 @@ class _JumpingEngine:
     def ttft_p99_s(self, st: Any) -> float:
         return 0.3 + 0.4 * st.lam
 
+    def ttft_p99_at_most_s(self, st: Any) -> float:  # exact, so a bound too
+        return self.ttft_p99_s(st)
+
     def itl_p99_s(self, st: Any) -> float:
         return 0.006 if st.lam < 1.35 else 0.108
 

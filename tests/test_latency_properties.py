@@ -261,3 +261,28 @@ def test_ttft_p99_rises_with_load_under_heavy_bursts() -> None:
         assert p.stable and p.ttft_p99_s is not None
         assert p.ttft_p99_s >= prev, f"{pct}% load: TTFT p99 {p.ttft_p99_s} < {prev}"
         prev = p.ttft_p99_s
+
+
+@SETTINGS
+@given(
+    dep=deployments(),
+    prompts=lengths(1, 12_000),
+    outputs=lengths(1, 2_000),
+    burstiness=st.sampled_from([0.05, 0.5, 1.0, 4.0]),
+    hit=st.sampled_from([0.0, 0.3]),
+    load=st.floats(0.0, 1.0),
+)
+def test_the_ttft_bound_the_capacity_search_trusts_is_a_bound(
+    dep: Deployment,
+    prompts: dict[str, Any],
+    outputs: dict[str, Any],
+    burstiness: float,
+    hit: float,
+    load: float,
+) -> None:
+    """`Engine.ttft_p99_at_most_s` lets the capacity search skip TTFT's quantiles: it must never
+    sit below the p99 they give (computed after it, on the same state)."""
+    e = build(dep, workload(prompts, outputs, burstiness, hit)).engines["colocated"]
+    s = e.state_at(load * e.boundary().n_max)
+    bound = e.ttft_p99_at_most_s(s)
+    assert e.ttft_p99_s(s) <= bound * (1 + 1e-9)

@@ -64,6 +64,7 @@ from planner.costmodel.steptime import StepCoefficients, batch_time_s, step_time
 from planner.latency.queueing import (
     NO_WAIT,
     SPREAD,
+    Phases,
     Wait,
     WaitDecayTable,
     gg1_wait,
@@ -111,6 +112,19 @@ class Grid(NamedTuple):
     slack: FloatArray
 
 
+class TtftMixture(NamedTuple):
+    """TTFT's distribution at a state (Engine._ttft_mixture): service times and probabilities,
+    the first `unqueued` not waiting, the rest (probability `queued`) waiting `phases`."""
+
+    values: FloatArray
+    probs: FloatArray
+    phases: Phases
+    waiting: FloatArray | None
+    unqueued: int
+    queued: float
+    shown: Wait
+
+
 @dataclass(eq=False)
 class State:
     """The engine at one concurrency n (decode roles) or one rate lam (prefill-only)."""
@@ -138,6 +152,7 @@ class State:
     full_time: FloatArray | None = None  # the same steps topped up by a backlog (lazily)
     steps: Steps | None = None  # what TTFT and ITL share (lazily)
     ttft: tuple[FloatArray, Wait] | None = None  # Engine._ttft (lazily)
+    ttft_mix: TtftMixture | None = None  # Engine._ttft_mixture (lazily)
     itl: tuple[float, float] | None = None  # Engine._itl (lazily)
     load: tuple[float, float] | None = None  # Engine._load: running requests, KV tokens (lazily)
     decode_var: float | None = None  # Engine._decode_var (lazily)
@@ -395,6 +410,7 @@ class Engine:
         self._shape: ServiceShape | None = None
         self._end: State | None = None
         self._full_cv2: float | None = None
+        self._full_shape: FloatArray | None = None
         self._states: dict[tuple[float, float | None], State] = {}
 
     # ---- one concurrency (hot path) -------------------------------------------------------------
@@ -796,8 +812,11 @@ class Engine:
         pe = self.pe
         j_min = np.floor(pe / s_hi) + 1.0
         j_max = np.floor(pe / max(s_lo, 1e-9))
+        some = j_max >= j_min  # prompts with a chunk count change in (s_lo, s_hi): usually none
+        if not some.any():
+            return root
         points: list[float] = []
-        for p_i, a, b in zip(pe.tolist(), j_min.tolist(), j_max.tolist(), strict=True):
+        for p_i, a, b in zip(pe[some].tolist(), j_min[some].tolist(), j_max[some].tolist(), strict=True):
             for j in range(int(a), min(int(b), int(a) + 64) + 1):
                 share = p_i / j
                 if s_lo < share < s_hi:
@@ -1152,7 +1171,8 @@ class Engine:
                 vals[-1] = full_step
                 rts[-1] = rate
             else:  # the full steps' spread: a lognormal in the probability slices
-                vals[-n_back:] = _lognormal_slice_list(math.sqrt(math.log1p(cv2_full)), full_step)
+                vals[-n_back:] = self._full_step_shape()
+                vals[-n_back:] *= full_step
                 np.multiply(SLICE_PROBS, rate, out=rts[-n_back:])
         s.steps = Steps(
             wait, backlog, lb / 2.0, lb, lb_sq, m, pi, zf, vals, rts, busy, sums, beyond, rb, full_step
@@ -1189,9 +1209,17 @@ class Engine:
         is prefilled alone. Queued beyond the next step, it waits the mean step under way, one
         full-budget step, and the rest of the GI/G/1 queue's wait beyond those (exponential,
         memoryless), and its own steps are full-budget steps (topped up by the queue)."""
-        st = self._steps(s)
         if not self.has_decode:
-            return self._ttft_prefill_pool(s, st.wait), st.wait
+            wait = self._steps(s).wait
+            return self._ttft_prefill_pool(s, wait), wait
+        mix = self._ttft_mixture(s)
+        return response_quantiles_phases(mix.values, mix.probs, mix.phases, LEVELS, mix.waiting), mix.shown
+
+    def _ttft_mixture(self, s: State) -> TtftMixture:
+        """`_compute_ttft`'s distribution before its quantiles (colocated engines), once."""
+        if s.ttft_mix is not None:
+            return s.ttft_mix
+        st = self._steps(s)
         q = st.backlog if st.backlog >= QUEUED_MIN else 0.0
         delay, dprob = self._delay(s, st)
         own = s.own_service if self.extra_ttft is None else s.own_service + self.extra_ttft
@@ -1212,7 +1240,32 @@ class Engine:
             waiting = np.zeros(n_all)
             waiting[size:] = 1.0
         shown = Wait(q, phases_mean_s(phases) + s.t_full) if q > 0 else NO_WAIT
-        return response_quantiles_phases(values, probs, phases, LEVELS, waiting), shown
+        s.ttft_mix = TtftMixture(values, probs, phases, waiting, size, q, shown)
+        return s.ttft_mix
+
+    def ttft_p99_at_most_s(self, s: State) -> float:
+        """A bound TTFT p99 never exceeds at this state, without its quantiles (the capacity
+        search skips TTFT's exact p99 where this bound already shows ITL is the nearer target).
+        Beyond the largest time that does not wait, only the queued prompts' waits reach:
+        P(TTFT > v_q + y) <= q sum_k a_k e^{-y / m_max} (v_q the largest queued time), at most
+        1% at y = m_max ln(100 q sum_k a_k). Colocated engines (else inf: not bounded)."""
+        if s.ttft is not None:
+            return float(s.ttft[0][1])
+        if not self.has_decode:
+            return math.inf
+        mix = self._ttft_mixture(s)
+        v = mix.values
+        if mix.waiting is None:
+            return float(v.max())
+        ph = [(a, m) for a, m in mix.phases if a > 0 and m > 0]
+        top = float(v[: mix.unqueued].max()) if mix.unqueued else 0.0
+        queued = float(v[mix.unqueued :].max())
+        if not ph:
+            return max(top, queued)
+        m_max = max(m for _, m in ph)
+        mass = 100.0 * mix.queued * sum(a for a, _ in ph)
+        y = m_max * math.log(mass) if mass > 1.0 else 0.0
+        return max(top, queued + y)
 
     def _ttft_prefill_pool(self, s: State, wait: Wait) -> FloatArray:
         """The prefill pool of a disaggregated deployment, modelled as a continuous server (no
@@ -1399,6 +1452,14 @@ class Engine:
                 per_step = s_f / self.pe_tok_mean
                 self._full_cv2 = cv2 / max(1.0, per_step)
         return self._full_cv2
+
+    def _full_step_shape(self) -> FloatArray:
+        """The backlog's full steps over their mean: `_full_step_cv2`'s lognormal in the
+        probability slices (scale 1: times the mean step, `_lognormal_slice_list`'s own
+        product), once per engine."""
+        if self._full_shape is None:
+            self._full_shape = np.array(_lognormal_slice_list(math.sqrt(math.log1p(self._full_step_cv2()))))
+        return self._full_shape
 
     def _saturated(self) -> State:
         """The state at the stability boundary's end (decode roles), kept once per engine: the

@@ -1,0 +1,81 @@
+"""The capacity search's shortcut: where a bound on TTFT p99 (`Engine.ttft_p99_at_most_s`)
+already sits below ITL p99's ratio to its target, the search reads f from ITL alone. It must
+change no answer: the same root-find, point for point, as with TTFT's quantiles everywhere."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from planner.deployment import Deployment
+from planner.latency import LatencyModel, Slo, WorkloadStats
+from planner.latency.engine import Engine
+from planner.workload import Workload
+
+SPREAD = {"percentiles": {"p10": 150, "p50": 800, "p90": 2000, "p99": 4000, "max": 8000}}
+ANSWERS = {"pairs": [[100, 0.5], [300, 0.3], [800, 0.15], [2000, 0.05]]}
+
+
+def _model(prompts: dict, burstiness: float, budget: int) -> LatencyModel:
+    w = Workload.from_mapping(
+        {
+            "arrivals": {"requests_per_s": 1.0, "burstiness": burstiness},
+            "input_tokens": prompts,
+            "output_tokens": ANSWERS,
+        }
+    )
+    dep = Deployment(model="Qwen/Qwen3-8B", gpu="h100-sxm", max_num_batched_tokens=budget).resolve()
+    return LatencyModel(dep, WorkloadStats.of(w))
+
+
+CASES = [
+    (SPREAD, 1.0, 4096, Slo(ttft_p99_s=0.5, itl_p99_s=0.04)),  # bench_evaluate's: ITL binds
+    (SPREAD, 0.25, 2048, Slo(ttft_p99_s=2.0, itl_p99_s=0.03)),
+    ({"pairs": [[1155, 1.0]]}, 1.0, 8192, Slo(ttft_p99_s=1.0, itl_p99_s=0.05)),
+    (SPREAD, 1.0, 2048, Slo(ttft_p99_s=0.2, itl_p99_s=0.1)),  # TTFT binds
+]
+
+
+@pytest.mark.parametrize(("prompts", "burstiness", "budget", "slo"), CASES)
+def test_the_ttft_shortcut_changes_no_capacity(
+    prompts: dict, burstiness: float, budget: int, slo: Slo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fast = _model(prompts, burstiness, budget).capacity(slo)
+    exact_calls: list[float] = []
+    bound_calls: list[float] = []
+    real = Engine.ttft_p99_s
+    real_bound = Engine.ttft_p99_at_most_s
+
+    def counted(self: Engine, s: object) -> float:
+        exact_calls.append(1.0)
+        return real(self, s)  # type: ignore[arg-type]
+
+    def counted_bound(self: Engine, s: object) -> float:
+        bound_calls.append(real_bound(self, s))  # type: ignore[arg-type]
+        return math.inf
+
+    monkeypatch.setattr(Engine, "ttft_p99_s", counted)
+    monkeypatch.setattr(Engine, "ttft_p99_at_most_s", counted_bound)
+    slow = _model(prompts, burstiness, budget).capacity(slo)
+    assert repr(fast) == repr(slow)
+    assert bound_calls and exact_calls
+
+
+def test_the_shortcut_skips_ttft_where_itl_binds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In bench_evaluate's case (ITL binds, TTFT p99 at ~37% of its target) the search computes
+    TTFT's quantiles at no point it visits: only the answer's own point reads them."""
+    calls: list[float] = []
+    real = Engine._compute_ttft
+
+    def counted(self: Engine, s: object) -> object:
+        calls.append(s.n)  # type: ignore[attr-defined]
+        return real(self, s)  # type: ignore[arg-type]
+
+    m = _model(SPREAD, 1.0, 4096)
+    m.floors()  # the idle point's TTFT, read by every capacity answer
+    monkeypatch.setattr(Engine, "_compute_ttft", counted)
+    cap = m.capacity(Slo(ttft_p99_s=0.5, itl_p99_s=0.04))
+    assert cap.binding_limit == "itl"
+    at = cap.pools["colocated"].at_capacity
+    assert at is not None and calls == [at.n]
