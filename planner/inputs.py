@@ -38,6 +38,7 @@ from pydantic import (
 )
 
 from planner.catalog.models import Dtype
+from planner.costmodel import fit_data
 from planner.costmodel.profiles import DEFAULT_PROFILE
 from planner.deployment import MAX_TP, MAX_USD_PER_GPU_HOUR, Deployment
 from planner.errors import InvalidInput
@@ -339,7 +340,7 @@ class AnalyzeRequest(BaseModel):
 
 # --- calibrate -----------------------------------------------------------------------------------
 
-_Count = Annotated[int, Field(ge=0, le=MAX_CONTEXT_TOKENS)]
+_Count = Annotated[int, Field(ge=0, le=fit_data.MAX_COUNT)]
 _Ms = Annotated[float, Field(gt=0, le=MAX_LATENCY_MS)]
 
 
@@ -361,15 +362,15 @@ class MeasurementRow(BaseModel):
     prefill_ms: _Ms | None = None
     worst_step_ms: _Ms | None = None
     what: str | None = None
-    value: float | None = Field(default=None, gt=0, le=1e30)
+    value: float | None = Field(default=None, gt=0, le=fit_data.MAX_CEILING)
     device: str | None = None
     torch: str | None = None
     model: str | None = None
     gpu: str | None = None
     dtype: str | None = None
-    params: float | None = Field(default=None, gt=0, le=1e15)
-    kv_bytes_per_token: float | None = Field(default=None, gt=0, le=1e12)
-    weights_bytes: float | None = Field(default=None, gt=0, le=1e16)
+    params: float | None = Field(default=None, gt=0, le=fit_data.INFO_MAX["params"])
+    kv_bytes_per_token: float | None = Field(default=None, gt=0, le=fit_data.INFO_MAX["kv_bytes_per_token"])
+    weights_bytes: float | None = Field(default=None, gt=0, le=fit_data.INFO_MAX["weights_bytes"])
 
 
 class MeasurementsInput(BaseModel):

@@ -140,6 +140,21 @@ def _doc(*rows: dict) -> str:
             "steps is 3, but a 1000-token prompt in 512-token chunks takes 2",
         ),
         (_doc({"kind": "ceiling", "what": "x"}), "a ceiling row needs"),
+        # found by the CLI fuzzer's exploration mode: a batch of 2.4e155 (a float equal to an
+        # integer) overflowed the fit inside SciPy; a 1e308 TB/s ceiling read "inf of the datasheet"
+        (
+            _doc({"kind": "decode", "batch": 2.415732213238354e155, "ctx": 100, "ms": 4}),
+            r"rows\[0\]: batch must be at most 10,000,000",
+        ),
+        (_doc({"kind": "linear", "tokens": 10_000_001, "ms": 4}), "tokens must be at most 10,000,000"),
+        (
+            _doc({"kind": "ceiling", "what": "d2d_copy_TBps", "value": 1e308}),
+            r"rows\[0\]: value must be at most 1e\+30",
+        ),
+        (
+            _doc({"kind": "info", "params": 1e20}, {"kind": "linear", "tokens": 1, "ms": 4}),
+            r"info.params must be at most 1e\+15",
+        ),
         (
             _doc({"kind": "info", "params": "many"}, {"kind": "linear", "tokens": 1, "ms": 4}),
             "info.params must be a positive number",

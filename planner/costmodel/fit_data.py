@@ -22,7 +22,10 @@ decode, prefill, chunked_prefill (info and ceiling rows exist only in JSON).
 
 Times are milliseconds in [MIN_MS, MAX_MS] (1 µs, a kernel launch, to one hour): outside
 that a row is a unit mistake, and a fit over it cannot be computed (relative residuals over a
-time of 1e-300 ms overflow). Errors name the file and line (and for JSON the row index) of the
+time of 1e-300 ms overflow). Shapes (tokens, batch, ctx, prompt, chunk, decodes, steps) are
+integers up to MAX_COUNT (10,000,000: a batch of 2.4e155 overflowed the fit), ceilings up to
+MAX_CEILING, info's numbers up to INFO_MAX; the inline rows of `api.calibrate` take the same
+ranges. Errors name the file and line (and for JSON the row index) of the
 offending row.
 """
 
@@ -63,6 +66,9 @@ _OPTIONAL_KEYS: dict[str, tuple[str, ...]] = {"chunked_prefill": ("steps",)}
 _ZERO_OK = {"decodes", "ctx"}  # counts that may be 0 (a chunked prefill with no decodes)
 MIN_MS = 1e-3  # a measured time's range (module docstring)
 MAX_MS = 3.6e6
+MAX_COUNT = 10_000_000  # tokens, sequences or steps in a row's shape: beyond every model's context
+MAX_CEILING = 1e30  # a measured ceiling, in its own unit (TB/s, TFLOP/s)
+INFO_MAX = {"params": 1e15, "kv_bytes_per_token": 1e12, "weights_bytes": 1e16}  # info's numbers
 
 
 @dataclass(frozen=True)
@@ -161,6 +167,8 @@ def parse_json(text: str, name: str, field: str = "MEASUREMENTS") -> Measurement
                 raise InvalidInput(
                     field, f"{where}: a ceiling row needs 'what' (text) and a positive 'value'"
                 )
+            if float(value or 0) > MAX_CEILING:
+                raise InvalidInput(field, f"{where}: value must be at most {MAX_CEILING:g}, got {value!r}")
             ceilings[what] = float(value or 0)
             continue
         rows.append(_step_row(item, line, where, field))
@@ -252,6 +260,8 @@ def _step_row(item: Mapping[str, Any], line: int | None, where: str, field: str)
             raise InvalidInput(
                 field, f"{where}: {k} must be {'>= 0' if k in _ZERO_OK else 'positive'}, got {v}"
             )
+        if int(v) > MAX_COUNT:
+            raise InvalidInput(field, f"{where}: {k} must be at most {MAX_COUNT:,}, got {v!r}")
         values[k] = int(v)
     secs: list[float] = []
     for k in times:
@@ -282,9 +292,11 @@ def _step_row(item: Mapping[str, Any], line: int | None, where: str, field: str)
 
 
 def _check_info(info: Mapping[str, Any], name: str, field: str) -> None:
-    for k in ("params", "kv_bytes_per_token", "weights_bytes"):
+    for k, most in INFO_MAX.items():
         if k in info and (not _is_number(info[k]) or not info[k] > 0):
             raise InvalidInput(field, f"{name}: info.{k} must be a positive number, got {info[k]!r}")
+        if k in info and info[k] > most:
+            raise InvalidInput(field, f"{name}: info.{k} must be at most {most:g}, got {info[k]!r}")
     for k in ("device", "torch", "model", "gpu", "dtype"):
         if k in info and not isinstance(info[k], str):
             raise InvalidInput(field, f"{name}: info.{k} must be text, got {info[k]!r}")
