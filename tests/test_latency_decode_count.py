@@ -168,7 +168,7 @@ def _itl_reference(eng: Any, st: Any) -> tuple[float, float]:
 
     from planner.costmodel.steptime import step_time_s
     from planner.latency.engine import LEVELS, SLICE_PROBS
-    from planner.latency.queueing import tail_quantiles
+    from planner.latency.queueing import SPREAD, tail_quantiles
 
     steps = eng._steps(st)
     total = float(steps.rates.sum())
@@ -183,11 +183,14 @@ def _itl_reference(eng: Any, st: Any) -> tuple[float, float]:
     seen = np.array([step_time_s(eng.k, 0.0, 0.0, c, c * eng.cbar) for c in counts])
     shares = SLICE_PROBS / seen
     shares *= max(1.0 - total, 0.0) / shares.sum()
+    # the slices' spread: SPREAD, no wider than their own range (max - min) / (max + min)
+    narrow = min(SPREAD, max((seen[-1] - seen[0]) / (seen[-1] + seen[0]), 1e-6))
     q = tail_quantiles(
         float(seen[0]),
         np.concatenate((steps.values, seen)),
         np.concatenate((steps.rates, shares)),
         LEVELS,
+        np.concatenate((np.full(steps.values.size, SPREAD), np.full(seen.size, narrow))),
         total=total + max(1.0 - total, 0.0),
     )
     return float(q[0]), float(q[1])
@@ -234,3 +237,41 @@ def test_top_slice_alone_is_the_slice_lists_last() -> None:
     for sigma in (0.0, 0.05, 0.4, 1.5, 3.0):
         for scale in (1.0, 12.5, 600.0):
             assert _lognormal_top_slice(sigma, scale) == _lognormal_slice_list(sigma, scale)[-1]
+
+
+@pytest.mark.parametrize(
+    ("model", "gpu", "prompts", "outputs"),
+    [
+        ("Qwen/Qwen3-8B", "h200-sxm", [[1, 1.0]], [[2, 1.0]]),
+        ("Qwen/Qwen3-8B", "h100-sxm", [[300, 0.5], [3000, 0.5]], [[50, 0.5], [400, 0.5]]),
+        ("Qwen/Qwen3-30B-A3B", "h100-sxm", [[512, 1.0]], [[32, 1.0]]),
+    ],
+)
+def test_itl_p99_meets_the_idle_floor_as_load_vanishes(
+    model: str, gpu: str, prompts: list[list[float]], outputs: list[list[float]]
+) -> None:
+    """At vanishing load a decoder is alone: its steps are one decode step, the idle floor. The
+    decode-only slices close onto that step and so does their spread (`_decode_slice_spread`);
+    with the 5% spread kept, ITL p99 read 4.9% above the floor at every positive rate."""
+    wl = Workload.from_mapping(
+        {
+            "arrivals": {"requests_per_s": 1.0},
+            "input_tokens": {"pairs": prompts},
+            "output_tokens": {"pairs": outputs},
+        }
+    )
+    eng = LatencyModel(Deployment(model=model, gpu=gpu).resolve(), WorkloadStats.of(wl)).engines["colocated"]
+    floor = eng.zero_point().itl_p99_s
+    assert floor is not None
+    low = eng.itl_p99_s(eng.state_at(1e-9))
+    assert low == pytest.approx(floor, rel=1e-5)
+    assert eng.itl_p99_s(eng.state_at(1e-3)) >= low  # and rises from there
+
+
+def test_decode_slice_spread_closes_with_the_slices() -> None:
+    from planner.latency.engine import MIN_SLICE_SPREAD, _decode_slice_spread
+    from planner.latency.queueing import SPREAD
+
+    assert _decode_slice_spread([5.0] * 8) == MIN_SLICE_SPREAD  # one step: (almost) an atom
+    assert _decode_slice_spread([5.0, 5.0, 5.0, 5.0, 5.0, 5.0, 5.0, 5.2]) == pytest.approx(0.2 / 10.2)
+    assert _decode_slice_spread([5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0]) == SPREAD  # wide: the usual 5%

@@ -8,7 +8,9 @@ attention than a decode does, so the full-budget step gets slightly cheaper as l
 does in vLLM). ITL p99 may therefore dip by about a percent next to saturation (at most ~0.7%
 seen over wide random sweeps with the roofline; 1.02% with the calibrated H200, whose decodes
 below the attention kernel's parallelism read their KV at a flat cost per step, so each decode
-that displaces a prefill token saves more: Qwen3-8B, budget 1024, 99.5% of the stable rate).
+that displaces a prefill token saves more: Qwen3-8B, budget 1024, 99.5% of the stable rate; 1.004%
+from 86.5% to 90.8% with 9,211-token prompts, where the backlog's full steps carry their deep
+chunks: the example below).
 TTFT p99 never dips.
 """
 
@@ -26,8 +28,9 @@ from planner.errors import InvalidInput
 from planner.latency import LatencyModel, Slo, WorkloadStats
 from planner.workload import Workload
 
-# How far a p99 may dip as load rises. Ordinary workloads: ITL p99 by a fraction of a percent
-# (a full budget gets cheaper as decodes displace deep prefill tokens); TTFT p99 by ~1e-5 with
+# How far a p99 may dip as load rises. Ordinary workloads: ITL p99 by about a percent (a full
+# budget gets cheaper as decodes displace deep prefill tokens: 1.004% the most seen, the module
+# docstring); TTFT p99 by ~1e-5 with
 # MoE models (a larger batch spreads over more experts: 6.4e-6 seen) and by up to ~1.1e-3 where
 # weight moves between the mixture's classes (H200, max_num_seqs 16, 512-token prompts: 4.8e-4;
 # prompts just over the budget, the example below: 1.1e-3 from 91% to 95% of the max stable rate,
@@ -37,7 +40,7 @@ from planner.workload import Workload
 # steps take over the mix from the steps of a last chunk with company (ITL p99 -28% seen while a
 # company's attention was charged as one prompt's: the example below), and the company count's
 # burst factor falls as the company grows (TTFT p99 -2% seen).
-ITL_DIP = 1e-2
+ITL_DIP = 1.5e-2
 TTFT_DIP = 2e-3
 SHORT_PROMPT = 512
 SHORT_ANSWER = 32
@@ -131,6 +134,13 @@ def build(dep: Deployment, w: Workload) -> LatencyModel:
     burstiness=0.5,
     hit=0.0,
 )
+@example(  # found by HYPOTHESIS_PROFILE=explore (2026-12-01): ITL p99 52.68 -> 52.15 ms, -1.004%
+    dep=Deployment(model="Qwen/Qwen3-8B", gpu="h200-sxm", max_num_batched_tokens=1024),
+    prompts={"pairs": [[1, 4 / 7], [9211, 3 / 7]]},
+    outputs={"pairs": [[13, 0.5], [1124, 0.5]]},
+    burstiness=4.0,
+    hit=0.0,
+)
 @example(
     dep=Deployment(model="Qwen/Qwen3-32B", gpu="a100-80gb-sxm", max_num_batched_tokens=8192),
     prompts={"pairs": [[9594, 1.0]]},
@@ -195,6 +205,18 @@ def test_more_burstiness_never_lowers_ttft_p99(
     outputs=lengths(2, 1_500),
     ttft_ms=st.floats(50, 5_000),
     itl_ms=st.floats(5, 300),
+)
+# Found by HYPOTHESIS_PROFILE=explore (2026-12-01): 1-token prompts, 2-token answers, an ITL target
+# of 6 ms between the idle floor (one decode step, 5.75 ms) and what the model read at every
+# positive rate (6.03 ms: the decode-only slices' 5% spread around a count that no longer
+# wanders) gave "no positive rate meets the SLO" with the floor below the target. The slices'
+# spread now closes with their range (`_decode_slice_spread`): 1.74 req/s, TTFT binding.
+@example(
+    dep=Deployment(model="Qwen/Qwen3-8B", gpu="h200-sxm"),
+    prompts={"pairs": [[1, 1.0]]},
+    outputs={"pairs": [[2, 1.0]]},
+    ttft_ms=59.0,
+    itl_ms=6.0,
 )
 def test_capacity_answer_meets_its_slo(
     dep: Deployment, prompts: dict[str, Any], outputs: dict[str, Any], ttft_ms: float, itl_ms: float

@@ -191,6 +191,7 @@ TAIL_LEVEL = 0.01  # the backlog's drain stretch is sized at the wait's p99 (Eng
 STRETCH_PASSES = 30  # fixed-point passes of the stretch (converges in a few; bounded)
 STRETCH_DRIFT_FLOOR = 0.05  # the stretched drift never falls below this share of 1 - rho
 QUEUED_MIN = 1e-6  # below this chance of queueing beyond the next step, TTFT ignores it
+MIN_SLICE_SPREAD = 1e-6  # `_decode_slice_spread`'s floor: tail_quantiles needs a width
 COMPANY_PASSES = 2  # passes of the step mix with company (module docstring of _steps)
 FULL_STEP_OFFSETS = 4  # chunk offsets per long prompt for the full steps' spread (_full_step_cv2)
 COUNT_ATOMS = 8  # a company's prompt count as atoms (`_count_given_any`), for prompts of alike lengths
@@ -223,6 +224,16 @@ def _lognormal_slice_list(sigma: float, scale: float = 1.0) -> list[float]:
         out.append(scale * ((cur - prev) / p))
         prev = cur
     return out
+
+
+def _decode_slice_spread(seen: list[float]) -> float:
+    """How far each decode-only slice's step time is spread (relative half-width): SPREAD, but
+    no wider than the slices' own range, (max - min) / (max + min). As the count stops
+    wandering (a lone decoder at vanishing load) the slices close onto one step and so does
+    their spread: ITL then meets the idle floor, one decode step, instead of sitting 5% above
+    it at every positive rate (a target between the two read as no rate meeting the SLO)."""
+    lo, hi = seen[0], seen[-1]
+    return min(SPREAD, max((hi - lo) / (hi + lo), MIN_SLICE_SPREAD)) if hi + lo > 0 else SPREAD
 
 
 def _lognormal_top_slice(sigma: float, scale: float = 1.0) -> float:
@@ -1592,7 +1603,12 @@ class Engine:
             below = st.values * (1.0 - SPREAD) < top
             values = np.concatenate((st.values[below], seen))
             rates = np.concatenate((st.rates[below], [w * scale for w in shares]))
-            s.itl_all = tail_quantiles(seen[0], values, rates, LEVELS, total=max(total, 1.0))
+            spread: float | FloatArray = SPREAD
+            narrow = _decode_slice_spread(seen)
+            if narrow < SPREAD:
+                spread = np.full(values.size, SPREAD)
+                spread[-len(seen) :] = narrow
+            s.itl_all = tail_quantiles(seen[0], values, rates, LEVELS, spread, total=max(total, 1.0))
         return float(s.itl_all[i])
 
     def _decode_step_s(self, count: float) -> float:

@@ -250,7 +250,7 @@ def tail_quantiles(
     values: FloatArray,
     rates: FloatArray,
     levels: FloatArray,
-    spread: float = SPREAD,
+    spread: float | FloatArray = SPREAD,
     total: float | None = None,
 ) -> FloatArray:
     """Quantiles of the steps a decoder sees: the share r_j of steps takes about v_j (>= atom),
@@ -259,7 +259,8 @@ def tail_quantiles(
     linearly from 1 to 0 across the spread. When the r_j sum past 1 (every step carries
     something) the tail is capped at 1 rather than the shares normalized. P(X > x) rises with
     every r_j and v_j, so no quantile falls when a share or a step time grows, and quantiles
-    move continuously with them. `total`: float(rates.sum()) when the caller has it."""
+    move continuously with them. `spread`: one relative half-width, or one per value (> 0).
+    `total`: float(rates.sum()) when the caller has it."""
     if total is None:
         total = float(rates.sum())
     if total <= 0:
