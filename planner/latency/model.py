@@ -587,8 +587,8 @@ class LatencyModel:
             if ttft_t is not None and (ri is None or ri <= 1.0):
                 # Where a bound on TTFT p99 already sits below ITL's ratio, f is ITL's: the
                 # exact TTFT p99 (its quantiles, ~a third of a point's cost) is not needed.
-                near = ri is not None and e.ttft_p99_at_most_s(st) * TTFT_BOUND_MARGIN / ttft_t <= ri
-                rt = None if near else e.ttft_p99_s(st) / ttft_t
+                itl_nearer = ri is not None and e.ttft_p99_at_most_s(st) * TTFT_BOUND_MARGIN / ttft_t <= ri
+                rt = None if itl_nearer else e.ttft_p99_s(st) / ttft_t
             memo[x] = (st, ri, rt)
             v = max(-math.inf if ri is None else ri - 1.0, -math.inf if rt is None else rt - 1.0)
             return min(v, HUGE) if math.isfinite(v) else HUGE
