@@ -92,6 +92,16 @@ def workload(
     )
 
 
+# A deployment and a workload, as the load sweeps draw them.
+LOADED = {
+    "dep": deployments(),
+    "prompts": lengths(1, 12_000),
+    "outputs": lengths(1, 2_000),
+    "burstiness": st.sampled_from([0.05, 0.5, 1.0, 4.0]),
+    "hit": st.sampled_from([0.0, 0.3]),
+}
+
+
 def build(dep: Deployment, w: Workload) -> LatencyModel:
     try:
         resolved = dep.resolve()
@@ -102,13 +112,7 @@ def build(dep: Deployment, w: Workload) -> LatencyModel:
 
 
 @SETTINGS
-@given(
-    dep=deployments(),
-    prompts=lengths(1, 12_000),
-    outputs=lengths(1, 2_000),
-    burstiness=st.sampled_from([0.05, 0.5, 1.0, 4.0]),
-    hit=st.sampled_from([0.0, 0.3]),
-)
+@given(**LOADED)
 # Found by HYPOTHESIS_PROFILE=explore (2026-12-01): ITL p99 fell from 115.6 to 83.7 ms between 95%
 # and 99.5% of the max stable rate, while the company's attention was charged as one prompt of
 # its whole size (many 1- and 758-token prompts in a burst): the backlog's cheaper full steps
@@ -286,14 +290,7 @@ def test_ttft_p99_rises_with_load_under_heavy_bursts() -> None:
 
 
 @SETTINGS
-@given(
-    dep=deployments(),
-    prompts=lengths(1, 12_000),
-    outputs=lengths(1, 2_000),
-    burstiness=st.sampled_from([0.05, 0.5, 1.0, 4.0]),
-    hit=st.sampled_from([0.0, 0.3]),
-    load=st.floats(0.0, 1.0),
-)
+@given(**LOADED, load=st.floats(0.0, 1.0))
 def test_the_ttft_bound_the_capacity_search_trusts_is_a_bound(
     dep: Deployment,
     prompts: dict[str, Any],
