@@ -79,3 +79,25 @@ def test_the_shortcut_skips_ttft_where_itl_binds(monkeypatch: pytest.MonkeyPatch
     assert cap.binding_limit == "itl"
     at = cap.pools["colocated"].at_capacity
     assert at is not None and calls == [at.n]
+
+
+def test_the_bound_is_infinite_where_a_wait_phase_is() -> None:
+    """A wait phase of infinite mean makes TTFT's quantiles infinite; the bound must be too."""
+    import numpy as np
+
+    from planner.latency.engine import TtftMixture
+    from planner.latency.queueing import NO_WAIT
+
+    e = _model(SPREAD, 1.0, 4096).engines["colocated"]
+    s = e.state_at(10.0)
+    s.ttft_mix = TtftMixture(
+        np.array([0.1, 0.2, 0.3]),
+        np.array([0.5, 0.495, 0.005]),  # so few queued that the 1% point needs no wait at all
+        ((0.5, 0.01), (0.5, math.inf)),
+        np.array([0.0, 0.0, 1.0]),
+        2,
+        0.005,
+        NO_WAIT,
+    )
+    assert e.ttft_p99_at_most_s(s) == math.inf
+    assert e.ttft_p99_s(s) == math.inf

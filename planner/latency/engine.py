@@ -1274,6 +1274,8 @@ class Engine:
         if not ph:
             return max(top, queued)
         m_max = max(m for _, m in ph)
+        if not math.isfinite(m_max):  # the quantiles read inf there too
+            return math.inf
         mass = 100.0 * mix.queued * sum(a for a, _ in ph)
         y = m_max * math.log(mass) if mass > 1.0 else 0.0
         return max(top, queued + y)
