@@ -428,6 +428,22 @@ def test_tail_quantiles_two_overlapping_values() -> None:
     np.testing.assert_allclose(got, [1.0, 4.0, 14.0 / 3.0, 4.8, 7.4], rtol=EXACT)
 
 
+def test_tail_quantiles_spread_per_value() -> None:
+    """A spread per value: v1 = 4 with 0.25 (on [3, 5], share 0.4), v2 = 6 with 0.05 (on
+    [5.7, 6.3], share 0.3), atom 1. P(X > x) = 0.3 + 0.2 (5 - x) on [3, 5], 0.3 on [5, 5.7],
+    0.5 (6.3 - x) on [5.7, 6.3]:
+    q = 0.5  (0.5):  0.3 + 0.2 (5 - x) = 0.5 -> 4
+    q = 0.8  (0.2):  0.5 (6.3 - x) = 0.2    -> 5.9
+    q = 0.99 (0.01): 0.5 (6.3 - x) = 0.01   -> 6.28
+    The same spread for every value gives what the scalar gives."""
+    levels = np.array([0.5, 0.8, 0.99])
+    values, rates = np.array([4.0, 6.0]), np.array([0.4, 0.3])
+    got = tail_quantiles(1.0, values, rates, levels, spread=np.array([0.25, 0.05]))
+    np.testing.assert_allclose(got, [4.0, 5.9, 6.28], rtol=EXACT)
+    same = tail_quantiles(1.0, values, rates, levels, spread=np.array([0.25, 0.25]))
+    np.testing.assert_array_equal(same, tail_quantiles(1.0, values, rates, levels, spread=0.25))
+
+
 def test_tail_quantiles_cap_not_normalize() -> None:
     """Shares summing past 1 (0.8 + 0.6; every step carries something): P(X > x) is
     min(1, 0.4 (5 - x) + 0.2 (7.5 - x)) over the same ranges, capped, not divided by 1.4:
