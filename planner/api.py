@@ -285,6 +285,7 @@ def simulate(request: SimulateRequest | Mapping[str, Any], *, base_dir: BaseDir 
     requests sampled from the workload or replayed from a trace. Same request, same report."""
     import numpy as np
 
+    from planner.simulate.requests import within_context
     from planner.simulate.run import engine_config, run
 
     req = validate_request(SimulateRequest, request)
@@ -294,6 +295,11 @@ def simulate(request: SimulateRequest | Mapping[str, Any], *, base_dir: BaseDir 
     resolved, profile = _resolve(req.deployment, req.profile, base)
     reqs, source = _replayed(req, base) if req.trace is not None else _sampled(req, workload)
     hit = workload.prefix_cache_hit_fraction
+    # As vLLM serves them: outputs stop at the model's context (the simulator cuts them too).
+    try:
+        reqs, cut = within_context(reqs, resolved.scheduler.max_model_len)
+    except InvalidInput as exc:
+        raise InvalidInput("trace" if req.trace is not None else "workload", exc.reason) from None
     t = req.slo or SloTargets.model_construct()
     targets = {
         "ttft_p99_ms": t.ttft_p99_ms,
@@ -321,6 +327,7 @@ def simulate(request: SimulateRequest | Mapping[str, Any], *, base_dir: BaseDir 
         mean_input_tokens=float(np.mean(reqs.prompt_tokens)),
         mean_output_tokens=float(np.mean(reqs.output_tokens)),
         prefix_cache_hit_fraction=hit,
+        outputs_cut_at_context=cut,
     )
     out: dict[str, Any] = {
         "deployment": {

@@ -180,6 +180,7 @@ class Deployment(BaseModel):
                 max_num_seqs=seqs,
                 max_num_batched_tokens=budget,
                 long_prefill_token_threshold=self.long_prefill_token_threshold,
+                max_model_len=model.max_position_embeddings,
             ),
             usd_per_gpu_hour=self.usd_per_gpu_hour if self.usd_per_gpu_hour is not None else gpu.price,
             replicas=self.replicas if d is None else 0,

@@ -251,6 +251,7 @@ class SimulationInput(_Report):
     mean_input_tokens: float
     mean_output_tokens: float
     prefix_cache_hit_fraction: float
+    outputs_cut_at_context: int  # answers vLLM stops at max_model_len (the model's context)
 
 
 class SimulationTargets(_Report):

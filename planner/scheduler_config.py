@@ -22,8 +22,11 @@ class SchedulerConfig:
     blocks of `block_size` tokens the replica holds. `prefix_cache_hit_fraction` h (a property
     of the workload, 0 as built from a deployment; `with_prefix_cache_hits`): a request admitted
     with nothing computed finds its first floor(h * prompt) tokens already cached (at most
-    prompt - 1: vLLM always computes the last prompt token to get logits). Unset knobs default
-    to vLLM's online-serving values on >= 70 GiB GPUs (planner.vllm_defaults)."""
+    prompt - 1: vLLM always computes the last prompt token to get logits). `max_model_len`:
+    a request's prompt and output together (vLLM's default, the model's context, as
+    `Deployment.resolve` sets it; 0 = no limit): a prompt must leave room for one output token
+    and generation stops there. Unset knobs default to vLLM's online-serving values on >= 70 GiB
+    GPUs (planner.vllm_defaults)."""
 
     kv_cache_blocks: int
     max_num_seqs: int = LARGE_GPU_MAX_NUM_SEQS
@@ -31,6 +34,7 @@ class SchedulerConfig:
     long_prefill_token_threshold: int = 0
     block_size: int = BLOCK_SIZE_TOKENS
     prefix_cache_hit_fraction: float = 0.0
+    max_model_len: int = 0
 
     def __post_init__(self) -> None:
         if self.kv_cache_blocks < 1:
@@ -50,6 +54,8 @@ class SchedulerConfig:
             )
         if self.block_size < 1:
             raise InvalidInput("block_size", f"must be >= 1, got {self.block_size}")
+        if self.max_model_len < 0:
+            raise InvalidInput("max_model_len", f"must be >= 0 (0 = no limit), got {self.max_model_len}")
         h = self.prefix_cache_hit_fraction
         if not (math.isfinite(h) and 0.0 <= h <= 1.0):
             raise InvalidInput("prefix_cache_hit_fraction", f"must be in [0, 1], got {h}")

@@ -267,3 +267,36 @@ def test_a_timer_giving_no_time_or_nan_is_refused(step_s: float) -> None:
     with pytest.raises(InvalidInput) as exc:
         simulate(([0.0, 1.0], [10, 10], [50, 50]), Broken(), CFG)
     assert exc.value.field == "timer"
+
+
+def test_outputs_stop_at_max_model_len_as_vllm_stops_them() -> None:
+    """vLLM ends a request at max_model_len (finish reason "length") and refuses a prompt that
+    leaves no room for an output token. The simulator cuts outputs at the config's
+    max_model_len, in arrays and streams, colocated and disaggregated: the result of requests
+    cut by hand."""
+    import dataclasses
+
+    wl = _workload()
+    arrays = workload_requests(wl, 7, count=600)
+    limit = int(arrays.prompt_tokens.max()) + 300
+    cut_cfg = dataclasses.replace(CFG, max_model_len=limit)
+    by_hand = RequestArrays(
+        arrays.arrival_s, arrays.prompt_tokens, np.minimum(arrays.output_tokens, limit - arrays.prompt_tokens)
+    )
+    assert (by_hand.output_tokens < arrays.output_tokens).sum() > 5
+    want = _dump(simulate(by_hand, Roofline(), CFG, replicas=2))
+    assert _dump(simulate(arrays, Roofline(), cut_cfg, replicas=2)) == want
+    stream = RequestStream(
+        RequestArrays(c.arrival_s, c.prompt_tokens, c.output_tokens)
+        for c in wl.request_chunks(7, count=600, chunk_size=97)
+    )
+    assert _dump(simulate(stream, Roofline(), cut_cfg, replicas=2)) == want
+    kw: dict[str, Any] = {"prefill_replicas": 1, "decode_replicas": 2, "kv_transfer": 1e-6}
+    assert _dump(simulate_disaggregated(arrays, Roofline(), Roofline(), cut_cfg, cut_cfg, **kw)) == _dump(
+        simulate_disaggregated(by_hand, Roofline(), Roofline(), CFG, CFG, **kw)
+    )
+    # a prompt of max_model_len tokens leaves no room for an output token: refused, by request
+    long = RequestArrays(np.array([0.0, 1.0]), np.array([10, limit]), np.array([5, 5]))
+    with pytest.raises(InvalidInput, match=f"request 1 has a {limit:,}-token prompt") as exc:
+        simulate(long, Roofline(), cut_cfg)
+    assert exc.value.field == "requests"

@@ -302,7 +302,7 @@ def test_bad_flags_name_the_flag(
             TINY.replace("max_num_batched_tokens: 2048", "max_num_batched_tokens: 2048, bogus: 1"),
             "deployment.bogus",
         ),
-        # a prompt longer than a replica's KV cache
+        # a prompt longer than the model's context (and a replica's KV cache)
         (TINY.replace("[900, 0.5]", "[3000000, 0.5]"), "workload"),
     ],
 )
@@ -324,7 +324,7 @@ def test_bad_trace_rows_name_the_line(tmp_path: Path, capsys: pytest.CaptureFixt
     big = tmp_path / "big.csv"
     big.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n0,10,5\n1,3000000,5\n")
     rc, _, err = cli(["simulate", str(f), "--trace", str(big)], capsys)
-    assert rc == 2 and err.startswith("capplan: error: --trace: request 1 needs KV"), err
+    assert rc == 2 and err.startswith("capplan: error: --trace: request 1 has a 3,000,000-token prompt"), err
 
 
 def test_missing_file(capsys: pytest.CaptureFixture[str]) -> None:

@@ -108,6 +108,13 @@ def render(d: dict[str, Any], series: bool) -> str:
         f"requests: {what}: {src['requests']:,} over {src['span_s']:,.1f} s"
         + (f" ({rate:.4g}/s)" if rate is not None else "")
         + f"; input mean {src['mean_input_tokens']:,.0f}, output mean {src['mean_output_tokens']:,.0f} tokens",
+        *(
+            [
+                f"  {src['outputs_cut_at_context']:,} answers stop at the model's context (vLLM's max_model_len)"
+            ]
+            if src["outputs_cut_at_context"]
+            else []
+        ),
         f"simulated {d['duration_s'] or 0.0:,.1f} s: {d['completed']:,} completed, "
         f"{_f(d['request_throughput_rps'], 3)} req/s, {_f(d['output_tokens_per_s'], 0)} output tokens/s",
         "",

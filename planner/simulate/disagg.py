@@ -37,7 +37,7 @@ from planner.simulate.pool import (
     run_pool,
     times_of,
 )
-from planner.simulate.requests import RequestsLike, RequestStream, as_request_arrays
+from planner.simulate.requests import RequestsLike, RequestStream, as_request_arrays, within_context
 from planner.simulate.router import Router, make_router
 from planner.simulate.scheduler import Engine, EventBudget, RequestTable, StepTrace
 from planner.slo import Slo
@@ -78,6 +78,7 @@ def simulate_disaggregated(
     if not callable(kv_transfer) and not (math.isfinite(kv_transfer) and kv_transfer >= 0):
         raise InvalidInput("kv_transfer", f"must be >= 0 seconds per token, got {kv_transfer}")
     reqs = requests.collect() if isinstance(requests, RequestStream) else as_request_arrays(requests)
+    reqs, _ = within_context(reqs, decode_config.max_model_len)  # the decode pool's outputs too
     n = len(reqs)
     prompt = reqs.prompt_tokens
     feed = Feed(reqs, prefill_config, lambda p, o: p)

@@ -49,6 +49,7 @@ from planner.simulate.requests import (
     RequestsLike,
     RequestStream,
     as_request_arrays,
+    within_context,
 )
 from planner.simulate.router import Router
 from planner.simulate.scheduler import MAX_SIM_EVENTS, Engine
@@ -85,7 +86,8 @@ class Feed:
 
     Arrays are validated whole up front (count, span, fit); a `RequestStream` chunk by chunk as
     it is consumed, its arrival times and output lengths kept in typed arrays for the result.
-    `kv_need` gives the KV tokens a request must find free on a replica of `config`."""
+    `kv_need` gives the KV tokens a request must find free on a replica of `config`. Outputs are
+    cut at the config's max_model_len as vLLM stops them (`within_context`)."""
 
     def __init__(
         self, requests: RequestsLike | RequestStream, config: SchedulerConfig, kv_need: KvNeed
@@ -112,6 +114,7 @@ class Feed:
             span = float(reqs.arrival_s.max() - reqs.arrival_s.min())
             if not span <= MAX_SIM_SPAN_S:
                 raise _span(span)
+        reqs, _ = within_context(reqs, config.max_model_len)
         check_fits(np.arange(n), kv_need(reqs.prompt_tokens, reqs.output_tokens), config)
         self._arrays = reqs
         self.origin_s = float(reqs.arrival_s.min()) if n else 0.0
@@ -141,6 +144,7 @@ class Feed:
             if not span <= MAX_SIM_SPAN_S:
                 raise _span(span)
             rids = np.arange(start, start + n)
+            chunk, _ = within_context(chunk, self.config.max_model_len, start)
             check_fits(rids, self.kv_need(chunk.prompt_tokens, chunk.output_tokens), self.config)
             self._arrival.extend(chunk.arrival_s.tolist())
             self._output.extend(chunk.output_tokens.tolist())

@@ -143,3 +143,28 @@ class RequestStream:
             np.concatenate([p.prompt_tokens for p in parts]),
             np.concatenate([p.output_tokens for p in parts]),
         )
+
+
+def within_context(reqs: RequestArrays, max_model_len: int, first_id: int = 0) -> tuple[RequestArrays, int]:
+    """The requests as vLLM serves them under `max_model_len` (0: no limit): a prompt must leave
+    room for an output token (vLLM refuses a prompt of max_model_len tokens or more: InvalidInput
+    naming the request, `first_id` + its index), and generation stops at max_model_len (finish
+    reason "length"): each output cut to max_model_len - prompt. Returns the requests and how
+    many outputs were cut."""
+    if max_model_len <= 0 or not len(reqs):
+        return reqs, 0
+    prompt, output = reqs.prompt_tokens, reqs.output_tokens
+    over = prompt >= max_model_len
+    if over.any():
+        i = int(np.argmax(over))
+        raise InvalidInput(
+            "requests",
+            f"request {first_id + i} has a {int(prompt[i]):,}-token prompt; the model's context "
+            f"(max_model_len) is {max_model_len:,} tokens and vLLM refuses a prompt that leaves no "
+            "room for an output token",
+        )
+    room = max_model_len - prompt
+    cut = int(np.count_nonzero(output > room))
+    if not cut:
+        return reqs, 0
+    return RequestArrays(reqs.arrival_s, prompt, np.minimum(output, room)), cut

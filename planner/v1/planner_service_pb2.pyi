@@ -936,7 +936,7 @@ class SimulatedDeployment(_message.Message):
     def __init__(self, model: _Optional[str] = ..., gpu: _Optional[str] = ..., tp: _Optional[int] = ..., mode: _Optional[_Union[Mode, str]] = ..., replicas: _Optional[int] = ..., prefill_replicas: _Optional[int] = ..., decode_replicas: _Optional[int] = ..., weight_dtype: _Optional[_Union[Dtype, str]] = ..., kv_dtype: _Optional[_Union[Dtype, str]] = ..., max_num_seqs: _Optional[int] = ..., max_num_batched_tokens: _Optional[int] = ..., long_prefill_token_threshold: _Optional[int] = ..., kv_cache_blocks: _Optional[int] = ..., block_size: _Optional[int] = ..., kv_cache_tokens: _Optional[int] = ..., profile: _Optional[str] = ..., router: _Optional[_Union[Router, str]] = ..., profile_warning: _Optional[str] = ...) -> None: ...
 
 class SimulationInput(_message.Message):
-    __slots__ = ("source", "name", "replay", "seed", "mean_requests_per_s_target", "burstiness", "trace_requests", "trace_duration_s", "requests", "span_s", "mean_requests_per_s", "mean_input_tokens", "mean_output_tokens", "prefix_cache_hit_fraction")
+    __slots__ = ("source", "name", "replay", "seed", "mean_requests_per_s_target", "burstiness", "trace_requests", "trace_duration_s", "requests", "span_s", "mean_requests_per_s", "mean_input_tokens", "mean_output_tokens", "prefix_cache_hit_fraction", "outputs_cut_at_context")
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     REPLAY_FIELD_NUMBER: _ClassVar[int]
@@ -951,6 +951,7 @@ class SimulationInput(_message.Message):
     MEAN_INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     MEAN_OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     PREFIX_CACHE_HIT_FRACTION_FIELD_NUMBER: _ClassVar[int]
+    OUTPUTS_CUT_AT_CONTEXT_FIELD_NUMBER: _ClassVar[int]
     source: SimulationSource
     name: str
     replay: Replay
@@ -965,7 +966,8 @@ class SimulationInput(_message.Message):
     mean_input_tokens: float
     mean_output_tokens: float
     prefix_cache_hit_fraction: float
-    def __init__(self, source: _Optional[_Union[SimulationSource, str]] = ..., name: _Optional[str] = ..., replay: _Optional[_Union[Replay, str]] = ..., seed: _Optional[int] = ..., mean_requests_per_s_target: _Optional[float] = ..., burstiness: _Optional[float] = ..., trace_requests: _Optional[int] = ..., trace_duration_s: _Optional[float] = ..., requests: _Optional[int] = ..., span_s: _Optional[float] = ..., mean_requests_per_s: _Optional[float] = ..., mean_input_tokens: _Optional[float] = ..., mean_output_tokens: _Optional[float] = ..., prefix_cache_hit_fraction: _Optional[float] = ...) -> None: ...
+    outputs_cut_at_context: int
+    def __init__(self, source: _Optional[_Union[SimulationSource, str]] = ..., name: _Optional[str] = ..., replay: _Optional[_Union[Replay, str]] = ..., seed: _Optional[int] = ..., mean_requests_per_s_target: _Optional[float] = ..., burstiness: _Optional[float] = ..., trace_requests: _Optional[int] = ..., trace_duration_s: _Optional[float] = ..., requests: _Optional[int] = ..., span_s: _Optional[float] = ..., mean_requests_per_s: _Optional[float] = ..., mean_input_tokens: _Optional[float] = ..., mean_output_tokens: _Optional[float] = ..., prefix_cache_hit_fraction: _Optional[float] = ..., outputs_cut_at_context: _Optional[int] = ...) -> None: ...
 
 class SimulationTargets(_message.Message):
     __slots__ = ("ttft_p99_ms", "tpot_p99_ms", "e2el_p99_ms", "itl_p99_ms")
