@@ -563,7 +563,7 @@ def read_mapping_file(path: str | Path, expected: str = "deployment: and workloa
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise InvalidInput(str(path), "no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except (OSError, ValueError) as exc:  # also bad UTF-8, a NUL byte in the name
         raise InvalidInput(str(path), f"cannot read: {exc}") from None
     # One parse: compose the node graph (LibYAML's C parser where installed, ~5x faster),
     # check its expanded size, then build the data from the same nodes.

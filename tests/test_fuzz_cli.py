@@ -416,7 +416,12 @@ FILE_ARGS: dict[str, list[str]] = {
 }  # fmt: skip
 
 
-GARBAGE_NAMES = [f"garbage{i}" for i in range(len(GARBAGE_FILES))] + ["dir", "missing", "long-name"]
+GARBAGE_NAMES = [f"garbage{i}" for i in range(len(GARBAGE_FILES))] + [
+    "dir",
+    "missing",
+    "long-name",
+    "nul-name",
+]
 GARBAGE_NAMES += ["trace-nan", "trace-huge-time", "trace-huge-tokens", "trace-nul", "trace-big-field"]
 # Contract breaks found by this test in code other helpers own, each with its owner; strict, so
 # the fix turns the case red until its mark goes. ("owner: file function: what breaks")
@@ -435,7 +440,9 @@ def _cases() -> list[Any]:
 
 @pytest.mark.parametrize(("arg", "name"), _cases())
 def test_every_file_argument_takes_garbage(arg: str, name: str, files: dict[str, Path]) -> None:
-    path = "9" * 5000 if name == "long-name" else str(files[name])
+    # a NUL byte in a name (a caller's argv in-process; found by the exploration mode: the
+    # profile, measurements and request-file readers raised ValueError)
+    path = "9" * 5000 if name == "long-name" else "nul\x00name" if name == "nul-name" else str(files[name])
     check(run([x.replace("{}", path) for x in FILE_ARGS[arg]]))
 
 

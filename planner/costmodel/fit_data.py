@@ -122,8 +122,8 @@ def load_measurements(path: str | Path, field: str = "MEASUREMENTS") -> Measurem
         raise InvalidInput(field, f"no such file: {path}") from None
     except IsADirectoryError:
         raise InvalidInput(field, f"{path} is a directory, not a measurements file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InvalidInput(field, f"cannot read {path}: {exc}") from None
+    except (OSError, ValueError) as exc:  # also bad UTF-8, a NUL byte in the name
+        raise InvalidInput(field, f"cannot read {str(path)!r}: {exc}") from None
     if p.suffix.lower() == ".csv":
         return parse_csv(text, p.name, field)
     return parse_json(text, p.name, field)

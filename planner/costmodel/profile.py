@@ -114,8 +114,8 @@ def load_profile_file(path: str | Path, field: str = "profile") -> Profile:
         ) from None
     except IsADirectoryError:
         raise InvalidInput(field, f"profile {path} is a directory, not a JSON file") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InvalidInput(field, f"cannot read profile {path}: {exc}") from None
+    except (OSError, ValueError) as exc:  # also bad UTF-8, bad JSON, a NUL byte in the name
+        raise InvalidInput(field, f"cannot read profile {str(path)!r}: {exc}") from None
     except RecursionError:  # json.loads recurses once per level of [ or {
         raise InvalidInput(field, f"profile {path}: nesting too deep") from None
     return profile_from_data(data, str(path), field)
