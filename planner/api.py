@@ -295,11 +295,12 @@ def simulate(request: SimulateRequest | Mapping[str, Any], *, base_dir: BaseDir 
     resolved, profile = _resolve(req.deployment, req.profile, base)
     reqs, source = _replayed(req, base) if req.trace is not None else _sampled(req, workload)
     hit = workload.prefix_cache_hit_fraction
+    where = "trace" if req.trace is not None else "workload"  # what a refused request came from
     # As vLLM serves them: outputs stop at the model's context (the simulator cuts them too).
     try:
         reqs, cut = within_context(reqs, resolved.scheduler.max_model_len)
     except InvalidInput as exc:
-        raise InvalidInput("trace" if req.trace is not None else "workload", exc.reason) from None
+        raise InvalidInput(where, exc.reason) from None
     t = req.slo or SloTargets.model_construct()
     targets = {
         "ttft_p99_ms": t.ttft_p99_ms,
@@ -315,7 +316,7 @@ def simulate(request: SimulateRequest | Mapping[str, Any], *, base_dir: BaseDir 
         result = run(resolved, reqs, prefix_cache_hit_fraction=hit, router=req.router, slo=goodput)
     except InvalidInput as exc:
         if exc.field == "requests":  # a request longer than a replica's KV cache
-            raise InvalidInput("trace" if req.trace is not None else "workload", exc.reason) from None
+            raise InvalidInput(where, exc.reason) from None
         raise
     cfg = engine_config(resolved, hit)
     arrival = reqs.arrival_s

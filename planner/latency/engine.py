@@ -1260,8 +1260,8 @@ class Engine:
         Beyond the largest time that does not wait, only the queued prompts' waits reach:
         P(TTFT > v_q + y) <= q sum_k a_k e^{-y / m_max} (v_q the largest queued time), at most
         1% at y = m_max ln(100 q sum_k a_k). Colocated engines (else inf: not bounded)."""
-        if s.ttft is not None:
-            return float(s.ttft[0][1])
+        if s.ttft is not None:  # the exact p99 is already there
+            return self.ttft_p99_s(s)
         if not self.has_decode:
             return math.inf
         mix = self._ttft_mixture(s)
