@@ -390,7 +390,8 @@ def test_capacity_meets_the_slo_and_just_above_does_not(slo: Slo, binding: str) 
     assert root.f_bracket[0] < 0 < root.f_bracket[1]  # the bracket straddles the SLO boundary
     at = evaluate(dep, w, requests_per_s=cap.deployment_max_requests_per_s_within_slo)
     # Just above: the search's last failing point (its final bracket's upper end, in decodes n;
-    # the answer is the last point that met the SLO, within CAPACITY_RTOL of the stable range).
+    # the answer is the last point that met the SLO, within CAPACITY_RTOL of the stable range
+    # and CAPACITY_PRECISION of itself).
     assert root.final_bracket is not None
     engine = model_for(dep, w).engines["colocated"]
     fail_rate = 2 * engine.state_n(root.final_bracket[1]).lam
@@ -550,6 +551,41 @@ def test_bursts_that_miss_the_slo_at_any_rate_are_infeasible_not_zero() -> None:
     # the same traffic, Poisson: the same SLO holds up to a real rate
     poisson = w.model_copy(update={"arrivals": w.arrivals.model_copy(update={"burstiness": 1.0})})
     assert capacity(d, poisson, Slo(ttft_p99_s=1.0)).max_requests_per_s_within_slo > 10
+
+
+def test_a_capacity_far_below_the_stable_range_is_found_to_one_percent_of_itself() -> None:
+    """Constant 1155/211-token requests on an A100, budget 2048, TTFT p99 150 ms (floor 128.7 ms):
+    the capacity is 0.54 decodes of a 255-decode stable range. The root's tolerance, 1e-3 of
+    that range (0.25 decodes), left it between 0.421 (met) and 0.549 (missed) and answered
+    0.1530 req/s, 27% low; the search now goes on between those two until they are within
+    CAPACITY_PRECISION (1%) of the answer: 0.1943 req/s."""
+    from planner.deployment import Deployment
+    from planner.latency import LatencyModel, Slo, WorkloadStats
+    from planner.latency.model import CAPACITY_PRECISION
+    from planner.workload import Workload
+
+    w = Workload.model_validate(
+        {
+            "arrivals": {"requests_per_s": 1.0},
+            "input_tokens": {"constant": 1155},
+            "output_tokens": {"constant": 211},
+        }
+    )
+    d = Deployment(model="Qwen/Qwen3-8B", gpu="a100-80gb-sxm", max_num_batched_tokens=2048, max_num_seqs=256)
+    m = LatencyModel(d.resolve(), WorkloadStats.of(w))
+    slo = Slo(ttft_p99_s=0.150, itl_p99_s=0.060)
+    cap = m.capacity(slo)
+    assert cap.feasible and cap.binding_limit == "ttft"
+    e = m.engines["colocated"]
+    root = cap.root
+    assert root is not None and root.converged and root.final_bracket is not None
+    assert root.bracket == (0.0, e.boundary().n_max)  # one search over the whole range, refined
+    met, missed = root.final_bracket
+    assert met < 0.01 * e.boundary().n_max
+    assert 0 < missed - met <= CAPACITY_PRECISION * met
+    assert e.state_n(met).lam == pytest.approx(cap.max_requests_per_s_within_slo, rel=1e-12)
+    assert e.ttft_p99_s(e.state_n(met)) <= 0.150 < e.ttft_p99_s(e.state_n(missed))
+    assert cap.max_requests_per_s_within_slo == pytest.approx(0.1943, rel=1e-3)
 
 
 def test_an_slo_just_above_the_idle_floor_holds_below_the_roots_precision() -> None:

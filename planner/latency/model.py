@@ -36,6 +36,11 @@ BindingLimit = Literal["ttft", "itl", "compute", "kv_capacity", "max_num_seqs", 
 # (7.652 at 1e-4, 7.634 here) for two capacity evaluations fewer (11 -> 9); the model itself is
 # ~10% from the simulator (docs/accuracy.md).
 CAPACITY_RTOL = 1e-3
+# That tolerance is a share of the whole stable range, so a capacity far below the range's end
+# (a tight SLO) came out coarse (up to 34% low, docs/latency.md "Capacity"). Where the last
+# point met and the first point missed are further apart than this share of the capacity, the
+# search goes on between them (the bench's candidate, at 0.9%, does not).
+CAPACITY_PRECISION = 1e-2
 # `Engine.ttft_p99_at_most_s` is a bound in exact arithmetic; the quantile's own rounding is
 # covered by this relative margin before the capacity search trusts it.
 TTFT_BOUND_MARGIN = 1.0 + 1e-6
@@ -618,13 +623,21 @@ class LatencyModel:
         res = find_root(
             f, 0.0, x_hi, f_lo=max(rt0, ri0) - 1.0, f_hi=f_hi, xtol=CAPACITY_RTOL * x_hi, rtol=CAPACITY_RTOL
         )
-        # The answer is the last point that met the SLO (the root lies within tolerance above it;
-        # ITL p99 can jump where the share of mixed steps passes 1%).
-        x = res.final_bracket[0] if res.final_bracket is not None else 0.0
-        r = res.root
-        if r is not None and r > x and r in memo and all(v is None or v <= 1.0 for v in memo[r][1:]):
-            x = r  # Brent landed exactly on the boundary (piecewise-affine metrics can): it meets
-        x_fail = res.final_bracket[1] if res.final_bracket is not None else x_hi
+        x, x_fail = _last_met(res, memo, 0.0, x_hi)
+        if x > 0.0 and x_fail - x > CAPACITY_PRECISION * x:
+            fine = find_root(
+                f, x, x_fail, f_lo=f(x), f_hi=f(x_fail), xtol=0.9 * CAPACITY_PRECISION * x, rtol=CAPACITY_RTOL
+            )
+            x, x_fail = _last_met(fine, memo, x, x_fail)
+            res = replace(  # one search: the first bracket, both searches' work, the final bracket
+                res,
+                root=fine.root,
+                converged=fine.converged,
+                iterations=res.iterations + fine.iterations,
+                function_calls=res.function_calls + fine.function_calls,
+                reason=fine.reason,
+                final_bracket=fine.final_bracket,
+            )
         if x <= 0.0:
             # Not under bursts (gaps of CV^2 > 1): the model's burst factor fades as the rate
             # vanishes (z -> 1 with n) where gamma clumps persist (P(a gap < L) ~ (k lam L)^k),
@@ -690,6 +703,22 @@ class LatencyModel:
         )
         binding: BindingLimit = "ttft" if parts and parts[0].startswith("TTFT") else "itl"
         return PoolCapacity(role, 0.0, False, binding, reason, res, at)
+
+
+def _last_met(
+    res: RootResult, memo: dict[float, tuple[State, float | None, float | None]], lo: float, hi: float
+) -> tuple[float, float]:
+    """The last point of a capacity root-find that met the SLO and the first that missed it:
+    the answer errs low, within the tolerance (ITL p99 can jump where the share of mixed steps
+    passes 1%, so the root itself may miss). Without a final bracket (an end was a root): the
+    bracket's ends `lo` and `hi`."""
+    if res.final_bracket is None:
+        return lo, hi
+    x, x_fail = res.final_bracket
+    r = res.root
+    if r is not None and r > x and r in memo and all(v is None or v <= 1.0 for v in memo[r][1:]):
+        x = r  # Brent landed exactly on the boundary (piecewise-affine metrics can): it meets
+    return x, x_fail
 
 
 def _below_precision(f: Callable[[float], float], x_fail: float) -> tuple[RootResult | None, float]:
