@@ -3,8 +3,10 @@
 `find_root(f, lo, hi)` finds x in [lo, hi] with f(x) = 0 when f(lo) and f(hi) have opposite
 signs, and otherwise says why it did not: which end values were seen, whether an expansion of
 the bracket was tried and how far. It never raises for a bracket that fails to straddle a root;
-the caller decides what "no root" means. `first_sign_change(xs, ys)` turns a coarse grid of
-values into a bracket.
+the caller decides what "no root" means. `last_met(f, lo, hi, ...)` finds the edge of
+{x : f(x) <= 0} for a rising f that may jump (a capacity: the last point that met a target and
+the first that missed it, to a precision of the former). `first_sign_change(xs, ys)` turns a
+coarse grid of values into a bracket.
 
 Numeric only: plain floats and callables, no domain vocabulary. SciPy is imported inside the
 functions so that importing this module stays cheap.
@@ -16,9 +18,9 @@ import math
 import operator
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-__all__ = ["Expansion", "RootResult", "find_root", "first_sign_change"]
+__all__ = ["Edge", "Expansion", "RootResult", "find_root", "first_sign_change", "last_met"]
 
 
 @dataclass(frozen=True)
@@ -247,6 +249,88 @@ def _brent(
         g_checked, lo, hi, xtol, rtol, operator.index(maxiter), (), True, False
     )
     return float(root), int(iterations), _BRENT_FLAGS.get(code, str(code))
+
+
+@dataclass(frozen=True)
+class Edge:
+    """Where a rising f first turns positive (`last_met`): `met`, the last point seen with
+    f <= 0, and `missed`, the first point above it seen with f > 0; `search` is the root-find
+    that settled them (its first bracket, the work of every pass, its final bracket). `met` is
+    the bracket's low end when no point above it met, and `missed` then the least point tried."""
+
+    met: float
+    missed: float
+    search: RootResult
+
+
+def last_met(
+    f: Callable[[float], float],
+    lo: float,
+    hi: float,
+    *,
+    f_lo: float,
+    f_hi: float,
+    xtol: float,
+    rtol: float,
+    precision: float,
+    decades: int = 0,
+) -> Edge:
+    """The edge of {x : f(x) <= 0} in [lo, hi], from f(lo) <= 0 < f(hi): the last point that
+    met (f <= 0) and the first that missed, to within `precision` of the former. Brent first
+    (`xtol`, `rtol`: a tolerance on the whole bracket); where the two points are further apart
+    than `precision` x met, Brent again between them (a tolerance on the whole bracket leaves
+    an edge far below its top coarse); where no point above `lo` met, up to `decades` points
+    below the first miss by factors of 10, then Brent between the last two, to `rtol` of the
+    upper. Where f may jump, the root itself can miss: the answer is a point seen to meet."""
+    seen: dict[float, float] = {}
+
+    def g(x: float) -> float:
+        v = f(x)
+        seen[x] = v
+        return v
+
+    def value(x: float) -> float:  # f at a point already seen (an end, or a call) without a call
+        if x in seen:
+            return seen[x]
+        return f_lo if x == lo else f_hi if x == hi else g(x)
+
+    def ends(res: RootResult, a: float, b: float) -> tuple[float, float]:
+        if res.final_bracket is None:
+            return a, b
+        met, missed = res.final_bracket
+        r = res.root
+        if r is not None and r > met and seen.get(r, math.inf) <= 0.0:
+            met = r  # Brent landed on the edge exactly (f piecewise affine can): it meets
+        return met, missed
+
+    res = find_root(g, lo, hi, f_lo=f_lo, f_hi=f_hi, xtol=xtol, rtol=rtol)
+    met, missed = ends(res, lo, hi)
+    if met > lo and missed - met > precision * met:
+        fine = find_root(
+            g, met, missed, f_lo=value(met), f_hi=value(missed), xtol=0.9 * precision * met, rtol=rtol
+        )
+        met, missed = ends(fine, met, missed)
+        res = replace(  # one search: the first bracket, every pass's work, the final bracket
+            res,
+            root=fine.root,
+            converged=fine.converged,
+            iterations=res.iterations + fine.iterations,
+            function_calls=res.function_calls + fine.function_calls,
+            reason=fine.reason,
+            final_bracket=fine.final_bracket,
+        )
+    if met > lo:
+        return Edge(met, missed, res)
+    top, f_top = missed, value(missed)
+    for _ in range(decades):
+        below = lo + 0.1 * (top - lo)
+        f_below = g(below)
+        if f_below <= 0.0:
+            near = find_root(g, below, top, f_lo=f_below, f_hi=f_top, xtol=rtol * (top - lo), rtol=rtol)
+            met, missed = ends(near, below, top)
+            return Edge(met, missed, near)
+        top, f_top = below, f_below
+    return Edge(lo, top, res)
 
 
 def first_sign_change(xs: Sequence[float], ys: Sequence[float]) -> int | None:

@@ -419,6 +419,7 @@ class _JumpingEngine:
     the ITL target is the one that fails first, so it binds."""
 
     has_prefill = has_decode = True
+    stats = types.SimpleNamespace(arrival_cv2=1.0)  # Poisson
 
     def boundary(self) -> Any:
         from planner.latency.engine import Boundary

@@ -295,6 +295,43 @@ def test_e2e_target_lowers_colocated_capacity() -> None:
     assert "below the" in rep.infeasibility.reason
 
 
+def test_the_e2e_edge_is_the_bisections_to_one_percent() -> None:
+    """The E2E-bound rate (`_within_e2e`, Brent as the SLO capacity: 1e-3 of the rate, then 1%
+    of the answer) against a literal reference: 40 bisections of the rate on E2E(rate) <=
+    target. The answer meets the target and sits within 1% below the reference's edge."""
+    import types
+
+    from planner.plan.capacity import _within_e2e, e2e_estimate_s
+
+    w = Workload.model_validate(
+        {
+            "arrivals": {"requests_per_s": 1.0},
+            "input_tokens": {"percentiles": {"p10": 150, "p50": 800, "p90": 2000, "p99": 4000, "max": 8000}},
+            "output_tokens": {"pairs": [[100, 0.5], [300, 0.3], [800, 0.15], [2000, 0.05]]},
+        }
+    )
+    model = LatencyModel(Deployment(model="Qwen/Qwen3-8B", gpu="h100-sxm").resolve(), WorkloadStats.of(w))
+    engine = model.engines["colocated"]
+    ctx = types.SimpleNamespace(e2e_p99_s=20.0, stats=model.stats)
+
+    def e2e(lam: float) -> float:
+        solved = engine.solve(lam)
+        assert solved is not None
+        p = engine.point(solved[0])
+        return e2e_estimate_s(ctx, p.ttft_p99_s, p.mean_step_s)  # type: ignore[arg-type]
+
+    top = engine.boundary().lam_max
+    rate, at, binding, ok, reason = _within_e2e(ctx, model, top, None, "compute")  # type: ignore[arg-type]
+    assert ok and binding == "e2e" and reason == "" and at is not None
+    lo, hi = 0.0, top * (1.0 - 1e-9)
+    for _ in range(40):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if e2e(mid) <= 20.0 else (lo, mid)
+    assert 0.0 < lo < 0.9 * top  # the target binds well inside the stable range
+    assert e2e(rate) <= 20.0
+    assert 0.99 * lo <= rate <= lo
+
+
 # --- infeasible answers --------------------------------------------------------------------------
 
 

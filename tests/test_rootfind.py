@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from solvers.rootfind import Expansion, find_root, first_sign_change
+from solvers.rootfind import Expansion, find_root, first_sign_change, last_met
 
 
 def test_finds_a_straddled_root_with_diagnostics() -> None:
@@ -169,3 +169,74 @@ def test_a_changed_private_solver_is_not_used(monkeypatch: pytest.MonkeyPatch) -
     assert rf._brent_c() is None
     res = find_root(lambda x: x - 0.25, 0.0, 1.0)
     assert res.converged and res.root == pytest.approx(0.25)
+
+
+# ---- last_met: the edge of {f <= 0} ---------------------------------------------------------
+
+
+def test_last_met_refines_an_edge_far_below_the_bracket_to_its_precision() -> None:
+    """f = ln(1 + 100 x) - ln 2 on [0, 1] (root 0.01) with a tolerance of 1e-3 of the bracket:
+    Brent alone stops with its last point met and first missed 5% apart around the root; the
+    second pass closes them to 1% of the answer, met below the root and missed above it, and
+    the diagnostics count every pass's calls against the first pass's bracket."""
+    calls: list[float] = []
+
+    def f(x: float) -> float:
+        calls.append(x)
+        return math.log1p(100.0 * x) - math.log(2.0)
+
+    f_lo, f_hi = -math.log(2.0), math.log(50.5)
+    first = find_root(f, 0.0, 1.0, f_lo=f_lo, f_hi=f_hi, xtol=1e-3, rtol=1e-3)
+    assert first.final_bracket is not None
+    met0, missed0 = first.final_bracket
+    assert missed0 - met0 > 0.04 * met0  # coarse: a tolerance of the whole bracket
+    calls.clear()
+    edge = last_met(f, 0.0, 1.0, f_lo=f_lo, f_hi=f_hi, xtol=1e-3, rtol=1e-3, precision=1e-2)
+    assert edge.met < 0.01 < edge.missed
+    assert edge.missed - edge.met <= 1e-2 * edge.met
+    assert edge.search.bracket == (0.0, 1.0)  # the first pass's bracket
+    assert edge.search.function_calls == len(calls) > first.function_calls
+    assert edge.search.final_bracket == (edge.met, edge.missed)
+
+
+def test_last_met_answers_a_point_that_met_where_f_jumps_over_zero() -> None:
+    """A step: f = -1 below 0.3, +1 from 0.3 on. No root exists; met is a point that met
+    (below 0.3), missed one that did not, within 1% of met (every answer is a point seen)."""
+    edge = last_met(
+        lambda x: -1.0 if x < 0.3 else 1.0,
+        0.0,
+        1.0,
+        f_lo=-1.0,
+        f_hi=1.0,
+        xtol=1e-3,
+        rtol=1e-3,
+        precision=1e-2,
+    )
+    assert edge.met < 0.3 <= edge.missed
+    assert edge.missed - edge.met <= 1e-2 * edge.met
+
+
+def test_last_met_takes_an_exact_landing_on_the_edge() -> None:
+    """f = x - 0.5, affine: the first secant step lands on 0.5 exactly, where f = 0 meets."""
+    edge = last_met(lambda x: x - 0.5, 0.0, 1.0, f_lo=-0.5, f_hi=0.5, xtol=1e-3, rtol=1e-3, precision=1e-2)
+    assert edge.met == 0.5
+
+
+def test_last_met_goes_down_by_decades_below_the_first_tolerance_or_stops() -> None:
+    """f = x - 1e-6 on [0, 1] with a tolerance of 1e-3: no point Brent tries above 0 meets.
+    With decades, points 10x lower each until one meets (1e-6 at the sixth), then Brent
+    between it and the point above, to 1e-3 of that; without, met is the low end (0) and
+    missed the least point tried."""
+    edge = last_met(
+        lambda x: x - 1e-6, 0.0, 1.0, f_lo=-1e-6, f_hi=1.0, xtol=1e-3, rtol=1e-3, precision=1e-2, decades=9
+    )
+    assert 0.0 < edge.met <= 1e-6 < edge.missed <= 1e-5
+    assert edge.missed - edge.met <= 1e-3 * 1e-5 * 1.000001
+    none = last_met(
+        lambda x: x - 1e-6, 0.0, 1.0, f_lo=-1e-6, f_hi=1.0, xtol=1e-3, rtol=1e-3, precision=1e-2, decades=0
+    )
+    assert none.met == 0.0 and 1e-6 < none.missed <= 2e-3
+    few = last_met(
+        lambda x: x - 1e-6, 0.0, 1.0, f_lo=-1e-6, f_hi=1.0, xtol=1e-3, rtol=1e-3, precision=1e-2, decades=2
+    )
+    assert few.met == 0.0 and few.missed == pytest.approx(1e-2 * none.missed)  # two decades tried

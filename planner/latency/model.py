@@ -12,7 +12,6 @@ seconds inside; the JSON contract (`to_dict`) is in milliseconds.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -25,7 +24,7 @@ from planner.latency.engine import HUGE, Boundary, Engine, Point, Role, Stabilit
 from planner.latency.stats import WorkloadStats
 from planner.slo import Slo
 from planner.workload import Workload
-from solvers.rootfind import RootResult, find_root
+from solvers.rootfind import RootResult, last_met
 
 # What limits a capacity: an SLO (its p99 target) or, when the SLO is looser than what the
 # replica can serve at all, the stability limit.
@@ -620,34 +619,24 @@ class LatencyModel:
         f_hi = f(x_hi)
         if f_hi <= 0:
             return PoolCapacity(role, b.lam_max, True, b.binding, "", None, e.point(memo[x_hi][0]))
-        res = find_root(
-            f, 0.0, x_hi, f_lo=max(rt0, ri0) - 1.0, f_hi=f_hi, xtol=CAPACITY_RTOL * x_hi, rtol=CAPACITY_RTOL
+        # Not under bursts (gaps of CV^2 > 1) below the root's precision: the model's burst
+        # factor fades as the rate vanishes (z -> 1 with n) where gamma clumps persist (P(a gap
+        # < L) ~ (k lam L)^k), so its low-rate limit is not to be trusted there: bursts that
+        # queue at any rate read as no positive rate.
+        edge = last_met(
+            f,
+            0.0,
+            x_hi,
+            f_lo=max(rt0, ri0) - 1.0,
+            f_hi=f_hi,
+            xtol=CAPACITY_RTOL * x_hi,
+            rtol=CAPACITY_RTOL,
+            precision=CAPACITY_PRECISION,
+            decades=NEAR_ZERO_DECADES if e.stats.arrival_cv2 <= 1.0 else 0,
         )
-        x, x_fail = _last_met(res, memo, 0.0, x_hi)
-        if x > 0.0 and x_fail - x > CAPACITY_PRECISION * x:
-            fine = find_root(
-                f, x, x_fail, f_lo=f(x), f_hi=f(x_fail), xtol=0.9 * CAPACITY_PRECISION * x, rtol=CAPACITY_RTOL
-            )
-            x, x_fail = _last_met(fine, memo, x, x_fail)
-            res = replace(  # one search: the first bracket, both searches' work, the final bracket
-                res,
-                root=fine.root,
-                converged=fine.converged,
-                iterations=res.iterations + fine.iterations,
-                function_calls=res.function_calls + fine.function_calls,
-                reason=fine.reason,
-                final_bracket=fine.final_bracket,
-            )
+        x, x_fail, res = edge.met, edge.missed, edge.search
         if x <= 0.0:
-            # Not under bursts (gaps of CV^2 > 1): the model's burst factor fades as the rate
-            # vanishes (z -> 1 with n) where gamma clumps persist (P(a gap < L) ~ (k lam L)^k),
-            # so its low-rate limit is not to be trusted there: bursts that queue at any rate
-            # read as no positive rate.
-            near, x_min = _below_precision(f, x_fail) if e.stats.arrival_cv2 <= 1.0 else (None, x_fail)
-            if near is None:
-                return self._no_positive_rate(role, e, slo, res, x_min, where)
-            res = near  # x_min met the SLO; the root lies below the next decade's point
-            x, x_fail = near.final_bracket if near.final_bracket is not None else (x_min, 10.0 * x_min)
+            return self._no_positive_rate(role, e, slo, res, x_fail, where)
         st = memo[x][0] if x in memo else e.state_at(x)
         at = e.point(st)
         return PoolCapacity(
@@ -703,37 +692,6 @@ class LatencyModel:
         )
         binding: BindingLimit = "ttft" if parts and parts[0].startswith("TTFT") else "itl"
         return PoolCapacity(role, 0.0, False, binding, reason, res, at)
-
-
-def _last_met(
-    res: RootResult, memo: dict[float, tuple[State, float | None, float | None]], lo: float, hi: float
-) -> tuple[float, float]:
-    """The last point of a capacity root-find that met the SLO and the first that missed it:
-    the answer errs low, within the tolerance (ITL p99 can jump where the share of mixed steps
-    passes 1%, so the root itself may miss). Without a final bracket (an end was a root): the
-    bracket's ends `lo` and `hi`."""
-    if res.final_bracket is None:
-        return lo, hi
-    x, x_fail = res.final_bracket
-    r = res.root
-    if r is not None and r > x and r in memo and all(v is None or v <= 1.0 for v in memo[r][1:]):
-        x = r  # Brent landed exactly on the boundary (piecewise-affine metrics can): it meets
-    return x, x_fail
-
-
-def _below_precision(f: Callable[[float], float], x_fail: float) -> tuple[RootResult | None, float]:
-    """An SLO met only below the capacity root's precision (a target just above an idle floor
-    that p99 leaves steeply): below the first failing point x_fail by factors of 10, at most
-    NEAR_ZERO_DECADES times, then the root between the last two points. Returns that root-find,
-    or None and the least point tried."""
-    hi, f_hi = x_fail, f(x_fail)
-    for _ in range(NEAR_ZERO_DECADES):
-        lo = 0.1 * hi
-        f_lo = f(lo)
-        if f_lo <= 0.0:
-            return find_root(f, lo, hi, f_lo=f_lo, f_hi=f_hi, xtol=CAPACITY_RTOL * hi, rtol=CAPACITY_RTOL), lo
-        hi, f_hi = lo, f_lo
-    return None, hi
 
 
 # ---- functional entry points -----------------------------------------------------------------
