@@ -240,3 +240,29 @@ def test_last_met_goes_down_by_decades_below_the_first_tolerance_or_stops() -> N
         lambda x: x - 1e-6, 0.0, 1.0, f_lo=-1e-6, f_hi=1.0, xtol=1e-3, rtol=1e-3, precision=1e-2, decades=2
     )
     assert few.met == 0.0 and few.missed == pytest.approx(1e-2 * none.missed)  # two decades tried
+
+
+@given(
+    root=st.floats(1e-6, 0.999),
+    slope=st.floats(0.01, 100.0),
+    jump=st.floats(0.0, 5.0),
+    curve=st.sampled_from(["affine", "log", "sqrt"]),
+)
+@settings(max_examples=200, deadline=None)
+def test_last_met_brackets_a_rising_edge_to_its_precision(
+    root: float, slope: float, jump: float, curve: str
+) -> None:
+    """Any rising f crossing 0 once, smooth or jumping there, with the edge anywhere from 1e-6
+    to the top of [0, 1]: met meets, missed misses, the edge lies between them, and they are
+    within 1% of met (the decades reach 1e-9 of the bracket)."""
+    shape = {"affine": lambda x: x, "log": lambda x: math.log1p(1e3 * x), "sqrt": math.sqrt}[curve]
+
+    def f(x: float) -> float:
+        return slope * (shape(x) - shape(root)) + (jump if x >= root else 0.0)
+
+    edge = last_met(f, 0.0, 1.0, f_lo=f(0.0), f_hi=f(1.0), xtol=1e-3, rtol=1e-3, precision=1e-2, decades=9)
+    # the edge between them, up to f's own rounding there (f can read 0 a few ulps off it)
+    assert 0.0 < edge.met <= root * (1 + 1e-12) and root * (1 - 1e-12) <= edge.missed
+    assert f(edge.met) <= 0.0
+    assert f(edge.missed) > 0.0 or edge.missed == edge.met  # or Brent landed on the edge exactly
+    assert edge.missed - edge.met <= 1e-2 * edge.met * (1 + 1e-9)
