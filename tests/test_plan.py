@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -345,6 +346,56 @@ def test_itl_below_the_floor_names_the_floor_and_a_gpu_that_reaches_it() -> None
     assert "reaches" in inf.reason  # another catalog GPU goes lower
     assert inf.relaxation.startswith("slo.itl_p99_ms >= ")
     assert not rep.deployments and rep.usd_per_month is None
+
+
+def test_a_peak_beyond_the_replicas_a_plan_sizes_is_an_answer_not_a_crash() -> None:
+    """1e6 req/s of 30,000-token prompts and 4,000-token answers: no H100 replica serves a
+    request per second within the SLOs, so every candidate needs over 100,000 replicas at the
+    peak (MilpData's limit; the plan raised its ValueError, found by the CLI fuzzer's
+    exploration mode). The answer is INFEASIBLE, naming the candidate of the most capacity,
+    the replicas it would need (ceil(peak x 1.1 / its capacity)) and the demand a plan of it
+    can take (100,000 x its capacity / 1.1)."""
+    req = request(
+        slo={"ttft_p99_ms": 20000, "itl_p99_ms": 100},
+        candidates={"gpus": ["h100-sxm"], "tensor_parallel_sizes": [8], "disaggregation": "never"},
+    )
+    req["workload"] = {
+        "arrivals": {"requests_per_s": 1e6},
+        "input_tokens": {"constant": 30000},
+        "output_tokens": {"constant": 4000},
+    }
+    rep = run(req)
+    assert rep.status == "INFEASIBLE" and rep.infeasibility is not None
+    inf = rep.infeasibility
+    assert inf.constraint == "max_replicas_per_bucket"
+    m = re.search(r"needs ([\d,]+) replicas of h100-sxm/tp8/colocated/\S+ \(([\d.]+) req/s each", inf.reason)
+    assert m is not None, inf.reason
+    need, cap = int(m.group(1).replace(",", "")), float(m.group(2))  # cap printed to 4 digits
+    assert 0.1 < cap < 10.0 and need > 100_000
+    assert need * cap == pytest.approx(1e6 * 1.1, rel=1e-3)
+    assert inf.reason.endswith("more than the 100,000 replicas per bucket a plan sizes")
+    part = re.search(r"parts of at most ([\d.e+]+) req/s at the peak", inf.relaxation)
+    assert part is not None and float(part.group(1)) == pytest.approx(100_000 * cap / 1.1, rel=1e-3)
+    assert not rep.deployments and rep.usd_per_month is None
+
+
+def test_candidates_beyond_the_replicas_a_plan_sizes_leave_the_milp() -> None:
+    """1e6 req/s of chat at TTFT p99 200 ms / ITL p99 20 ms: some configurations need over
+    100,000 replicas at the peak, others fewer. Those leave the candidates (the plan raised
+    MilpData's ValueError, alternatives included); the plan is sized from the rest."""
+    rep = run(
+        _with_rate(
+            1e6,
+            slo={"ttft_p99_ms": 200, "itl_p99_ms": 20},
+            candidates={"gpus": ["h100-sxm"], "tensor_parallel_sizes": [1, 2], "disaggregation": "never"},
+        )
+    )
+    assert rep.status == "OPTIMAL" and rep.deployments
+    assert all(d.replicas_peak <= 100_000 for d in rep.deployments)
+    (defaults,) = [a for a in rep.alternatives if a.kind == "vllm_defaults"]
+    assert not defaults.feasible
+    assert re.fullmatch(r"vLLM's defaults need [\d,]+ replicas at the peak, more than the 100,000 a plan sizes",
+                        defaults.reason)  # fmt: skip
 
 
 def test_inventory_answer_says_how_many_are_needed() -> None:

@@ -50,6 +50,7 @@ from planner.plan.solve import HOURS_PER_MONTH, Costed, Forecast, Prices, milp_d
 from planner.plan.split import Split, share_note
 from planner.workload import Workload
 from solvers.milp import MilpData, MilpResult, solve
+from solvers.milp_data import MAX_REPLICAS_PER_BUCKET
 
 LOW_UTILIZATION = 0.10
 PREEMPTION_WARN = 0.01
@@ -190,6 +191,11 @@ def vllm_args(ctx: SearchContext, cfg: ReplicaConfig) -> list[str]:
 # --- the peak bucket -----------------------------------------------------------------------------
 
 
+def _replicas_at(need_per_s: float, p: CapacityPoint) -> int:
+    """Replicas of `p` a bucket of `need_per_s` (headroom included) takes, as MilpData counts them."""
+    return math.ceil(need_per_s / p.requests_per_s) if p.requests_per_s > 0 else MAX_REPLICAS_PER_BUCKET + 1
+
+
 @dataclass(frozen=True)
 class Serving:
     """A configuration serving at the peak bucket: its replicas and its per-replica rate."""
@@ -308,6 +314,13 @@ class _Builder:
     ) -> None:
         self.req, self.ctx, self.workload, self.stats = req, ctx, workload, stats
         self.forecast, self.prices, self.roles, self.notes = forecast, prices, roles, notes
+        # A candidate the peak would need more replicas of than a plan sizes (MilpData's limit)
+        # cannot be in any plan: it leaves the candidates, and if nothing servable is left the
+        # answer says so (`_too_many_replicas`) instead of the MILP's data refusing it.
+        self.peak_need_per_s = max(forecast.rates_per_s, default=0.0) * (1.0 + req.headroom)
+        fits, self.oversized = self._sizable(found.best)
+        if self.oversized:
+            found = replace(found, best=fits)
         self.pool, self.found, self.split = pool, found, split
         self.warnings: list[str] = []
         self.by_id = {p.config.id: p for p in found.best}
@@ -407,7 +420,9 @@ class _Builder:
 
     def build(self, verify: bool) -> PlanReport:
         if not self._servable():
-            return self._infeasible(self._no_candidate(), None)
+            return self._infeasible(
+                self._too_many_replicas() if self.oversized else self._no_candidate(), None
+            )
         single = not self.req.candidates.mixed_gpu_types
         data = milp_data(
             self.found.best,
@@ -422,6 +437,35 @@ class _Builder:
         if result.status in ("INFEASIBLE", "NO_SOLUTION"):
             return self._infeasible(self._milp_infeasible(data, result), result)
         return self._plan(data, result, verify)
+
+    def _sizable(
+        self, points: Sequence[CapacityPoint]
+    ) -> tuple[tuple[CapacityPoint, ...], tuple[CapacityPoint, ...]]:
+        """`points` split into those the peak bucket needs at most MAX_REPLICAS_PER_BUCKET
+        replicas of and the others."""
+        fits = tuple(p for p in points if _replicas_at(self.peak_need_per_s, p) <= MAX_REPLICAS_PER_BUCKET)
+        return fits, tuple(p for p in points if p not in fits)
+
+    def _too_many_replicas(self) -> Infeasibility:
+        """The peak needs more replicas of every servable candidate than a plan sizes per bucket:
+        named with the candidate of the most capacity, and the demand a plan of it can take."""
+        top = max(self.oversized, key=lambda p: (p.requests_per_s, p.config.id))
+        f = self.forecast
+        peak = max(f.rates_per_s)
+        need = _replicas_at(self.peak_need_per_s, top)
+        room = MAX_REPLICAS_PER_BUCKET * top.requests_per_s / (1.0 + self.req.headroom)
+        return Infeasibility(
+            constraint="max_replicas_per_bucket",
+            reason=(
+                f"the peak bucket's {peak:.6g} req/s (with {self.req.headroom:.0%} headroom) needs {need:,} "
+                f"replicas of {top.config.id} ({top.requests_per_s:.4g} req/s each within the SLOs), more "
+                f"than the {MAX_REPLICAS_PER_BUCKET:,} replicas per bucket a plan sizes"
+            ),
+            relaxation=(
+                f"plan the service in parts of at most {room:.4g} req/s at the peak, or relax the SLOs "
+                f"that hold a replica to {top.requests_per_s:.4g} req/s"
+            ),
+        )
 
     def _no_candidate(self) -> Infeasibility:
         from planner.catalog.gpus import gpu_names
@@ -909,9 +953,15 @@ class _Builder:
             reasons = sorted({p.reason for p in self.pool.evaluate(cfgs) if p.reason})
             return self._alternative("vllm_defaults", label, None, base_month,
                                      "no TP meets the SLOs with vLLM's default flags" + (f": {reasons[0]}" if reasons else ""))  # fmt: skip
-        self._extra = {**self._extra, **{p.config.id: p for p in pts}}
+        sized, oversized = self._sizable(pts)
+        if not sized:
+            top = max(oversized, key=lambda p: (p.requests_per_s, p.config.id))
+            return self._alternative("vllm_defaults", label, None, base_month,
+                                     f"vLLM's defaults need {_replicas_at(self.peak_need_per_s, top):,} replicas at the "
+                                     f"peak, more than the {MAX_REPLICAS_PER_BUCKET:,} a plan sizes")  # fmt: skip
+        self._extra = {**self._extra, **{p.config.id: p for p in sized}}
         data = milp_data(
-            pts, self.forecast, self.prices, self.req.headroom, True, self.req.solver.time_limit_s, None
+            sized, self.forecast, self.prices, self.req.headroom, True, self.req.solver.time_limit_s, None
         )
         best = self._cheapest(single_configurations(data), data, lambda o: True)
         reason = "" if best is not None else "vLLM's defaults exceed the inventory caps"
