@@ -45,6 +45,7 @@ __all__ = [
     "Candidate",
     "MilpData",
     "Resource",
+    "peak_replicas",
     "prune_dominated",
 ]
 
@@ -99,6 +100,13 @@ def _name(where: str, value: str) -> None:
         )
     if len(value) > MAX_NAME_CHARS:
         raise ValueError(f"{where} length {LIMIT_PREFIX} {MAX_NAME_CHARS} characters, got {len(value)}")
+
+
+def peak_replicas(peak_need_per_s: float, capacity_per_s: float) -> int:
+    """Replicas of a candidate the peak bucket's need (headroom included) takes, as the size
+    limit counts them (MAX_REPLICAS_PER_BUCKET): a caller can drop a candidate before the
+    data refuses it."""
+    return math.ceil(peak_need_per_s / capacity_per_s)
 
 
 @dataclass(frozen=True)
@@ -221,7 +229,7 @@ class MilpData:
             seen[c.id] = i
             if c.resource not in self._resource_index:
                 raise ValueError(f"candidates[{i}].resource {c.resource!r} is not among resources")
-            replicas = math.ceil(peak / c.capacity_per_s)
+            replicas = peak_replicas(peak, c.capacity_per_s)
             if replicas > MAX_REPLICAS_PER_BUCKET:
                 raise ValueError(
                     f"candidates[{i}] needs {replicas} replicas at the peak bucket: replicas per bucket "

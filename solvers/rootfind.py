@@ -255,9 +255,9 @@ def _brent(
 class Edge:
     """Where a rising f first turns positive (`last_met`): `met`, the last point seen with
     f <= 0, and `missed`, the first point above it seen with f > 0 (both the edge itself where
-    Brent landed on it exactly, f = 0 there); `search` is the root-find
-    that settled them (its first bracket, the work of every pass, its final bracket). `met` is
-    the bracket's low end when no point above it met, and `missed` then the least point tried."""
+    Brent landed on it exactly, f = 0 there); `search`, the root-find that settled them (its
+    first bracket, the work of every pass, its final bracket). `met` is the bracket's low end
+    when no point above it met, and `missed` then the least point tried."""
 
     met: float
     missed: float

@@ -50,7 +50,7 @@ from planner.plan.solve import HOURS_PER_MONTH, Costed, Forecast, Prices, milp_d
 from planner.plan.split import Split, share_note
 from planner.workload import Workload
 from solvers.milp import MilpData, MilpResult, solve
-from solvers.milp_data import MAX_REPLICAS_PER_BUCKET
+from solvers.milp_data import MAX_REPLICAS_PER_BUCKET, peak_replicas
 
 LOW_UTILIZATION = 0.10
 PREEMPTION_WARN = 0.01
@@ -193,7 +193,9 @@ def vllm_args(ctx: SearchContext, cfg: ReplicaConfig) -> list[str]:
 
 def _replicas_at(need_per_s: float, p: CapacityPoint) -> int:
     """Replicas of `p` a bucket of `need_per_s` (headroom included) takes, as MilpData counts them."""
-    return math.ceil(need_per_s / p.requests_per_s) if p.requests_per_s > 0 else MAX_REPLICAS_PER_BUCKET + 1
+    return (
+        peak_replicas(need_per_s, p.requests_per_s) if p.requests_per_s > 0 else MAX_REPLICAS_PER_BUCKET + 1
+    )
 
 
 @dataclass(frozen=True)
