@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 from planner.deployment import Deployment
 from planner.errors import InvalidInput
 from planner.latency import LatencyModel, Slo, WorkloadStats
+from planner.latency.model import CAPACITY_PRECISION
 from planner.workload import Workload
 
 # How far a p99 may dip as load rises. Ordinary workloads: ITL p99 by about a percent (a full
@@ -248,6 +249,14 @@ def test_capacity_answer_meets_its_slo(
         "max_num_seqs",
         "max_num_batched_tokens",
     }
+    # An SLO-bound answer is the last point met, within CAPACITY_PRECISION of itself below the
+    # first point missed (docs/latency.md, "Capacity").
+    for pool in cap.pools.values():
+        r, at = pool.root, pool.at_capacity
+        if pool.binding_limit in ("ttft", "itl") and r is not None and r.final_bracket and at is not None:
+            met = at.n if pool.role != "prefill" else at.lam
+            missed = r.final_bracket[1]
+            assert met <= missed <= met * (1 + CAPACITY_PRECISION) * (1 + 1e-12), (met, missed)
 
 
 @pytest.mark.parametrize("points", [64, 128, 256])
