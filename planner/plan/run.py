@@ -198,6 +198,12 @@ def _replicas_at(need_per_s: float, p: CapacityPoint) -> int:
     )
 
 
+def _roomiest(points: Sequence[CapacityPoint]) -> CapacityPoint:
+    """The configuration of the most capacity per replica (ties by id): the one an answer about
+    too many replicas names."""
+    return max(points, key=lambda p: (p.requests_per_s, p.config.id))
+
+
 @dataclass(frozen=True)
 class Serving:
     """A configuration serving at the peak bucket: its replicas and its per-replica rate."""
@@ -451,9 +457,8 @@ class _Builder:
     def _too_many_replicas(self) -> Infeasibility:
         """The peak needs more replicas of every servable candidate than a plan sizes per bucket:
         named with the candidate of the most capacity, and the demand a plan of it can take."""
-        top = max(self.oversized, key=lambda p: (p.requests_per_s, p.config.id))
-        f = self.forecast
-        peak = max(f.rates_per_s)
+        top = _roomiest(self.oversized)
+        peak = max(self.forecast.rates_per_s)
         need = _replicas_at(self.peak_need_per_s, top)
         room = MAX_REPLICAS_PER_BUCKET * top.requests_per_s / (1.0 + self.req.headroom)
         return Infeasibility(
@@ -957,7 +962,7 @@ class _Builder:
                                      "no TP meets the SLOs with vLLM's default flags" + (f": {reasons[0]}" if reasons else ""))  # fmt: skip
         sized, oversized = self._sizable(pts)
         if not sized:
-            top = max(oversized, key=lambda p: (p.requests_per_s, p.config.id))
+            top = _roomiest(oversized)
             return self._alternative("vllm_defaults", label, None, base_month,
                                      f"vLLM's defaults need {_replicas_at(self.peak_need_per_s, top):,} replicas at the "
                                      f"peak, more than the {MAX_REPLICAS_PER_BUCKET:,} a plan sizes")  # fmt: skip
