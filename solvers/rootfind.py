@@ -251,6 +251,9 @@ def _brent(
     return float(root), int(iterations), _BRENT_FLAGS.get(code, str(code))
 
 
+MEASURE_PASSES = 4  # `last_met`'s passes between the two points when precision is on a measure
+
+
 @dataclass(frozen=True)
 class Edge:
     """Where a rising f first turns positive (`last_met`): `met`, the last point seen with
@@ -275,6 +278,7 @@ def last_met(
     rtol: float,
     precision: float,
     decades: int = 0,
+    measure: Callable[[float], float] | None = None,
 ) -> Edge:
     """The edge of {x : f(x) <= 0} in [lo, hi], from f(lo) <= 0 < f(hi): the last point that
     met (f <= 0) and the first that missed, to within `precision` of the former. Brent first
@@ -282,7 +286,14 @@ def last_met(
     than `precision` x met, Brent again between them (a tolerance on the whole bracket leaves
     an edge far below its top coarse); where no point above `lo` met, up to `decades` points
     below the first miss by factors of 10, then Brent between the last two, to `rtol` of the
-    upper. Where f may jump, the root itself can miss: the answer is a point seen to meet."""
+    upper (or a tenth of `precision` where finer, as in the passes between two points). Where
+    f may jump, the root itself can miss: the answer is a point seen to meet.
+
+    `measure`: judge the precision on measure(x) instead of x (rising, positive above `lo`):
+    a search run on an axis that only approximates the quantity asked for (a rate read off a
+    grid) still answers to `precision` of that quantity. The passes between the two points then
+    shrink the tolerance by how much faster the measure moves than x there (at most
+    MEASURE_PASSES of them)."""
     seen: dict[float, float] = {}
 
     def g(x: float) -> float:
@@ -306,9 +317,29 @@ def last_met(
 
     res = find_root(g, lo, hi, f_lo=f_lo, f_hi=f_hi, xtol=xtol, rtol=rtol)
     met, missed = ends(res, lo, hi)
-    if met > lo and missed - met > precision * met:
+    fine_rtol = min(rtol, 0.1 * precision)
+    for _ in range(MEASURE_PASSES if measure is not None else 1):
+        if not (met > lo and missed > met):
+            break
+        stretch = 1.0
+        if measure is None:
+            if not missed - met > precision * met:
+                break
+        else:
+            m_met, m_missed = measure(met), measure(missed)
+            if not m_met > 0.0 or m_missed - m_met <= precision * m_met:
+                break
+            # The measure's relative gap over x's: how much faster it moves here, so that the
+            # next pass's tolerance on x lands within the precision on the measure.
+            stretch = max(1.0, (m_missed - m_met) * met / (m_met * (missed - met)))
         fine = find_root(
-            g, met, missed, f_lo=value(met), f_hi=value(missed), xtol=0.9 * precision * met, rtol=rtol
+            g,
+            met,
+            missed,
+            f_lo=value(met),
+            f_hi=value(missed),
+            xtol=0.9 * precision * met / stretch,
+            rtol=fine_rtol,
         )
         met, missed = ends(fine, met, missed)
         res = replace(  # one search: the first bracket, every pass's work, the final bracket
@@ -327,7 +358,9 @@ def last_met(
         below = lo + 0.1 * (top - lo)
         f_below = g(below)
         if f_below <= 0.0:
-            near = find_root(g, below, top, f_lo=f_below, f_hi=f_top, xtol=rtol * (top - lo), rtol=rtol)
+            near = find_root(
+                g, below, top, f_lo=f_below, f_hi=f_top, xtol=fine_rtol * (top - lo), rtol=fine_rtol
+            )
             met, missed = ends(near, below, top)
             return Edge(met, missed, near)
         top, f_top = below, f_below

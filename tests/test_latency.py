@@ -372,6 +372,29 @@ CHAT_PROMPTS = {"percentiles": {"p10": 150, "p50": 800, "p90": 2000, "p99": 4000
 CHAT_OUTPUTS = {"pairs": [[100, 0.5], [300, 0.3], [800, 0.15], [2000, 0.05]]}
 
 
+def test_the_capacity_search_axis_is_the_boundary_grid_read_by_rate() -> None:
+    """`Engine.concurrency_at`: the stable branch's concurrency at a rate, exact at the
+    boundary grid's points and at the branch's end (n_max from lam_max up), linear between,
+    and within a few percent of the branch in the middle of a segment (what the search's
+    precision on each state's own rate covers)."""
+    m = model_for(Deployment(**QWEN_H100), make_workload(prompt=CHAT_PROMPTS, output=CHAT_OUTPUTS))
+    e = m.engines["colocated"]
+    b = e.boundary()
+    assert b.grid_n is not None and b.grid_lam is not None
+    for n, lam in zip(b.grid_n.tolist(), b.grid_lam.tolist(), strict=True):
+        assert e.concurrency_at(lam) == n
+    assert e.concurrency_at(b.lam_max) == e.concurrency_at(2 * b.lam_max) == b.n_max
+    assert e.concurrency_at(0.0) == e.concurrency_at(-1.0) == 0.0
+    n0, n1 = b.grid_n[3:5].tolist()
+    l0, l1 = b.grid_lam[3:5].tolist()
+    assert e.concurrency_at(0.25 * l0 + 0.75 * l1) == pytest.approx(0.25 * n0 + 0.75 * n1, rel=1e-12)
+    rates = np.linspace(0.0, b.lam_max, 101)
+    ns = [e.concurrency_at(r) for r in rates]
+    assert all(np.diff(ns) > 0)
+    mid = 0.5 * (l0 + l1)
+    assert e.state_n(e.concurrency_at(mid)).lam == pytest.approx(mid, rel=0.03)
+
+
 @pytest.mark.parametrize(
     ("slo", "binding"),
     [(Slo(ttft_p99_s=0.5, itl_p99_s=0.040), "itl"), (Slo(ttft_p99_s=0.095), "ttft")],
@@ -389,12 +412,12 @@ def test_capacity_meets_the_slo_and_just_above_does_not(slo: Slo, binding: str) 
     assert lo == 0.0 and hi > 0.0
     assert root.f_bracket[0] < 0 < root.f_bracket[1]  # the bracket straddles the SLO boundary
     at = evaluate(dep, w, requests_per_s=cap.deployment_max_requests_per_s_within_slo)
-    # Just above: the search's last failing point (its final bracket's upper end, in decodes n;
-    # the answer is the last point that met the SLO, within CAPACITY_RTOL of the stable range
-    # and CAPACITY_PRECISION of itself).
+    # Just above: the search's last failing point (its final bracket's upper end, on the rate
+    # axis `Engine.concurrency_at`; the answer is the last point that met the SLO, within
+    # CAPACITY_PRECISION of itself).
     assert root.final_bracket is not None
     engine = model_for(dep, w).engines["colocated"]
-    fail_rate = 2 * engine.state_n(root.final_bracket[1]).lam
+    fail_rate = 2 * engine.state_n(engine.concurrency_at(root.final_bracket[1])).lam
     assert fail_rate > cap.deployment_max_requests_per_s_within_slo
     assert fail_rate < 1.02 * cap.deployment_max_requests_per_s_within_slo
     above = evaluate(dep, w, requests_per_s=fail_rate)
@@ -428,6 +451,9 @@ class _JumpingEngine:
 
     def state_at(self, x: float) -> Any:
         return types.SimpleNamespace(n=x, lam=0.2 * x)
+
+    def concurrency_at(self, rate: float) -> float:  # the capacity search's rate axis: exact here
+        return min(rate, 2.0) / 0.2
 
     def ttft_p99_s(self, st: Any) -> float:
         return 0.3 + 0.4 * st.lam
@@ -558,8 +584,8 @@ def test_a_capacity_far_below_the_stable_range_is_found_to_one_percent_of_itself
     """Constant 1155/211-token requests on an A100, budget 2048, TTFT p99 150 ms (floor 128.7 ms):
     the capacity is 0.54 decodes of a 255-decode stable range. The root's tolerance, 1e-3 of
     that range (0.25 decodes), left it between 0.421 (met) and 0.549 (missed) and answered
-    0.1530 req/s, 27% low; the search now goes on between those two until they are within
-    CAPACITY_PRECISION (1%) of the answer: 0.1943 req/s."""
+    0.1530 req/s, 27% low; the search now ends only where those two are within
+    CAPACITY_PRECISION (1%) of the answer, in requests/s: 0.1943 req/s."""
     from planner.deployment import Deployment
     from planner.latency import LatencyModel, Slo, WorkloadStats
     from planner.latency.model import CAPACITY_PRECISION
@@ -580,13 +606,21 @@ def test_a_capacity_far_below_the_stable_range_is_found_to_one_percent_of_itself
     e = m.engines["colocated"]
     root = cap.root
     assert root is not None and root.converged and root.final_bracket is not None
-    assert root.bracket == (0.0, e.boundary().n_max)  # one search over the whole range, refined
-    met, missed = root.final_bracket
-    assert met < 0.01 * e.boundary().n_max
-    assert 0 < missed - met <= CAPACITY_PRECISION * met
-    assert e.state_n(met).lam == pytest.approx(cap.max_requests_per_s_within_slo, rel=1e-12)
-    assert e.ttft_p99_s(e.state_n(met)) <= 0.150 < e.ttft_p99_s(e.state_n(missed))
-    assert cap.max_requests_per_s_within_slo == pytest.approx(0.1943, rel=1e-3)
+    assert root.bracket == (0.0, e.boundary().lam_max)  # one search over the whole rate axis
+    met, missed = (e.state_n(e.concurrency_at(u)) for u in root.final_bracket)
+    assert met.n < 0.01 * e.boundary().n_max
+    assert 0 < missed.lam - met.lam <= CAPACITY_PRECISION * met.lam
+    assert met.lam == cap.max_requests_per_s_within_slo
+    assert e.ttft_p99_s(met) <= 0.150 < e.ttft_p99_s(missed)
+    # The edge itself, by 50 literal bisections on n (TTFT p99 rises with n here): the answer
+    # is at most 1% below it.
+    lo, hi = 0.0, missed.n
+    for _ in range(50):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if e.ttft_p99_s(e.state_n(mid)) <= 0.150 else (lo, mid)
+    edge = e.state_n(lo).lam
+    assert edge == pytest.approx(0.1945, rel=1e-3)
+    assert edge * (1 - CAPACITY_PRECISION) <= cap.max_requests_per_s_within_slo <= edge
 
 
 def test_an_slo_just_above_the_idle_floor_holds_below_the_roots_precision() -> None:

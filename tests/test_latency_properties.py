@@ -250,13 +250,20 @@ def test_capacity_answer_meets_its_slo(
         "max_num_batched_tokens",
     }
     # An SLO-bound answer is the last point met, within CAPACITY_PRECISION of itself below the
-    # first point missed (docs/latency.md, "Capacity").
+    # first point missed, in requests/s (docs/latency.md, "Capacity"). Decode roles search the
+    # rate axis `Engine.concurrency_at` reads off the boundary's grid; the precision is on the
+    # states' own rates.
     for pool in cap.pools.values():
         r, at = pool.root, pool.at_capacity
         if pool.binding_limit in ("ttft", "itl") and r is not None and r.final_bracket and at is not None:
-            met = at.n if pool.role != "prefill" else at.lam
-            missed = r.final_bracket[1]
-            assert met <= missed <= met * (1 + CAPACITY_PRECISION) * (1 + 1e-12), (met, missed)
+            e = m.engines[pool.role]
+            if pool.role == "prefill":
+                missed = r.final_bracket[1]
+            else:
+                n_missed = e.concurrency_at(r.final_bracket[1])
+                assert at.n == e.concurrency_at(r.final_bracket[0]) < n_missed
+                missed = e.state_n(n_missed).lam
+            assert missed <= at.lam * (1 + CAPACITY_PRECISION) * (1 + 1e-12), (at.lam, missed)
 
 
 @pytest.mark.parametrize("points", [64, 128, 256])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -197,6 +198,26 @@ def test_last_met_refines_an_edge_far_below_the_bracket_to_its_precision() -> No
     assert edge.search.bracket == (0.0, 1.0)  # the first pass's bracket
     assert edge.search.function_calls == len(calls) > first.function_calls
     assert edge.search.final_bracket == (edge.met, edge.missed)
+
+
+def test_last_met_judges_its_precision_on_a_measure() -> None:
+    """A search on an axis u for a quantity m = u^2 (the capacity's rate axis against the
+    states' own rates): f jumps from -1 to +1 where m passes 0.2 (u = 0.447). Brent to 0.9% of
+    u ends with met and missed 0.88% apart in u but 1.76% in m; judged on m, one more pass
+    between them (its tolerance shrunk by m's stretch, 2x here) closes them to 0.88% of m."""
+
+    def f(u: float) -> float:
+        return -1.0 if u * u < 0.2 else 1.0
+
+    kw: dict[str, Any] = {"f_lo": -1.0, "f_hi": 1.0, "xtol": 1e-4, "rtol": 0.009, "precision": 1e-2}
+    on_u = last_met(f, 0.0, 1.0, **kw)
+    assert (on_u.missed - on_u.met) / on_u.met == pytest.approx(0.00877, abs=1e-5)
+    assert (on_u.missed**2 - on_u.met**2) / on_u.met**2 == pytest.approx(0.01762, abs=1e-5)
+    on_m = last_met(f, 0.0, 1.0, **kw, measure=lambda u: u * u)
+    assert on_m.met * on_m.met < 0.2 <= on_m.missed * on_m.missed
+    assert (on_m.missed**2 - on_m.met**2) / on_m.met**2 == pytest.approx(0.00879, abs=1e-5)
+    assert on_m.search.function_calls == on_u.search.function_calls + 1
+    assert on_m.search.final_bracket == (on_m.met, on_m.missed)
 
 
 def test_last_met_answers_a_point_that_met_where_f_jumps_over_zero() -> None:

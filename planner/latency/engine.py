@@ -52,6 +52,7 @@ decode pool: decode steps only). With n the mean number of decoding sequences:
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
@@ -110,6 +111,17 @@ class Grid(NamedTuple):
     n: FloatArray
     lam: FloatArray
     slack: FloatArray
+
+
+class _DelayClass(NamedTuple):
+    """A class of the step under way, as `Engine._delay` reads it."""
+
+    sigma: float | None  # U L's log-sd (None: the decode-only class, U t_dec, a uniform's)
+    scale: float  # E[U L]
+    share: float
+    pi: float  # P(company)
+    x_sigma: float  # the company's cost given any: log-sd and mean (0 without company)
+    x_scale: float
 
 
 class TtftMixture(NamedTuple):
@@ -415,6 +427,7 @@ class Engine:
         self._p0_col = self.p0[:, None]
         self._p0_first = 0.0 + self.p0  # the first chunk's offset, 0 share + p0, as `_chunks` adds it
         self._boundary: Boundary | None = None
+        self._axis: tuple[list[float], list[float]] | None = None
         self._zero: State | None = None
         self._zero_point: Point | None = None
         self._token_cost: float | None = None
@@ -745,6 +758,39 @@ class Engine:
             keep = grid < n_peak
             return Boundary(n_peak, lam_peak, label, root, grid[keep], lam[keep])
         return Boundary(n_end, lam_end, binding, root, grid, lam)
+
+    def concurrency_at(self, rate: float) -> float:
+        """The capacity search's axis (decode roles): the concurrency at which the stable branch
+        runs `rate` requests/s, read off the boundary's grid by linear interpolation (exact at
+        its points, n_max from lam_max up). The SLO metrics move about linearly in the rate
+        where they bend in n (the step grows with n: n = lam d t_step), so Brent brackets
+        their edge in fewer steady states on this axis. Between grid points it is not the
+        branch itself: the search judges its precision on the state's own rate."""
+        rates, ns = self._rate_axis()
+        if rate >= rates[-1]:
+            return ns[-1]
+        if not rate > 0.0:
+            return 0.0
+        i = bisect.bisect_right(rates, rate)  # rates[i - 1] <= rate < rates[i]
+        r0, n0 = rates[i - 1], ns[i - 1]
+        return n0 + (ns[i] - n0) * (rate - r0) / (rates[i] - r0)
+
+    def _rate_axis(self) -> tuple[list[float], list[float]]:
+        """`concurrency_at`'s points, once: (0, 0), the grid's points where both the rate and
+        the concurrency rise (the branch dips where a prompt starts needing another chunk),
+        and the branch's end (lam_max, n_max)."""
+        if self._axis is None:
+            b = self.boundary()
+            rates, ns = [0.0], [0.0]
+            if b.grid_n is not None and b.grid_lam is not None:
+                for n, lam in zip(b.grid_n.tolist(), b.grid_lam.tolist(), strict=True):
+                    if rates[-1] < lam < b.lam_max and ns[-1] < n < b.n_max:
+                        rates.append(lam)
+                        ns.append(n)
+            rates.append(b.lam_max)
+            ns.append(b.n_max)
+            self._axis = (rates, ns)
+        return self._axis
 
     def _refine_peak(self, grid: FloatArray, lam: FloatArray, i: int, n_end: float) -> tuple[float, float]:
         """One parabola step through the grid's best point and its neighbours."""
@@ -1257,13 +1303,21 @@ class Engine:
     def ttft_p99_at_most_s(self, s: State) -> float:
         """A bound TTFT p99 never exceeds at this state, without its quantiles (the capacity
         search skips TTFT's exact p99 where this bound already shows ITL is the nearer target).
-        Beyond the largest time that does not wait, only the queued prompts' waits reach:
-        P(TTFT > v_q + y) <= q sum_k a_k e^{-y / m_max} (v_q the largest queued time), at most
-        1% at y = m_max ln(100 q sum_k a_k). Colocated engines (else inf: not bounded)."""
+        Beyond the largest time that does not wait, only the queued prompts reach: with a
+        chance q < 1% of queueing that time itself bounds p99 (read without the mixture);
+        otherwise P(TTFT > v_q + y) <= q sum_k a_k e^{-y / m_max} (v_q the largest queued
+        time), at most 1% at y = m_max ln(100 q sum_k a_k). Colocated engines (else inf)."""
         if s.ttft is not None:  # the exact p99 is already there
             return self.ttft_p99_s(s)
         if not self.has_decode:
             return math.inf
+        st = self._steps(s)
+        if s.ttft_mix is None and st.backlog < _TAIL_EPS[-1]:
+            # The largest own service after the largest delay: without the mixture's delays,
+            # full steps and products (~85% of the bound's cost; the capacity search asks this
+            # at most of its states once ITL is met).
+            own = s.own_service if self.extra_ttft is None else s.own_service + self.extra_ttft
+            return float(own.max()) + self._delay_top_s(s, st)
         mix = self._ttft_mixture(s)
         v = mix.values
         if mix.waiting is None:
@@ -1311,6 +1365,53 @@ class Engine:
         the shares are renormalized (docs/latency.md, "TTFT"). Returns (values, probabilities)."""
         if st.busy <= 0:
             return _ZERO, _ONE
+        idle, classes = self._delay_classes(s, st)
+        # Not queued beyond the next step, the company fits in that step (more is what the
+        # queued branch counts): its cost is capped, slice by slice, at one full budget's
+        # prefill tokens, c B = T_full - T_0 of an idle engine (fixed per engine like c, so a
+        # slice still never falls as load or burstiness raise it).
+        cap = self._company_cap_s()
+        values = [0.0]
+        probs = [idle]
+        for cl in classes:
+            half = (
+                [v * cl.scale for v in _UNIFORM_SLICE_LIST]
+                if cl.sigma is None
+                else _lognormal_slice_list(cl.sigma, cl.scale)
+            )
+            values += half
+            w_none, w_some = cl.share * (1.0 - cl.pi), cl.share * cl.pi
+            probs += [p * w_none for p in _SLICE_P]
+            if cl.pi > 0.0:
+                xs = _lognormal_slice_list(cl.x_sigma, cl.x_scale)
+                values += [h + min(x, cap) for h, x in zip(half, xs, strict=True)]
+            else:
+                values += half
+            probs += [p * w_some for p in _SLICE_P]
+        return np.array(values), np.array(probs)
+
+    def _delay_top_s(self, s: State, st: Steps) -> float:
+        """`_delay`'s largest value without its lists: every slice list rises, so it is a
+        class's top slice plus its company's top slice (capped), the same arithmetic."""
+        if st.busy <= 0:
+            return 0.0
+        cap = self._company_cap_s()
+        top = 0.0
+        for cl in self._delay_classes(s, st)[1]:
+            h = (
+                _UNIFORM_SLICE_LIST[-1] * cl.scale
+                if cl.sigma is None
+                else _lognormal_top_slice(cl.sigma, cl.scale)
+            )
+            if cl.pi > 0.0:
+                h += min(_lognormal_top_slice(cl.x_sigma, cl.x_scale), cap)
+            top = max(top, h)
+        return top
+
+    def _delay_classes(self, s: State, st: Steps) -> tuple[float, list[_DelayClass]]:
+        """`_delay`'s idle share and its classes of the step under way (busy engines): U L's
+        slices (log-sd, None for the decode-only class's uniform; mean), the class's share, the
+        chance pi of company, and the company's lognormal given any (log-sd, mean cost)."""
         c = self._token_cost_s()
         zf = st.zf
         g = s.lam * zf * self.mean_pe
@@ -1344,39 +1445,26 @@ class Engine:
             r1 = s1 - rb * fs
             if r1 > 0.0:  # the mixed class's length moments without the backlog's steps
                 s1, s2, s3 = r1, s2 - rb * fs * fs, s3 - rb * fs * fs * fs
-        # Not queued beyond the next step, the company fits in that step (more is what the
-        # queued branch counts): its cost is capped, slice by slice, at one full budget's
-        # prefill tokens, c B = T_full - T_0 of an idle engine (fixed per engine like c, so a
-        # slice still never falls as load or burstiness raise it).
-        cap = self._company_cap_s()
-        classes: list[tuple[list[float], float, float, float]] = []  # U L's slices, E[L], E[L^2], share
+        raw: list[tuple[float | None, float, float, float, float]] = []  # sigma, E[U L], E[L], E[L^2], share
         if s1 <= 0 or b_dec >= 1.0:
-            classes.append(([v * (0.5 * t) for v in _UNIFORM_SLICE_LIST], t, t * t, busy))
+            raw.append((None, 0.5 * t, t, t * t, busy))
         else:
             l1, l2 = s2 / s1, s3 / s1
-            shape_m = _lognormal_slice_list(
-                math.sqrt(math.log(max(4.0 * l2 / (3.0 * l1 * l1), 1.0))), 0.5 * l1
-            )
-            classes.append(([v * (0.5 * t) for v in _UNIFORM_SLICE_LIST], t, t * t, busy * b_dec))
-            classes.append((shape_m, l1, l2, busy * (1.0 - b_dec)))
-        values = [0.0]
-        probs = [idle]
+            sigma_m = math.sqrt(math.log(max(4.0 * l2 / (3.0 * l1 * l1), 1.0)))
+            raw.append((None, 0.5 * t, t, t * t, busy * b_dec))
+            raw.append((sigma_m, 0.5 * l1, l1, l2, busy * (1.0 - b_dec)))
+        out = []
         ca2m1 = self.ca2 - 1.0
-        for half, el, el2, w in classes:
+        for sigma, mean_ul, el, el2, w in raw:
             mu = s.lam * el
             pi = -math.expm1(-mu * (1.0 + ca2m1 / (1.0 + mu)))
-            values += half
-            w_none, w_some = w * (1.0 - pi), w * pi
-            probs += [p * w_none for p in _SLICE_P]
+            x_sigma = x_scale = 0.0
             if pi > 0.0:
                 x1 = g * el / pi
                 x2 = (g * g * el2 + v * el) / pi
-                xs = _lognormal_slice_list(math.sqrt(math.log(max(x2 / (x1 * x1), 1.0))), c * x1)
-                values += [h + min(x, cap) for h, x in zip(half, xs, strict=True)]
-            else:
-                values += half
-            probs += [p * w_some for p in _SLICE_P]
-        return np.array(values), np.array(probs)
+                x_sigma, x_scale = math.sqrt(math.log(max(x2 / (x1 * x1), 1.0))), c * x1
+            out.append(_DelayClass(sigma, mean_ul, w, pi, x_sigma, x_scale))
+        return idle, out
 
     def _service_shape(self) -> ServiceShape:
         """The prefill queue's service X_i per prompt of the support, c_s^2 = Var X / E[X]^2 and

@@ -30,16 +30,21 @@ from solvers.rootfind import RootResult, last_met
 # replica can serve at all, the stability limit.
 BindingLimit = Literal["ttft", "itl", "compute", "kv_capacity", "max_num_seqs", "max_num_batched_tokens"]
 
-# Precision of the capacity root on the concurrency axis: 1e-3 of the stable range. The answer is
-# the last point that met the SLO, so it errs low, by < 0.3% of the rate on the bench's candidate
-# (7.652 at 1e-4, 7.634 here) for two capacity evaluations fewer (11 -> 9); the model itself is
-# ~10% from the simulator (docs/accuracy.md).
-CAPACITY_RTOL = 1e-3
-# That tolerance is a share of the whole stable range, so a capacity far below the range's end
-# (a tight SLO) came out coarse (up to 34% low, docs/latency.md "Capacity"). Where the last
-# point met and the first point missed are further apart than this share of the capacity, the
-# search goes on between them (the bench's candidate, at 0.9%, does not).
+# The capacity is the last point that met the SLO, found to this share of itself below the first
+# point that missed it. Before 2026-12-01 the root's only tolerance was 1e-3 of the whole stable
+# range, so a capacity far below the range's end (a tight SLO) came out coarse: up to 34% low
+# (docs/latency.md, "Capacity").
 CAPACITY_PRECISION = 1e-2
+# Brent's tolerance: 0.9 of that precision of the point (its bracket then closes within the
+# precision in one pass; `last_met` goes on between the two points where it does not), plus
+# CAPACITY_XTOL of the stable range: where no positive rate meets the SLO the search stops that
+# close to 0 (the decades below, or under bursts "no positive rate", take over from there).
+# Before 2026-12-01 (session 11) Brent ran to 1e-3 of the range, then to the precision in a
+# second pass: ~0.7 steady states more per search (7.13 against 6.39 over 336 searches: 4
+# workloads x H100/A100 x Qwen3-8B/30B-A3B x budgets 512-8192 x 7 SLOs; 11 against 10 on the
+# bench's candidate).
+CAPACITY_RTOL = 0.9 * CAPACITY_PRECISION
+CAPACITY_XTOL = 1e-3
 # `Engine.ttft_p99_at_most_s` is a bound in exact arithmetic; the quantile's own rounding is
 # covered by this relative margin before the capacity search trusts it.
 TTFT_BOUND_MARGIN = 1.0 + 1e-6
@@ -623,18 +628,38 @@ class LatencyModel:
         # factor fades as the rate vanishes (z -> 1 with n) where gamma clumps persist (P(a gap
         # < L) ~ (k lam L)^k), so its low-rate limit is not to be trusted there: bursts that
         # queue at any rate read as no positive rate.
-        edge = last_met(
-            f,
-            0.0,
-            x_hi,
-            f_lo=max(rt0, ri0) - 1.0,
-            f_hi=f_hi,
-            xtol=CAPACITY_RTOL * x_hi,
-            rtol=CAPACITY_RTOL,
-            precision=CAPACITY_PRECISION,
-            decades=NEAR_ZERO_DECADES if e.stats.arrival_cv2 <= 1.0 else 0,
-        )
-        x, x_fail, res = edge.met, edge.missed, edge.search
+        decades = NEAR_ZERO_DECADES if e.stats.arrival_cv2 <= 1.0 else 0
+        if e.has_decode and b.lam_max > 0.0:
+            # On the rate axis (`Engine.concurrency_at`), the precision judged on each state's
+            # own rate: the capacity's unit, and about linear in the targets.
+            axis = e.concurrency_at
+            edge = last_met(
+                lambda u: f(axis(u)),
+                0.0,
+                b.lam_max,
+                f_lo=max(rt0, ri0) - 1.0,
+                f_hi=f_hi,
+                xtol=CAPACITY_XTOL * b.lam_max,
+                rtol=CAPACITY_RTOL,
+                precision=CAPACITY_PRECISION,
+                decades=decades,
+                measure=lambda u: e.state_at(axis(u)).lam,
+            )
+            x, x_fail = axis(edge.met), axis(edge.missed)
+        else:
+            edge = last_met(
+                f,
+                0.0,
+                x_hi,
+                f_lo=max(rt0, ri0) - 1.0,
+                f_hi=f_hi,
+                xtol=CAPACITY_XTOL * x_hi,
+                rtol=CAPACITY_RTOL,
+                precision=CAPACITY_PRECISION,
+                decades=decades,
+            )
+            x, x_fail = edge.met, edge.missed
+        res = edge.search
         if x <= 0.0:
             return self._no_positive_rate(role, e, slo, res, x_fail, where)
         st = memo[x][0] if x in memo else e.state_at(x)

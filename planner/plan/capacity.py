@@ -21,7 +21,7 @@ from planner.deployment import Deployment, Disaggregation, ResolvedDeployment
 from planner.errors import InvalidInput
 from planner.latency import LatencyModel, Slo, WorkloadStats
 from planner.latency.engine import HUGE, Point, Role
-from planner.latency.model import CAPACITY_PRECISION, CAPACITY_RTOL, NEAR_ZERO_DECADES
+from planner.latency.model import CAPACITY_PRECISION, CAPACITY_RTOL, CAPACITY_XTOL, NEAR_ZERO_DECADES
 from planner.vllm_defaults import BLOCK_SIZE_TOKENS
 from solvers.rootfind import last_met
 
@@ -328,8 +328,8 @@ def _within_e2e(
 ) -> tuple[float, Point | None, str, bool, str]:
     """Lower a colocated capacity until the E2E estimate meets its target: the edge of the rates
     that meet it (E2E rises with load along the stable branch), found as the SLO capacity's is
-    (`solvers.rootfind.last_met`: Brent to 1e-3 of the rate, then to 1% of the answer; it was
-    30 bisections, ~4x the steady states for a precision no plan reads)."""
+    (`solvers.rootfind.last_met`: Brent to 1% of the answer; it was 30 bisections, ~4x the
+    steady states for a precision no plan reads)."""
     assert ctx.e2e_p99_s is not None
     engine = model.engines["colocated"]
     target = ctx.e2e_p99_s
@@ -363,7 +363,7 @@ def _within_e2e(
         top,
         f_lo=floor / target - 1.0,
         f_hi=f_top,
-        xtol=CAPACITY_RTOL * top,
+        xtol=CAPACITY_XTOL * top,
         rtol=CAPACITY_RTOL,
         precision=CAPACITY_PRECISION,
         decades=NEAR_ZERO_DECADES if engine.stats.arrival_cv2 <= 1.0 else 0,
