@@ -97,7 +97,7 @@ def test_itl_p50_on_decode_only_steps_within_bounds_of_the_simulator(
 ) -> None:
     trace = acc.builtin_trace(acc.TRACE)
     case = acc.Case("Qwen/Qwen3-8B", gpu, profile, 512)
-    cell = acc.synthetic_cell(case, 0.6, trace, count=20_000, lengths=lengths, spread_seed=None)
+    cell = acc.synthetic_cell(case, 0.6, trace, count=20_000, lengths=lengths, seeds=(0,))
     assert abs(cell.error("itl_p50")) <= 0.03, f"{cell.error('itl_p50'):+.1%}"
 
 
