@@ -400,6 +400,7 @@ class Report:
     splits: list[WaitSplit]
     synthetic_requests: int
     wall_s: float = math.nan
+    seeds: tuple[int, ...] = SEEDS  # each synthetic and bursty cell's simulation seeds
 
 
 def build(
@@ -412,6 +413,7 @@ def build(
     capacities: bool = True,
     synthetic: bool = True,
     bursty: bool = True,
+    seeds: Sequence[int] = SEEDS,
 ) -> Report:
     t0 = time.perf_counter()
     trace = builtin_trace(TRACE)
@@ -422,7 +424,9 @@ def build(
         r = case.resolve()
         for kind in lengths if synthetic else ():
             for load in loads:
-                cells.append(synthetic_cell(case, load, trace, synthetic_requests, resolved=r, lengths=kind))
+                cells.append(
+                    synthetic_cell(case, load, trace, synthetic_requests, seeds, resolved=r, lengths=kind)
+                )
         for load in trace_loads:
             cells.append(trace_cell(case, load, trace, resolved=r))
         if capacities:
@@ -430,22 +434,22 @@ def build(
         for load in split_loads:
             splits.append(wait_split(case, load, trace, resolved=r))
     if bursty:
-        cells.extend(bursty_cells(trace, synthetic_requests))
-    return Report(cells, caps, splits, synthetic_requests, time.perf_counter() - t0)
+        cells.extend(bursty_cells(trace, synthetic_requests, seeds))
+    return Report(cells, caps, splits, synthetic_requests, time.perf_counter() - t0, tuple(seeds))
 
 
 def bursty_cases() -> tuple[Case, ...]:
     return tuple(c for c in CASES if c.budget in BURSTY_BUDGETS)
 
 
-def bursty_cells(trace: Trace, count: int = SYNTHETIC_REQUESTS) -> list[Cell]:
+def bursty_cells(trace: Trace, count: int = SYNTHETIC_REQUESTS, seeds: Sequence[int] = SEEDS) -> list[Cell]:
     """The bursty grid: the synthetic grid's spread lengths with gamma gaps of each BURSTINESS."""
     cells: list[Cell] = []
     for case in bursty_cases():
         r = case.resolve()
         for k in BURSTINESS:
             for load in BURSTY_LOADS:
-                cells.append(synthetic_cell(case, load, trace, count, resolved=r, burstiness=k))
+                cells.append(synthetic_cell(case, load, trace, count, seeds, resolved=r, burstiness=k))
     return cells
 
 
@@ -483,7 +487,8 @@ def synthetic_table(rows: Sequence[Cell], lengths: Lengths, source: Source = "sy
             + (f" {1.0 / c.burstiness:.0f} |" if burst else "")
             + f" {c.load:.0%} | {c.rate_rps:.2f} | "
             + " | ".join(cols)
-            + f" | {c.seed_spread * 100:.1f}% | {c.preemptions:,} |"
+            + (f" | {c.seed_spread * 100:.1f}%" if math.isfinite(c.seed_spread) else " | –")
+            + f" | {c.preemptions:,} |"
         )
     return out
 
@@ -506,7 +511,9 @@ def trace_table(rows: Sequence[Cell]) -> list[str]:
     return out
 
 
-def summary(rows: Sequence[Cell], source: Source, metrics: Sequence[str] = METRICS) -> str:
+def summary(
+    rows: Sequence[Cell], source: Source, metrics: Sequence[str] = METRICS, runs: int = len(SEEDS)
+) -> str:
     sel = [c for c in rows if c.source == source]
     errs = [abs(c.error(k)) for c in sel for k in metrics]
     within = sum(e <= TARGET for e in errs)
@@ -527,12 +534,12 @@ def summary(rows: Sequence[Cell], source: Source, metrics: Sequence[str] = METRI
         ]
         if noisy:
             text += (
-                f"; {sum(noisy)} of {len(noisy)} within ±{TARGET:.0%} or inside the {len(SEEDS)} runs' own "
+                f"; {sum(noisy)} of {len(noisy)} within ±{TARGET:.0%} or inside the {runs} runs' own "
                 "range (between the least and the largest seed's figure)"
             )
         if spreads:
             text += (
-                f". Seed range (the {len(SEEDS)} runs' largest figure less their least, over their median, "
+                f". Seed range (the {runs} runs' largest figure less their least, over their median, "
                 f"the widest of the four): median {float(np.median(spreads)) * 100:.1f}%, max "
                 f"{max(spreads) * 100:.1f}%"
             )
@@ -579,7 +586,7 @@ def drift(trace: Trace, minutes: int = BUSIEST_MINUTES) -> str:
     )
 
 
-def bursty_section(rows: Sequence[Cell]) -> list[str]:
+def bursty_section(rows: Sequence[Cell], runs: int = len(SEEDS)) -> list[str]:
     if not any(c.source == "bursty" for c in rows):
         return []
     ks = " and ".join(f"{k:g} (CV² {1 / k:.0f})" for k in BURSTINESS)
@@ -593,7 +600,7 @@ def bursty_section(rows: Sequence[Cell]) -> list[str]:
         "",
         *synthetic_table(rows, "spread", "bursty"),
         "",
-        summary(rows, "bursty"),
+        summary(rows, "bursty", runs=runs),
         "",
     ]
 
@@ -624,8 +631,8 @@ def render(rep: Report, command: str) -> str:
         f"{rep.synthetic_requests:,} requests per cell sampled from `Trace.to_workload(bucket_s=None)`: "
         "one constant rate, gamma inter-arrival gaps with the trace's CV "
         f"({trace.interarrival_cv:.2f}). The model is evaluated on the same workload at the same rate. "
-        f"Each cell is simulated with seeds {SEEDS[0]}–{SEEDS[-1]}; `sim` is the median of the "
-        f"{len(SEEDS)} runs' figures. Seed range: the runs' largest figure less their least, over "
+        f"Each cell is simulated with seeds {rep.seeds[0]}–{rep.seeds[-1]}; `sim` is the median of the "
+        f"{len(rep.seeds)} runs' figures. Seed range: the runs' largest figure less their least, over "
         "the median, the widest of the four figures (how far one run's figure is from another's: at "
         "85–90% load one run's TTFT p99 can read 3x another's, after a long excursion of the queue "
         "or preemptions near the KV limit).",
@@ -639,9 +646,9 @@ def render(rep: Report, command: str) -> str:
         "",
         *synthetic_table(rows, "constant"),
         "",
-        summary(rows, "synthetic"),
+        summary(rows, "synthetic", runs=len(rep.seeds)),
         "",
-        *bursty_section(rows),
+        *bursty_section(rows, len(rep.seeds)),
         "## Trace replay",
         "",
         "The trace time-scaled so that its busiest minute runs at the load, replayed request by request "
@@ -699,6 +706,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="only the bursty table (gamma gaps of CV² 4 and 20): a quick check",
     )
     ap.add_argument(
+        "--seeds",
+        type=int,
+        default=len(SEEDS),
+        help=f"simulate each synthetic and bursty cell with seeds 0..N-1 (default {len(SEEDS)}; fewer for a "
+        "quick check: one run's p99 moves by up to ~3x between seeds at 85-90%% load)",
+    )
+    ap.add_argument(
         "--sim-cache",
         metavar="PATH",
         help="keep synthetic and bursty simulations in this JSON file and reuse them (for iterating "
@@ -712,15 +726,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             {k: (v[0], v[1], v[2]) for k, v in json.loads(path.read_text()).items()} if path.exists() else {}
         )
     command = "python3 tools/accuracy.py > docs/accuracy.md"
+    if args.seeds < 1:
+        ap.error("--seeds must be at least 1")
+    seeds = tuple(range(args.seeds))
+    flags = []
     if args.synthetic_requests != SYNTHETIC_REQUESTS:
-        command = (
-            f"python3 tools/accuracy.py --synthetic-requests {args.synthetic_requests} > docs/accuracy.md"
-        )
+        flags.append(f"--synthetic-requests {args.synthetic_requests}")
+    if seeds != SEEDS:
+        flags.append(f"--seeds {args.seeds}")
+    if flags:
+        command = f"python3 tools/accuracy.py {' '.join(flags)} > docs/accuracy.md"
     t0 = time.perf_counter()
     if args.bursty_only:
         trace = builtin_trace(TRACE)
-        rep = Report(bursty_cells(trace, args.synthetic_requests), [], [], args.synthetic_requests)
-        sys.stdout.write("\n".join([*bursty_section(rep.cells), ""]))
+        rep = Report(bursty_cells(trace, args.synthetic_requests, seeds), [], [], args.synthetic_requests)
+        sys.stdout.write("\n".join([*bursty_section(rep.cells, len(seeds)), ""]))
         _save_cache(args.sim_cache)
         print(f"accuracy: {len(rep.cells)} cells in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
         return 0
@@ -731,9 +751,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             trace_loads=(),
             capacities=False,
             bursty=False,
+            seeds=seeds,
         )
     else:
-        rep = build(synthetic_requests=args.synthetic_requests)
+        rep = build(synthetic_requests=args.synthetic_requests, seeds=seeds)
     sys.stdout.write(render(rep, command))
     _save_cache(args.sim_cache)
     print(f"accuracy: {len(rep.cells)} cells in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
