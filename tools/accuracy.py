@@ -127,6 +127,7 @@ class Cell:
     lengths: Lengths = "spread"
     seed_spread: float = math.nan  # the seeds' range over their median, the largest of the metrics
     seed_ranges: dict[str, tuple[float, float]] | None = None  # each metric's least and largest run
+    runs: int = 1  # simulated runs (seeds) behind the figures
     sim_ttft_p99_busiest_s: float = math.nan  # trace: requests arriving in its busiest minutes
     burstiness: float = math.nan  # bursty: the gamma gaps' shape k (CV² = 1/k)
 
@@ -216,7 +217,7 @@ def synthetic_cell(
     return Cell(
         case, "synthetic" if burstiness is None else "bursty", load, cap, pred.requests_per_s, n_reqs,
         _analytic(pred), sim, preemptions, wall, lengths, spread,
-        burstiness=math.nan if burstiness is None else burstiness, seed_ranges=ranges,
+        burstiness=math.nan if burstiness is None else burstiness, seed_ranges=ranges, runs=len(runs),
     )  # fmt: skip
 
 
@@ -511,9 +512,7 @@ def trace_table(rows: Sequence[Cell]) -> list[str]:
     return out
 
 
-def summary(
-    rows: Sequence[Cell], source: Source, metrics: Sequence[str] = METRICS, runs: int = len(SEEDS)
-) -> str:
+def summary(rows: Sequence[Cell], source: Source, metrics: Sequence[str] = METRICS) -> str:
     sel = [c for c in rows if c.source == source]
     errs = [abs(c.error(k)) for c in sel for k in metrics]
     within = sum(e <= TARGET for e in errs)
@@ -532,6 +531,7 @@ def summary(
             if c.seed_ranges is not None
             for k in metrics
         ]
+        runs = max(c.runs for c in sel)
         if noisy:
             text += (
                 f"; {sum(noisy)} of {len(noisy)} within ±{TARGET:.0%} or inside the {runs} runs' own "
@@ -586,7 +586,7 @@ def drift(trace: Trace, minutes: int = BUSIEST_MINUTES) -> str:
     )
 
 
-def bursty_section(rows: Sequence[Cell], runs: int = len(SEEDS)) -> list[str]:
+def bursty_section(rows: Sequence[Cell]) -> list[str]:
     if not any(c.source == "bursty" for c in rows):
         return []
     ks = " and ".join(f"{k:g} (CV² {1 / k:.0f})" for k in BURSTINESS)
@@ -600,7 +600,7 @@ def bursty_section(rows: Sequence[Cell], runs: int = len(SEEDS)) -> list[str]:
         "",
         *synthetic_table(rows, "spread", "bursty"),
         "",
-        summary(rows, "bursty", runs=runs),
+        summary(rows, "bursty"),
         "",
     ]
 
@@ -646,9 +646,9 @@ def render(rep: Report, command: str) -> str:
         "",
         *synthetic_table(rows, "constant"),
         "",
-        summary(rows, "synthetic", runs=len(rep.seeds)),
+        summary(rows, "synthetic"),
         "",
-        *bursty_section(rows, len(rep.seeds)),
+        *bursty_section(rows),
         "## Trace replay",
         "",
         "The trace time-scaled so that its busiest minute runs at the load, replayed request by request "
@@ -740,7 +740,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.bursty_only:
         trace = builtin_trace(TRACE)
         rep = Report(bursty_cells(trace, args.synthetic_requests, seeds), [], [], args.synthetic_requests)
-        sys.stdout.write("\n".join([*bursty_section(rep.cells, len(seeds)), ""]))
+        sys.stdout.write("\n".join([*bursty_section(rep.cells), ""]))
         _save_cache(args.sim_cache)
         print(f"accuracy: {len(rep.cells)} cells in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
         return 0

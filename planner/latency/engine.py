@@ -1279,7 +1279,7 @@ class Engine:
         st = self._steps(s)
         q = st.backlog if st.backlog >= QUEUED_MIN else 0.0
         delay, dprob = self._delay(s, st)
-        own = s.own_service if self.extra_ttft is None else s.own_service + self.extra_ttft
+        own = self._own_ttft_s(s)
         size = own.size * delay.size
         n_all = size + own.size if q > 0 else size
         values = np.empty(n_all)
@@ -1300,6 +1300,11 @@ class Engine:
         s.ttft_mix = TtftMixture(values, probs, phases, waiting, size, q, shown)
         return s.ttft_mix
 
+    def _own_ttft_s(self, s: State) -> FloatArray:
+        """Each prompt's own part of TTFT when it does not queue: its service, plus the time every
+        TTFT includes beyond the engine's (`ttft_extra_s`: the front end, or a KV transfer)."""
+        return s.own_service if self.extra_ttft is None else s.own_service + self.extra_ttft
+
     def ttft_p99_at_most_s(self, s: State) -> float:
         """A bound TTFT p99 never exceeds at this state, without its quantiles (the capacity
         search skips TTFT's exact p99 where this bound already shows ITL is the nearer target).
@@ -1316,8 +1321,7 @@ class Engine:
             # The largest own service after the largest delay: without the mixture's delays,
             # full steps and products (~85% of the bound's cost; the capacity search asks this
             # at most of its states once ITL is met).
-            own = s.own_service if self.extra_ttft is None else s.own_service + self.extra_ttft
-            return float(own.max()) + self._delay_top_s(s, st)
+            return float(self._own_ttft_s(s).max()) + self._delay_top_s(s, st)
         mix = self._ttft_mixture(s)
         v = mix.values
         if mix.waiting is None:

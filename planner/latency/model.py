@@ -629,36 +629,25 @@ class LatencyModel:
         # < L) ~ (k lam L)^k), so its low-rate limit is not to be trusted there: bursts that
         # queue at any rate read as no positive rate.
         decades = NEAR_ZERO_DECADES if e.stats.arrival_cv2 <= 1.0 else 0
-        if e.has_decode and b.lam_max > 0.0:
-            # On the rate axis (`Engine.concurrency_at`), the precision judged on each state's
-            # own rate: the capacity's unit, and about linear in the targets.
-            axis = e.concurrency_at
-            edge = last_met(
-                lambda u: f(axis(u)),
-                0.0,
-                b.lam_max,
-                f_lo=max(rt0, ri0) - 1.0,
-                f_hi=f_hi,
-                xtol=CAPACITY_XTOL * b.lam_max,
-                rtol=CAPACITY_RTOL,
-                precision=CAPACITY_PRECISION,
-                decades=decades,
-                measure=lambda u: e.state_at(axis(u)).lam,
-            )
-            x, x_fail = axis(edge.met), axis(edge.missed)
-        else:
-            edge = last_met(
-                f,
-                0.0,
-                x_hi,
-                f_lo=max(rt0, ri0) - 1.0,
-                f_hi=f_hi,
-                xtol=CAPACITY_XTOL * x_hi,
-                rtol=CAPACITY_RTOL,
-                precision=CAPACITY_PRECISION,
-                decades=decades,
-            )
-            x, x_fail = edge.met, edge.missed
+        # Decode roles search the rate axis (`Engine.concurrency_at`), the precision judged on
+        # each state's own rate: the capacity's unit, and about linear in the targets. A
+        # prefill-only engine's axis is the rate already.
+        on_rates = e.has_decode and b.lam_max > 0.0
+        axis = e.concurrency_at if on_rates else _same
+        u_hi = b.lam_max if on_rates else x_hi
+        edge = last_met(
+            lambda u: f(axis(u)),
+            0.0,
+            u_hi,
+            f_lo=max(rt0, ri0) - 1.0,
+            f_hi=f_hi,
+            xtol=CAPACITY_XTOL * u_hi,
+            rtol=CAPACITY_RTOL,
+            precision=CAPACITY_PRECISION,
+            decades=decades,
+            measure=(lambda u: e.state_at(axis(u)).lam) if on_rates else None,
+        )
+        x, x_fail = axis(edge.met), axis(edge.missed)
         res = edge.search
         if x <= 0.0:
             return self._no_positive_rate(role, e, slo, res, x_fail, where)
@@ -717,6 +706,11 @@ class LatencyModel:
         )
         binding: BindingLimit = "ttft" if parts and parts[0].startswith("TTFT") else "itl"
         return PoolCapacity(role, 0.0, False, binding, reason, res, at)
+
+
+def _same(x: float) -> float:
+    """The identity: a search axis that is its own quantity."""
+    return x
 
 
 # ---- functional entry points -----------------------------------------------------------------
