@@ -756,3 +756,6 @@ def test_row_sums_are_numpys_row_sums_bit_for_bit(cols: int) -> None:
     rng = np.random.default_rng(cols)
     a = rng.standard_normal((5000, cols)) * 10.0 ** rng.integers(-6, 6, (5000, cols))
     assert np.array_equal(Engine._row_sums(a), a.sum(axis=1))
+    # the stability scan's (concurrencies, prompts, columns): summed over the last axis
+    b = a.reshape(50, 100, cols)
+    assert np.array_equal(Engine._row_sums(b), b.sum(axis=-1))

@@ -287,14 +287,19 @@ class _ArrayConstants:
     every call (~0.3 us, half again an operation on arrays of this size). Same values, so the
     same IEEE results."""
 
-    __slots__ = ("attention", "fixed", "kv", "linear", "per_token", "prefix", "s_per_byte", "sampled", "w0")
+    __slots__ = (
+        "attention", "fixed", "fixed_s", "kv", "kv_s", "linear", "per_token", "prefix", "s_per_byte",
+        "sampled", "w0", "w0_bytes",
+    )  # fmt: skip
 
     def __init__(self, k: StepCoefficients) -> None:
         # The phantom tokens' constant compute time ph moves out of the max: max(mem, cmp + ph) =
         # max(mem - ph, cmp) + ph, with mem - ph folded into the weight bytes (a scalar) and ph
         # into the per-step constant (one array operation fewer than adding it to cmp).
         ph = k.linear_phantom_s
-        self.w0 = np.array(k.weight_bytes - ph / k.s_per_byte if ph else k.weight_bytes)
+        self.w0_bytes = k.weight_bytes - ph / k.s_per_byte if ph else k.weight_bytes
+        self.w0 = np.array(self.w0_bytes)
+        self.kv_s = np.array(k.kv_bytes_per_token * k.s_per_byte)  # a KV token's read time
         self.kv = np.array(k.kv_bytes_per_token)
         self.s_per_byte = np.array(k.s_per_byte)
         self.linear = np.array(k.linear_s_per_token)
@@ -303,6 +308,7 @@ class _ArrayConstants:
         self.per_token = np.array(k.allreduce_s_per_token + k.elementwise_s_per_token)
         fixed = k.allreduce_s + k.overhead_s + ph
         self.fixed = np.array(fixed) if fixed else None
+        self.fixed_s = fixed
         self.prefix = np.array(k.prefix_reread_s_per_token)
 
 
@@ -320,6 +326,8 @@ def _array(
     scalar branch; terms whose coefficient is 0 are skipped (adding 0 changes nothing).
     `empty_batches=False`: the caller knows every batch has a token (no masking)."""
     kc = k._array_constants
+    if type(n) is float and type(s) is float and k.moe_weight_bytes == 0.0:
+        return _array_one_decode_batch(k, kc, n, s, c, a, kv, r, empty_batches)
     if type(n) is float:  # one decode count or context for the whole array (latency model):
         n = np.array(n)  # 0-d, taken twice below at the cost of one conversion
     if type(s) is float:
@@ -347,6 +355,43 @@ def _array(
     return np.where(tokens > 0, out, 0.0) if empty_batches else out
 
 
+def _array_one_decode_batch(
+    k: StepCoefficients,
+    kc: _ArrayConstants,
+    n: float,
+    s: float,
+    c: ArrayLike,
+    a: ArrayLike,
+    kv: ArrayLike,
+    r: ArrayLike,
+    empty_batches: bool,
+) -> FloatArray:
+    """`_array` where every batch has the same n decodes over s context tokens (the latency
+    model's calls) and the weights are dense: the terms in n and s alone are summed once, as
+    Python floats, and each array term is one operation (13 where the general branch takes 19;
+    numpy's per-call cost dominates at these sizes). The same formula; the sums' order differs
+    from `_scalar`'s, so a result may differ in its last bit (tests hold the branches to 1e-9)."""
+    if k.decode_kv_full_decodes:
+        f = k.decode_kv_full_decodes / (n if n > 1.0 else 1.0)
+        s_kv = s * f if f > 1.0 else s
+    else:
+        s_kv = s
+    mem = kv * kc.kv_s
+    mem += (kc.w0_bytes + s_kv * k.kv_bytes_per_token) * k.s_per_byte
+    cmp = c * kc.linear + a * kc.attention  # (not in place: c or a may broadcast the other)
+    cmp += k.linear_s_per_token * n + k.attention_s_per_pair * s + k.sampled_s_per_decode * n
+    out = np.maximum(mem, cmp)
+    per_token = k.allreduce_s_per_token + k.elementwise_s_per_token
+    if per_token:
+        out += c * kc.per_token
+    const = per_token * n + kc.fixed_s
+    if const:
+        out += const
+    if k.prefix_reread_s_per_token:
+        out += kc.prefix * (r if type(r) is np.ndarray else np.asarray(r, dtype=np.float64))
+    return np.where(c > -n, out, 0.0) if empty_batches else out  # c + n > 0: a token
+
+
 @overload
 def batch_time_s(  # type: ignore[overload-overlap]
     k: StepCoefficients,
@@ -356,6 +401,8 @@ def batch_time_s(  # type: ignore[overload-overlap]
     chunk_pairs: float = 0.0,
     chunk_kv_tokens: float = 0.0,
     prefix_tokens: float = 0.0,
+    *,
+    empty_batches: bool = True,
 ) -> float: ...
 @overload
 def batch_time_s(
@@ -366,6 +413,8 @@ def batch_time_s(
     chunk_pairs: ArrayLike = 0.0,
     chunk_kv_tokens: ArrayLike = 0.0,
     prefix_tokens: ArrayLike = 0.0,
+    *,
+    empty_batches: bool = True,
 ) -> FloatArray: ...
 def batch_time_s(
     k: StepCoefficients,
@@ -375,12 +424,16 @@ def batch_time_s(
     chunk_pairs: ArrayLike = 0.0,
     chunk_kv_tokens: ArrayLike = 0.0,
     prefix_tokens: ArrayLike = 0.0,
+    *,
+    empty_batches: bool = True,
 ) -> float | FloatArray:
     """THE formula (module docstring), on a batch's sums: n `decodes` over `context` tokens, and
     its prefill chunks as C = sum c (`chunk_tokens`), sum c (p + c/2) (`chunk_pairs`), sum
     (p + c) (`chunk_kv_tokens`) and sum max(p, 0) (`prefix_tokens`). Plain numbers give a
     float (the scalar branch: no numpy, for the simulator's and the root-finders' one-at-a-time
-    calls); any numpy array gives an array, every argument broadcast against the others."""
+    calls); any numpy array gives an array, every argument broadcast against the others.
+    `empty_batches=False`: the caller's promise that every batch carries a token (arrays: no
+    mask giving empty ones 0 s)."""
     if (
         isinstance(decodes, np.ndarray)
         or isinstance(context, np.ndarray)
@@ -389,7 +442,9 @@ def batch_time_s(
         or isinstance(chunk_kv_tokens, np.ndarray)
         or isinstance(prefix_tokens, np.ndarray)
     ):
-        return _array(k, decodes, context, chunk_tokens, chunk_pairs, chunk_kv_tokens, prefix_tokens)
+        return _array(
+            k, decodes, context, chunk_tokens, chunk_pairs, chunk_kv_tokens, prefix_tokens, empty_batches
+        )
     return _scalar(k, decodes, context, chunk_tokens, chunk_pairs, chunk_kv_tokens, prefix_tokens)
 
 
