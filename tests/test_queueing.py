@@ -798,6 +798,51 @@ def _phases_quantiles_reference(
     return out
 
 
+def _tail_2d(service: np.ndarray, probs: np.ndarray, phases, waiting: np.ndarray, x: float) -> float:
+    """P(W + S > x) summed term by term, point i waiting phase k with share waiting[i, k]."""
+    total = 0.0
+    for s_i, p_i, w_i in zip(service, probs, waiting, strict=True):
+        if x < s_i:
+            total += p_i
+        else:
+            total += p_i * sum(
+                w * a * math.exp(-(x - s_i) / m) for w, (a, m) in zip(w_i, phases, strict=True)
+            )
+    return total
+
+
+def test_response_quantiles_phases_with_a_share_per_phase() -> None:
+    """A 2-D `waiting` (points x phases: TTFT's KV-full branch waits a phase the queued points
+    do not): each returned quantile meets the definition, found here by bisection; equal
+    columns give the 1-D mask's quantiles."""
+    rng = np.random.default_rng(11)
+    service = rng.uniform(0.01, 0.4, 40)
+    probs = rng.uniform(0.5, 1.5, 40)
+    probs /= probs.sum()
+    phases = ((0.7, 0.02), (0.3, 0.3), (1.0, 0.8))
+    waiting = np.zeros((40, 3))
+    waiting[25:, :2] = 1.0  # the queued ones: the queue's two phases
+    waiting[5:15, 2] = 1.0  # some others: the third phase alone
+    waiting[30:33, 2] = 0.5  # and a few both, in part
+    levels = np.array([0.5, 0.9, 0.99, 0.999])
+    got = response_quantiles_phases(service, probs, phases, levels, waiting)
+    for level, x in zip(levels, got, strict=True):
+        lo, hi = 0.0, 50.0
+        for _ in range(200):
+            mid = 0.5 * (lo + hi)
+            if _tail_2d(service, probs, phases, waiting, mid) > 1.0 - level:
+                lo = mid
+            else:
+                hi = mid
+        assert x == pytest.approx(hi, rel=1e-9, abs=1e-12)
+    mask = np.where(np.arange(40) >= 25, 1.0, 0.0)
+    mask[rng.integers(25, 40, 3)] = 0.5
+    two = phases[:2]
+    assert response_quantiles_phases(service, probs, two, levels, np.repeat(mask[:, None], 2, axis=1)) == (
+        pytest.approx(response_quantiles_phases(service, probs, two, levels, mask), rel=1e-12)
+    )
+
+
 def test_response_quantiles_phases_skips_the_points_before_the_first_waiting_one() -> None:
     """The fast path starts its arrays at the first point that waits (TTFT's queued branch sorts
     last): its quantiles equal, bit for bit, Newton's step on the reference's search inputs

@@ -171,6 +171,7 @@ class State:
     itl99: float | None = None  # Engine._itl_p99 (lazily)
     itl_mixed: FloatArray | None = None  # ITL quantiles of the mixed steps alone (lazily)
     itl_all: FloatArray | None = None  # and with the decode-only slices (lazily)
+    kv_full: tuple[float, float] | None = None  # Engine._kv_full (lazily)
 
 
 class Steps(NamedTuple):
@@ -203,6 +204,7 @@ TAIL_LEVEL = 0.01  # the backlog's drain stretch is sized at the wait's p99 (Eng
 STRETCH_PASSES = 30  # fixed-point passes of the stretch (converges in a few; bounded)
 STRETCH_DRIFT_FLOOR = 0.05  # the stretched drift never falls below this share of 1 - rho
 QUEUED_MIN = 1e-6  # below this chance of queueing beyond the next step, TTFT ignores it
+KV_FULL_MIN = 1e-4  # below this chance of finding the KV cache full, TTFT ignores it (`_kv_full`)
 MIN_SLICE_SPREAD = 1e-6  # `_decode_slice_spread`'s floor: tail_quantiles needs a width
 COMPANY_PASSES = 2  # passes of the step mix with company (module docstring of _steps)
 FULL_STEP_OFFSETS = 4  # chunk offsets per long prompt for the full steps' spread (_full_step_cv2)
@@ -938,14 +940,7 @@ class Engine:
             itl50, itl99 = self._itl(s)
             worst = self._itl_worst(s)
         seats, kv_mean = self._load(s)
-        # KV in use: n contexts, Var = E[n] Var(context) + Var(n) cbar^2 (the count wanders)
-        cbar = self.cbar
-        kv_var = s.n * (self.stats.decode_context_sq - cbar * cbar) + self._decode_var(s) * cbar * cbar
-        sd = math.sqrt(max(kv_var, 0.0))
-        if sd > 0:
-            risk = 0.5 * math.erfc((self.kv_cap - kv_mean) / (sd * math.sqrt(2.0)))
-        else:
-            risk = 1.0 if kv_mean > self.kv_cap else 0.0
+        risk = self._kv_risk(s)
         return Point(
             lam=s.lam,
             n=s.n,
@@ -965,6 +960,38 @@ class Engine:
             preemption_risk=risk,
             running_requests=seats,
         )
+
+    def _kv_risk(self, s: State) -> float:
+        """P(the requests in flight need more KV than the cache holds): KV in use is n contexts,
+        Var = E[n] Var(context) + Var(n) cbar^2 (the count wanders), read as a normal."""
+        kv_mean = self._load(s)[1]
+        cbar = self.cbar
+        kv_var = s.n * (self.stats.decode_context_sq - cbar * cbar) + self._decode_var(s) * cbar * cbar
+        sd = math.sqrt(max(kv_var, 0.0))
+        if sd > 0:
+            return 0.5 * math.erfc((self.kv_cap - kv_mean) / (sd * math.sqrt(2.0)))
+        return 1.0 if kv_mean > self.kv_cap else 0.0
+
+    def _kv_full(self, s: State) -> tuple[float, float]:
+        """(f, R): the chance f that an arrival finds the KV cache full (`_kv_risk`; 0 below
+        KV_FULL_MIN) and the mean rest R of that episode, which it waits before vLLM admits it
+        (blocks for its prompt free only as requests finish). R is the residual of a busy period
+        of the cache read as an M/G/1 server whose service is a request's KV token-seconds over
+        the cache's size, S = t_step (d P + d (d + 1)/2) / cache (`WorkloadStats.kv_token_s`),
+        at its utilization rho_kv = mean KV use / cache: R = E[S^2] / (2 E[S] (1 - rho_kv)^2).
+        Colocated engines (a decode pool's arrivals are transfers, not prompts), once per state
+        (docs/latency.md, "Where the KV cache fills")."""
+        if s.kv_full is None:
+            f = self._kv_risk(s) if self.has_prefill and self.has_decode and s.n > 0.0 else 0.0
+            rho_kv = self._load(s)[1] / self.kv_cap
+            if f < KV_FULL_MIN:
+                s.kv_full = (0.0, 0.0)
+            elif not rho_kv < 1.0:
+                s.kv_full = (f, math.inf)
+            else:
+                kv1, kv2 = self.stats.kv_token_s
+                s.kv_full = (f, s.t_step * kv2 / (2.0 * kv1 * self.kv_cap * (1.0 - rho_kv) ** 2))
+        return s.kv_full
 
     def ttft_p99_s(self, s: State) -> float:
         return float(self._ttft(s)[0][1])
@@ -1305,8 +1332,49 @@ class Engine:
             waiting = np.zeros(n_all)
             waiting[size:] = 1.0
         shown = Wait(q, phases_mean_s(phases) + s.t_full) if q > 0 else NO_WAIT
+        f, rest = self._kv_full(s)
+        if f > 0.0:
+            values, probs, phases, waiting = self._with_kv_full(values, probs, phases, waiting, size, f, rest)
         s.ttft_mix = TtftMixture(values, probs, phases, waiting, size, q, shown)
         return s.ttft_mix
+
+    @staticmethod
+    def _with_kv_full(
+        values: FloatArray,
+        probs: FloatArray,
+        phases: Phases,
+        waiting: FloatArray | None,
+        size: int,
+        f: float,
+        rest: float,
+    ) -> tuple[FloatArray, FloatArray, Phases, FloatArray]:
+        """TTFT's mixture with the KV-full branch (`_kv_full`): with probability f an arrival
+        waits the episode's rest, exponential of mean `rest`, on top of what it would wait
+        otherwise. The unqueued points (the first `size`) wait that phase; a queued point waits
+        its queue's phases too, and of the two waits the one of larger mean keeps its shape, the
+        other adds its mean (the sum's tail is the larger one's). Returns the points doubled, the
+        phases with the episode's last, and the shares each point waits each phase (2-D
+        `waiting`)."""
+        n = values.size
+        k = len(phases)
+        w = np.zeros((2 * n, k + 1))
+        shifted = values.copy()
+        w[n : n + size, k] = 1.0
+        if waiting is not None:
+            w[:n, :k] = waiting[:, None]
+            queue_mean = phases_mean_s(phases) / max(sum(a for a, _ in phases), 1e-300)
+            if rest >= queue_mean:
+                shifted[size:] += queue_mean
+                w[n + size :, k] = waiting[size:]
+            else:
+                shifted[size:] += rest
+                w[n + size :, :k] = waiting[size:, None]
+        return (
+            np.concatenate((values, shifted)),
+            np.concatenate((probs * (1.0 - f), probs * f)),
+            (*phases, (1.0, rest)),
+            w,
+        )
 
     def _own_ttft_s(self, s: State) -> FloatArray:
         """Each prompt's own part of TTFT when it does not queue: its service, plus the time every
@@ -1325,7 +1393,7 @@ class Engine:
         if not self.has_decode:
             return math.inf
         st = self._steps(s)
-        if s.ttft_mix is None and st.backlog < _TAIL_EPS[-1]:
+        if s.ttft_mix is None and st.backlog < _TAIL_EPS[-1] and self._kv_full(s)[0] == 0.0:
             # The largest own service after the largest delay: without the mixture's delays,
             # full steps and products (~85% of the bound's cost; the capacity search asks this
             # at most of its states once ITL is met).
@@ -1334,6 +1402,8 @@ class Engine:
         v = mix.values
         if mix.waiting is None:
             return float(v.max())
+        if mix.waiting.ndim == 2:  # the KV-full branch: each point its own phases
+            return self._ttft_bound_2d(mix)
         ph = [(a, m) for a, m in mix.phases if a > 0 and m > 0]
         top = float(v[: mix.unqueued].max()) if mix.unqueued else 0.0
         queued = float(v[mix.unqueued :].max())
@@ -1343,6 +1413,25 @@ class Engine:
         if not math.isfinite(m_max):  # the quantiles read inf there too
             return math.inf
         mass = 100.0 * mix.queued * sum(a for a, _ in ph)
+        y = m_max * math.log(mass) if mass > 1.0 else 0.0
+        return max(top, queued + y)
+
+    @staticmethod
+    def _ttft_bound_2d(mix: TtftMixture) -> float:
+        """`ttft_p99_at_most_s` over a mixture whose points wait phases of their own: beyond
+        the largest waiting point V, P(TTFT > V + y) <= M e^{-y / m_max}, M = sum_i p_i sum_k
+        w_ik a_k, at most 1% at y = m_max ln(100 M)."""
+        assert mix.waiting is not None
+        w = mix.waiting
+        a = np.array([a for a, _ in mix.phases])
+        m_max = max(m for a_k, m in mix.phases if a_k > 0)
+        waits = w @ a
+        some = waits > 0.0
+        top = float(mix.values[~some].max()) if not some.all() else 0.0
+        queued = float(mix.values[some].max())
+        if not math.isfinite(m_max):
+            return math.inf
+        mass = 100.0 * float(mix.probs @ waits)
         y = m_max * math.log(mass) if mass > 1.0 else 0.0
         return max(top, queued + y)
 

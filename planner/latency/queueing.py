@@ -454,8 +454,11 @@ def response_quantiles_phases(
     to eps - A_j, found by Newton's method on its logarithm (convex and decreasing in x, so
     Newton from the segment's start climbs monotonically onto the root). One phase: the closed
     form of `response_quantiles`. `waiting` (per support point, 0..1): only that share of the
-    point's probability waits (the rest has W = 0); default all."""
-    ph = [(a, m) for a, m in phases if a > 0 and m > 0]
+    point's probability waits (the rest has W = 0); default all. A 2-D `waiting` (points x
+    phases) gives each phase its own shares: point i then waits phase k with probability
+    waiting[i, k] a_k (points that wait differently, e.g. TTFT's KV-full branch)."""
+    keep = [k for k, (a, m) in enumerate(phases) if a > 0 and m > 0]
+    ph = [phases[k] for k in keep]
     if not ph:
         return weighted_quantiles(service_s, probs, levels)
     if any(not math.isfinite(m) for _, m in ph):
@@ -467,6 +470,10 @@ def response_quantiles_phases(
     p = probs[order]
     tail = 1.0 - np.add.accumulate(p)  # 1 - cumsum
     n = s.size
+    if waiting is not None and waiting.ndim == 2:
+        w2 = waiting[order]
+        rcs2 = [a * _waiting_sums(s, p * w2[:, k], m) for k, (a, m) in zip(keep, ph, strict=True)]
+        return _phase_quantiles(s, tail, rcs2, 0, ph, levels)
     if waiting is None:
         with np.errstate(divide="ignore"):
             log_p = np.log(p)
@@ -502,6 +509,43 @@ def response_quantiles_phases(
         np.exp(acc, out=acc)
         acc *= a
         rcs.append(acc)
+    return _phase_quantiles(s, tail, rcs, start, ph, levels)
+
+
+def _waiting_sums(s: FloatArray, pw: FloatArray, m: float) -> FloatArray:
+    """sum_{i <= j} pw_i e^{-(s_j - s_i)/m} at every point j of the sorted support s, pw the
+    probability that waits this phase (0 before the first waiting point), in log space as
+    `response_quantiles_phases` does for one shared mask."""
+    out = np.zeros(s.size)
+    live = pw != 0.0
+    live_at = live.nonzero()[0]
+    if not live_at.size:
+        return out
+    start = int(live_at[0])
+    if start > 0 and not (math.isfinite(float(s[0])) and math.isfinite(float(s[start - 1]))):
+        start = 0
+    x = s[start:] * (1.0 / m)
+    sums = np.empty(live_at.size + 1)
+    sums[0] = -math.inf
+    np.logaddexp.accumulate(np.log(pw[live_at]) + x[live_at - start], out=sums[1:])
+    acc = sums[live[start:].cumsum()]
+    acc -= x
+    np.exp(acc, out=acc)
+    out[start:] = acc
+    return out
+
+
+def _phase_quantiles(
+    s: FloatArray,
+    tail: FloatArray,
+    rcs: list[FloatArray],
+    start: int,
+    ph: list[tuple[float, float]],
+    levels: FloatArray,
+) -> FloatArray:
+    """`response_quantiles_phases`'s search over the sorted support: `tail` P(S > s_j), `rcs` a_k
+    C_jk by phase from point `start` on (0 before)."""
+    n = s.size
     waits = rcs[0]
     for rc in rcs[1:]:
         waits = waits + rc

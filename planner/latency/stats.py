@@ -33,7 +33,9 @@ class WorkloadStats:
     contribute more steps): E[sum_{j=1..d} (P + j)] / E[d]; `decode_context_sq` the same for
     context squared (for the variance of KV use); `decode_overlap` = E[min(d1, d2)] / E[d] of two
     independent answers (1 for alike lengths, 1/2 for exponential ones: how much of the arrivals'
-    burstiness the decode count keeps, `Engine._decode_var`). Arrivals: `arrival_cv2` = 1/burstiness, rates
+    burstiness the decode count keeps, `Engine._decode_var`); `kv_token_s` the mean and second
+    moment of a request's KV held over its decode steps, in tokens x steps, E[d P + d (d + 1)/2]
+    and its square's (`Engine._kv_full`). Arrivals: `arrival_cv2` = 1/burstiness, rates
     in requests/s for the whole deployment (`bucket_rates` per bucket, or None)."""
 
     name: str | None
@@ -56,6 +58,7 @@ class WorkloadStats:
     decode_context: float
     decode_context_sq: float
     decode_overlap: float
+    kv_token_s: tuple[float, float]
     arrival_cv2: float
     mean_requests_per_s: float
     peak_requests_per_s: float
@@ -84,7 +87,15 @@ class WorkloadStats:
         ov, ow = out.support(OUTPUT_SUPPORT_POINTS)
         dv = np.maximum(0.0, ov - 1.0)
         d3 = float(ow @ dv**3)
+        d4 = float(ow @ dv**4)
         overlap = _overlap(dv, ow)
+        # A request's KV held over its life, in tokens x steps: its prompt for d steps and its
+        # answer growing one token a step, d P + d (d + 1) / 2 (P and d independent): its mean
+        # and second moment (for the KV cache's busy periods, `Engine._kv_full`).
+        p_half = mean_p + 0.5
+        p_half2 = mean_p2 + mean_p + 0.25  # E[(P + 1/2)^2]
+        kv1 = d1 * p_half + 0.5 * d2
+        kv2 = d2 * p_half2 + d3 * p_half + 0.25 * d4
         if d1 > 0:
             sum_j = (d2 + d1) / 2.0  # E[sum_{j=1..d} j]
             sum_j2 = (2.0 * d3 + 3.0 * d2 + d1) / 6.0  # E[sum j^2] = E[d(d+1)(2d+1)/6]
@@ -119,6 +130,7 @@ class WorkloadStats:
             decode_context=ctx,
             decode_context_sq=max(ctx2, ctx * ctx),
             decode_overlap=overlap,
+            kv_token_s=(kv1, max(kv2, kv1 * kv1)),
             arrival_cv2=arr.cv2,
             mean_requests_per_s=arr.mean_requests_per_s,
             peak_requests_per_s=arr.peak_requests_per_s,
