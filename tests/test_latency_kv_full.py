@@ -142,3 +142,18 @@ def test_ttft_capacity_stops_short_of_the_kv_limit_as_the_simulator_does() -> No
     assert at_limit.ttft.p99_s > 20 * 0.3
     at_cap = run(r, workload_requests(scale_workload(base, cap.max_requests_per_s_within_slo), 0, count=4000))
     assert at_cap.ttft.p99_s < 0.3
+
+
+def test_the_note_says_what_an_arrival_in_a_full_cache_waits() -> None:
+    """Over 1% KV risk, `evaluate`'s note names the episode's mean wait, the branch's R."""
+    m = _model(16.5)
+    pred = m.evaluate()
+    e = m.engines["colocated"]
+    solved = e.solve(16.5)
+    assert solved is not None
+    f, rest = e._kv_full(solved[0])
+    assert f == pred.preemption_risk > 0.01
+    (note,) = [n for n in pred.notes if n.startswith("preemption risk")]
+    assert f"waits ~{rest * 1e3:,.0f} ms for blocks" in note
+    light = _model(5.0).evaluate()
+    assert not [n for n in light.notes if n.startswith("preemption risk")]

@@ -374,6 +374,7 @@ class Point:
     kv_cache_usage: float
     preemption_risk: float
     running_requests: float
+    kv_full_wait_s: float = 0.0  # mean wait of an arrival that finds the KV cache full (`_kv_full`)
 
 
 class Engine:
@@ -959,6 +960,7 @@ class Engine:
             kv_cache_usage=kv_mean / self.kv_cap,
             preemption_risk=risk,
             running_requests=seats,
+            kv_full_wait_s=self._kv_full(s)[1],
         )
 
     def _kv_risk(self, s: State) -> float:

@@ -505,9 +505,15 @@ class LatencyModel:
         for role, p in points.items():
             where = "" if role == "colocated" else f" ({role} pool)"
             if p is not None and p.preemption_risk > 0.01:
+                wait = (
+                    f"; an arrival that finds it full waits ~{p.kv_full_wait_s * 1e3:,.0f} ms for blocks, "
+                    "counted in TTFT"
+                    if 0.0 < p.kv_full_wait_s < math.inf
+                    else ""
+                )
                 out.append(
                     f"preemption risk{where}: KV use is {p.kv_cache_usage:.0%} of the cache on average; "
-                    f"it overflows {p.preemption_risk:.1%} of the time (watch vllm:num_preemptions)"
+                    f"it overflows {p.preemption_risk:.1%} of the time (watch vllm:num_preemptions){wait}"
                 )
         return out
 
