@@ -68,6 +68,8 @@ from planner.latency.queueing import (
     Phases,
     Wait,
     WaitDecayTable,
+    gamma_wait_probability,
+    gamma_wait_probability_slope,
     gg1_wait,
     phases_mean_s,
     response_quantiles,
@@ -201,6 +203,7 @@ _ZERO = np.zeros(1)
 _ONE = np.ones(1)
 DECODE_GAIN_FLOOR = 1e-3  # 1 - G never below this: the decode count's variance stays finite
 TAIL_LEVEL = 0.01  # the backlog's drain stretch is sized at the wait's p99 (Engine._queue_wait)
+RATE_NEWTON_STEPS = 60  # Newton / bisection steps of `Engine._rate_with_merging` (converges in ~4)
 STRETCH_PASSES = 30  # fixed-point passes of the stretch (converges in a few; bounded)
 STRETCH_DRIFT_FLOOR = 0.05  # the stretched drift never falls below this share of 1 - rho
 QUEUED_MIN = 1e-6  # below this chance of queueing beyond the next step, TTFT ignores it
@@ -405,6 +408,7 @@ class Engine:
         self.has_prefill = role != "decode"
         self.d = d if self.has_decode else 0.0
         self.ca2 = stats.arrival_cv2
+        self._k = 1.0 / self.ca2 if self.ca2 > 0.0 else 1.0  # gamma gaps' shape (`_merge_weight`)
         self.cbar = stats.decode_context
         self.pw = stats.prompt_probs
         self.pe = stats.prefill_tokens
@@ -511,11 +515,12 @@ class Engine:
             disc = b * b + 4.0 * a2 * n
             den = b + math.sqrt(max(disc, 0.0))
             lam = 2.0 * n / den if disc >= 0 and den > 0 else math.nan
+            if self._k != 1.0 and lam > 0.0 and math.isfinite(lam):
+                lam = self._rate_with_merging(n, q, own_delta, fluid - own_delta, self.d * t_dec, lam)
         else:
             lam = float(lam_in or 0.0)
         rho = lam * q
-        rc = min(max(rho, 0.0), 1.0)
-        busy = lam * (own_delta + rc * (fluid - own_delta))
+        busy = lam * (own_delta + self._merge_weight(rho) * (fluid - own_delta))
         if self.has_decode:
             t_step = t_dec / (1.0 - busy) if busy < 1.0 else math.inf
             mixed = min(max(lam * mean_k * t_step, 0.0), 1.0)  # chunk steps (merging ignored)
@@ -527,6 +532,56 @@ class Engine:
             mixed_fraction=mixed, mean_chunks=mean_k, chunk_tokens=toks, chunk_offset=offs,
             chunk_weight=wts, chunk_time=tau, own_service=own,
         )  # fmt: skip
+
+    def _merge_weight(self, rho: float) -> float:
+        """The share of prompts prefilled in full steps (E[Δ] = A + w (F - A)): those that arrive
+        to find the prefill queue busy, GI/M/1's chance of waiting for gamma gaps of shape k =
+        1/c_a² (`gamma_wait_probability`: rho itself for Poisson arrivals, more for bursts, which
+        land together)."""
+        return gamma_wait_probability(min(max(rho, 0.0), 1.0), self._k)
+
+    def _rate_with_merging(self, n: float, q: float, a: float, b: float, d_t: float, lam0: float) -> float:
+        """The rate at concurrency n where the full-step share is `_merge_weight`, not rho: the
+        root of h(lam) = lam (d t_dec + n A) + n lam w(lam q) (F - A) - n (Little's n = lam d
+        t_step with t_step = t_dec / (1 - lam E[Δ])), by Newton's method from the Poisson
+        form's root lam0 (its quadratic), kept inside a bracket [lo, hi] with h(lo) < 0 <= h(hi)
+        (h(0) = -n); at most RATE_NEWTON_STEPS steps."""
+        k = self._k
+
+        def h(lam: float) -> tuple[float, float]:
+            rho = lam * q
+            w = gamma_wait_probability(min(max(rho, 0.0), 1.0), k)
+            slope = gamma_wait_probability_slope(rho, k, w) if rho < 1.0 else 0.0
+            return lam * (d_t + n * a) + n * lam * w * b - n, d_t + n * a + n * b * (w + rho * slope)
+
+        lo, hi = 0.0, lam0
+        x = lam0
+        v, dv = h(x)
+        for _ in range(RATE_NEWTON_STEPS):  # an upper end: h(hi) >= 0
+            if v >= 0.0:
+                break
+            lo, hi = hi, 2.0 * hi
+            x = hi
+            v, dv = h(x)
+        else:
+            return lam0
+        hi = x
+        for _ in range(RATE_NEWTON_STEPS):
+            step = v / dv if dv > 0.0 else math.inf
+            nxt = x - step
+            if not lo < nxt < hi:
+                nxt = 0.5 * (lo + hi)
+            if abs(nxt - x) <= 1e-14 * x:
+                return nxt
+            x = nxt
+            v, dv = h(x)
+            if v < 0.0:
+                lo = x
+            else:
+                hi = x
+            if v == 0.0:
+                return x
+        return x
 
     def _stream_step_s(
         self, share: FloatArray | float, n_arr: FloatArray | float, ctx: FloatArray | float
@@ -706,8 +761,19 @@ class Engine:
         ok = (disc >= 0) & (den > 0)
         lam = np.full(n.shape, math.nan)
         np.divide(2.0 * n, den, out=lam, where=ok)  # 2 n / den where the root exists, else NaN
+        if self._k != 1.0:  # the full-step share as `_merge_weight`: each point's root
+            d_t = self.d * t_dec
+            for i, lam_i in enumerate(lam[:, 0].tolist()):
+                if lam_i > 0.0 and math.isfinite(lam_i):
+                    lam[i, 0] = self._rate_with_merging(
+                        float(n[i, 0]), float(q[i, 0]), float(own_delta[i, 0]),
+                        float(fluid[i, 0] - own_delta[i, 0]), float(d_t[i, 0]), lam_i,
+                    )  # fmt: skip
         rho = lam * q
-        rc = np.minimum(np.maximum(rho, 0.0), 1.0)  # np.clip's result, without its overhead
+        if self._k != 1.0:
+            rc = np.array([[self._merge_weight(r)] for r in rho[:, 0].tolist()])
+        else:
+            rc = np.minimum(np.maximum(rho, 0.0), 1.0)  # np.clip's result, without its overhead
         busy = lam * (own_delta + rc * (fluid - own_delta))
         seats = n + lam * (own @ pw)[:, None]
         kv_mean = kv_dec + lam * ((own * self.kv_weight) @ pw)[:, None]

@@ -101,6 +101,21 @@ def gamma_wait_probability(rho: float, k: float) -> float:
     return min(max(s, 0.0), 1.0 - 1e-15)
 
 
+def gamma_wait_probability_slope(rho: float, k: float, sigma: float) -> float:
+    """d sigma / d rho of `gamma_wait_probability` at its root sigma, by implicit
+    differentiation of sigma = F(sigma, rho) = (k rho / (k rho + 1 - sigma))^k:
+    F_rho / (1 - F_sigma), F_rho = k F (1/rho - k / (k rho + 1 - sigma)), F_sigma = k F / (k rho +
+    1 - sigma). 1 for Poisson (k = 1, sigma = rho); 0 outside (0, 1)."""
+    if not 0.0 < rho < 1.0:
+        return 0.0
+    if k == 1.0:
+        return 1.0
+    gap = k * rho + 1.0 - sigma
+    f_rho = k * sigma * (1.0 / rho - k / gap)
+    f_sigma = k * sigma / gap
+    return f_rho / (1.0 - f_sigma) if f_sigma < 1.0 else 0.0
+
+
 def gg1_wait(rho: float, mean_service_s: float, arrival_cv2: float, service_cv2: float) -> Wait:
     """The prefill queue's wait (module docstring). rho >= 1: unbounded."""
     if rho <= 0 or mean_service_s <= 0:
