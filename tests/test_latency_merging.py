@@ -43,6 +43,16 @@ def test_the_chance_of_waiting_slope_is_its_derivative(k: float) -> None:
     assert gamma_wait_probability_slope(0.0, k, 0.0) == gamma_wait_probability_slope(1.0, k, 1.0) == 0.0
 
 
+def test_bursts_wait_at_least_as_often_as_the_queue_is_busy() -> None:
+    """For gamma gaps with k < 1 (more variable than Poisson in the convex order) sigma >= rho, so
+    Newton may start at rho (`Engine._merge_weight`) and reach the same root as from 0."""
+    for k in (0.0057, 0.05, 0.25, 0.84, 0.99):
+        for rho in np.linspace(1e-4, 0.9999, 400).tolist():
+            from_zero = gamma_wait_probability(rho, k)
+            assert from_zero >= rho
+            assert gamma_wait_probability(rho, k, rho) == pytest.approx(from_zero, rel=1e-12)
+
+
 def _parts(e, s: State) -> tuple[float, float, float]:  # type: ignore[no-untyped-def]
     """A (a prompt's extra engine time alone), F (in full steps) and q, from the state's fields."""
     k = s.chunk_weight.sum(axis=1)  # chunks per prompt

@@ -538,7 +538,8 @@ class Engine:
         to find the prefill queue busy, GI/M/1's chance of waiting for gamma gaps of shape k =
         1/c_a² (`gamma_wait_probability`: rho itself for Poisson arrivals, more for bursts, which
         land together)."""
-        return gamma_wait_probability(min(max(rho, 0.0), 1.0), self._k)
+        r = min(max(rho, 0.0), 1.0)
+        return gamma_wait_probability(r, self._k, r if self._k < 1.0 else 0.0)
 
     def _rate_with_merging(self, n: float, q: float, a: float, b: float, d_t: float, lam0: float) -> float:
         """The rate at concurrency n where the full-step share is `_merge_weight`, not rho: the
@@ -550,7 +551,7 @@ class Engine:
 
         def h(lam: float) -> tuple[float, float]:
             rho = lam * q
-            w = gamma_wait_probability(min(max(rho, 0.0), 1.0), k)
+            w = self._merge_weight(rho)
             slope = gamma_wait_probability_slope(rho, k, w) if rho < 1.0 else 0.0
             return lam * (d_t + n * a) + n * lam * w * b - n, d_t + n * a + n * b * (w + rho * slope)
 

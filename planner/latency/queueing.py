@@ -75,10 +75,11 @@ class Wait:
 NO_WAIT = Wait(0.0, 0.0)
 
 
-def gamma_wait_probability(rho: float, k: float) -> float:
+def gamma_wait_probability(rho: float, k: float, start: float = 0.0) -> float:
     """GI/M/1 probability of waiting for gamma(k) gaps: the root in (0, 1) of
     sigma = (k rho / (k rho + 1 - sigma))^k. Newton from 0 climbs monotonically (the right-hand
-    side is increasing and convex in sigma)."""
+    side is increasing and convex in sigma), and so from any `start` below the root (rho itself
+    for k < 1: bursts wait more often than the queue is busy)."""
     if rho <= 0:
         return 0.0
     if rho >= 1:
@@ -86,7 +87,7 @@ def gamma_wait_probability(rho: float, k: float) -> float:
     if k == 1.0:
         return rho
     kr = k * rho
-    s = 0.0
+    s = start
     for _ in range(200):
         base = kr / (kr + 1.0 - s)
         h = base**k
