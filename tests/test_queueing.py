@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -736,14 +737,20 @@ def test_wait_beyond_two_phases_is_the_shifted_phases(kappa: float) -> None:
 
 
 def _tail(service: np.ndarray, probs: np.ndarray, phases, waiting, x: float) -> float:
-    """P(W + S > x) summed term by term (the definition)."""
-    total = 0.0
-    for s_i, p_i, w_i in zip(service, probs, waiting, strict=True):
-        if x < s_i:
-            total += p_i
+    """P(W + S > x) summed term by term (the definition), one waiting share for every phase."""
+    return _tail_2d(service, probs, phases, np.repeat(np.asarray(waiting)[:, None], len(phases), axis=1), x)
+
+
+def _level_by_bisection(tail: Callable[[float], float], level: float, hi: float) -> float:
+    """The x in [0, hi] where a falling tail P(X > x) crosses 1 - level, by 200 halvings."""
+    lo = 0.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if tail(mid) > 1.0 - level:
+            lo = mid
         else:
-            total += p_i * w_i * sum(a * math.exp(-(x - s_i) / m) for a, m in phases)
-    return total
+            hi = mid
+    return hi
 
 
 def test_response_quantiles_phases_against_the_definition() -> None:
@@ -756,14 +763,8 @@ def test_response_quantiles_phases_against_the_definition() -> None:
     levels = np.array([0.5, 0.9, 0.99])
     got = response_quantiles_phases(service, probs, phases, levels, waiting)
     for level, x in zip(levels, got, strict=True):
-        lo, hi = 0.0, 10.0
-        for _ in range(200):
-            mid = 0.5 * (lo + hi)
-            if _tail(service, probs, phases, waiting, mid) > 1.0 - level:
-                lo = mid
-            else:
-                hi = mid
-        assert x == pytest.approx(hi, rel=1e-9, abs=1e-12)
+        want = _level_by_bisection(lambda y: _tail(service, probs, phases, waiting, y), level, 10.0)
+        assert x == pytest.approx(want, rel=1e-9, abs=1e-12)
     # One phase, everyone waiting: the closed form of response_quantiles.
     one = ((0.4, 0.05),)
     assert response_quantiles_phases(service, probs, one, levels) == pytest.approx(
@@ -827,14 +828,8 @@ def test_response_quantiles_phases_with_a_share_per_phase() -> None:
     levels = np.array([0.5, 0.9, 0.99, 0.999])
     got = response_quantiles_phases(service, probs, phases, levels, waiting)
     for level, x in zip(levels, got, strict=True):
-        lo, hi = 0.0, 50.0
-        for _ in range(200):
-            mid = 0.5 * (lo + hi)
-            if _tail_2d(service, probs, phases, waiting, mid) > 1.0 - level:
-                lo = mid
-            else:
-                hi = mid
-        assert x == pytest.approx(hi, rel=1e-9, abs=1e-12)
+        want = _level_by_bisection(lambda y: _tail_2d(service, probs, phases, waiting, y), level, 50.0)
+        assert x == pytest.approx(want, rel=1e-9, abs=1e-12)
     mask = np.where(np.arange(40) >= 25, 1.0, 0.0)
     mask[rng.integers(25, 40, 3)] = 0.5
     two = phases[:2]

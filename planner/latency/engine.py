@@ -380,6 +380,18 @@ class Point:
     kv_full_wait_s: float = 0.0  # mean wait of an arrival that finds the KV cache full (`_kv_full`)
 
 
+def _bound_past_waits(top: float, queued: float, m_max: float, mass: float) -> float:
+    """p99 of TTFT is at most the largest unwaiting time `top`, or the largest waiting one
+    `queued` plus y: P(TTFT > queued + y) <= mass e^{-y / m_max} (the waiting probability `mass`,
+    its slowest phase's mean m_max), at most 1% at y = m_max ln(100 mass). Infinite with
+    m_max (the quantiles read inf there too)."""
+    if not math.isfinite(m_max):
+        return math.inf
+    scaled = 100.0 * mass
+    y = m_max * math.log(scaled) if scaled > 1.0 else 0.0
+    return max(top, queued + y)
+
+
 class Engine:
     """One replica of a deployment in a role; see the module docstring for the model.
 
@@ -1052,14 +1064,17 @@ class Engine:
         (docs/latency.md, "Where the KV cache fills")."""
         if s.kv_full is None:
             f = self._kv_risk(s) if self.has_prefill and self.has_decode and s.n > 0.0 else 0.0
-            rho_kv = self._load(s)[1] / self.kv_cap
             if f < KV_FULL_MIN:
                 s.kv_full = (0.0, 0.0)
-            elif not rho_kv < 1.0:
-                s.kv_full = (f, math.inf)
             else:
+                rho_kv = self._load(s)[1] / self.kv_cap
                 kv1, kv2 = self.stats.kv_token_s
-                s.kv_full = (f, s.t_step * kv2 / (2.0 * kv1 * self.kv_cap * (1.0 - rho_kv) ** 2))
+                rest = (
+                    s.t_step * kv2 / (2.0 * kv1 * self.kv_cap * (1.0 - rho_kv) ** 2)
+                    if rho_kv < 1.0
+                    else math.inf
+                )
+                s.kv_full = (f, rest)
         return s.kv_full
 
     def ttft_p99_s(self, s: State) -> float:
@@ -1478,31 +1493,19 @@ class Engine:
         queued = float(v[mix.unqueued :].max())
         if not ph:
             return max(top, queued)
-        m_max = max(m for _, m in ph)
-        if not math.isfinite(m_max):  # the quantiles read inf there too
-            return math.inf
-        mass = 100.0 * mix.queued * sum(a for a, _ in ph)
-        y = m_max * math.log(mass) if mass > 1.0 else 0.0
-        return max(top, queued + y)
+        return _bound_past_waits(top, queued, max(m for _, m in ph), mix.queued * sum(a for a, _ in ph))
 
     @staticmethod
     def _ttft_bound_2d(mix: TtftMixture) -> float:
-        """`ttft_p99_at_most_s` over a mixture whose points wait phases of their own: beyond
-        the largest waiting point V, P(TTFT > V + y) <= M e^{-y / m_max}, M = sum_i p_i sum_k
-        w_ik a_k, at most 1% at y = m_max ln(100 M)."""
+        """`ttft_p99_at_most_s` over a mixture whose points wait phases of their own: the same
+        bound, the waiting mass M = sum_i p_i sum_k w_ik a_k."""
         assert mix.waiting is not None
-        w = mix.waiting
-        a = np.array([a for a, _ in mix.phases])
-        m_max = max(m for a_k, m in mix.phases if a_k > 0)
-        waits = w @ a
+        waits = mix.waiting @ np.array([a for a, _ in mix.phases])
         some = waits > 0.0
         top = float(mix.values[~some].max()) if not some.all() else 0.0
         queued = float(mix.values[some].max())
-        if not math.isfinite(m_max):
-            return math.inf
-        mass = 100.0 * float(mix.probs @ waits)
-        y = m_max * math.log(mass) if mass > 1.0 else 0.0
-        return max(top, queued + y)
+        m_max = max(m for a_k, m in mix.phases if a_k > 0)
+        return _bound_past_waits(top, queued, m_max, float(mix.probs @ waits))
 
     def _ttft_prefill_pool(self, s: State, wait: Wait) -> FloatArray:
         """The prefill pool of a disaggregated deployment, modelled as a continuous server (no
