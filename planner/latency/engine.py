@@ -26,8 +26,9 @@ decode pool: decode steps only). With n the mean number of decoding sequences:
   stable rate (a grid scan, then root-finding on the first margin to close).
 * Steps (`_steps`, shared by TTFT and ITL): V1 admits every waiting prompt at a step boundary
   while budget is left, so a prompt's last chunk shares its step with its "company", the
-  prompts that arrived during the step under way (length-biased mean L: m = lambda L z of them,
-  z the burst factor); a step with several prompts counts once. Queued beyond the next step
+  prompts that arrived during the step under way (length-biased mean L: a gamma renewal
+  process's count around an arrival, `arrivals.company_count`); a step with several prompts
+  counts once. Queued beyond the next step
   (probability q: the GI/G/1 prefill queue's work exceeds the step under way plus one full
   step), every step is a full budget. L follows from that mix (a fixed point, two passes).
 * The prefill queue: GI/G/1 at the full-step rate, a full step being the FIFO stream of waiting
@@ -41,8 +42,9 @@ decode pool: decode steps only). With n the mean number of decoding sequences:
   their spread over prompts and chunk offsets, `_full_step_cv2`) (queueing.tail_quantiles).
 * TTFT: with probability 1 - q, D + own steps, D = U L + c X(L) the rest of the step under way
   and the company's tokens at c each (decode-only and mixed steps under way: U L a lognormal in
-  slices, the company none or, given any, a lognormal of its compound moments, paired slice by
-  slice; the classes as a prompt not queued sees them, without the backlog's full steps); with
+  slices, the company none or, given any, a lognormal of its moments, paired slice by slice;
+  in FIFO order: the prompts after it only up to the room beside its last chunk, those before it
+  beyond that room a step later, `arrivals.beside`; the classes as a prompt not queued sees them, without the backlog's full steps); with
   q, the mean step under way + one full step + the excess
   of the GI/G/1 wait (exponential phases with M/G/1's second moment, never decaying faster
   than the exact GI/G/1 tail: queueing.wait_beyond, queueing.wait_decay_s) +
@@ -62,6 +64,7 @@ import numpy.typing as npt
 from scipy import special
 
 from planner.costmodel.steptime import StepCoefficients, batch_time_s, step_time_s
+from planner.latency.arrivals import beside, company_count
 from planner.latency.queueing import (
     NO_WAIT,
     SPREAD,
@@ -174,6 +177,7 @@ class State:
     itl_mixed: FloatArray | None = None  # ITL quantiles of the mixed steps alone (lazily)
     itl_all: FloatArray | None = None  # and with the decode-only slices (lazily)
     kv_full: tuple[float, float] | None = None  # Engine._kv_full (lazily)
+    delay_classes: tuple[float, list[_DelayClass]] | None = None  # Engine._delay_classes (lazily)
 
 
 class Steps(NamedTuple):
@@ -186,7 +190,7 @@ class Steps(NamedTuple):
     step_lb_sq: float  # its second moment
     m: float  # prompts admitted with an arriving one, as it sees them
     pi: float  # P(any)
-    zf: float  # m / (lam L): burst factor of the company count
+    zf: float  # m / (lam L): burst factor of the company count (`arrivals.company_count`)
     values: FloatArray  # the steps a decoder sees besides decode-only ones: times
     rates: FloatArray  # and their shares of all steps
     busy: float  # P(a step is under way when a prompt arrives)
@@ -270,22 +274,22 @@ _UNIFORM_SLICE_LIST = _UNIFORM_SLICES.tolist()
 
 
 def _count_given_any(
-    rate: float, zf: float, lengths: FloatArray, weights: FloatArray
+    rate: float, dispersion: float, lengths: FloatArray, weights: FloatArray
 ) -> tuple[list[float], list[float]]:
     """The count K of arrivals during the step under way, given K >= 1, as COUNT_ATOMS atoms
     (counts 1 .. COUNT_ATOMS - 1 exact, the last one the rest at its conditional mean): mixed
     over the steps under way, length L with length-biased weight, K given L of mean rate L and
-    variance zf times that (Poisson for zf = 1, else negative binomial). A moment fit misses
+    variance `dispersion` times that (Poisson for 1, else negative binomial). A moment fit misses
     the mixture's shape: mostly short steps with little company and a few long ones with much.
     Returns (counts, probabilities)."""
     mu = rate * lengths
     w = weights / float(np.add.reduce(weights))
     # Panjer's recursion P(k) = P(k - 1) (a + b / k): Poisson a = 0, b = mu; negative
     # binomial of success chance p and r trials a = p, b = (r - 1) p.
-    if zf > 1.0 + 1e-9:
-        a = 1.0 - 1.0 / zf
-        r = mu / (zf - 1.0)
-        pk = np.exp(-r * math.log(zf))  # (1 - p)^r
+    if dispersion > 1.0 + 1e-9:
+        a = 1.0 - 1.0 / dispersion
+        r = mu / (dispersion - 1.0)
+        pk = np.exp(-r * math.log(dispersion))  # (1 - p)^r
         b = (r - 1.0) * a
     else:
         a = 0.0
@@ -1167,7 +1171,7 @@ class Engine:
         xp: list[float] = []
         inv_pe = 1.0 / self.mean_pe
         lam = s.lam
-        ca2m1 = self.ca2 - 1.0
+        k_gaps = 1.0 / self.ca2
         mean_pe = self.mean_pe
         cv2 = self.stats.prefill_cv2
         fc0, fc1, fc2, fc3 = full_cols
@@ -1179,8 +1183,9 @@ class Engine:
             room = np.maximum(s_f - s.chunk_tokens[:, -1:], 0.0)  # the budget caps a company step
         for _ in range(COMPANY_PASSES):
             mu = lam * lb
-            m = mu * (1.0 + ca2m1 / (1.0 + mu)) if mu > 0 else 0.0
-            pi = -math.expm1(-m)
+            cnt = company_count(k_gaps, lam, lb, lb_sq)
+            m = cnt.m1
+            pi = cnt.p_any
             backlog, beyond = wait_beyond(wait, kappa_x, lb / 2.0 + s.t_full)
             quiet = 1.0 - backlog
             w_alone = quiet * (1.0 - pi)
@@ -1189,18 +1194,18 @@ class Engine:
             s2 = fc2 * quiet + al2 * w_alone
             s3 = fc3 * quiet + al3 * w_alone
             if pi > 0:
-                # Company tokens X: given L, mean g L and variance v L (compound over arrivals,
-                # zf = m / mu their burst factor); over the length-biased L, given any: a
+                # Company tokens X: the count around an arrival (a gamma renewal process's, at
+                # the mean L; zf = m / mu its burst factor) of prompts; given any: a
                 # lognormal of those two moments, in probability slices at their conditional
                 # means. A step with x of them carries 1 + x / E[Pe] prompts: counted once.
                 zf = m / mu
-                g = lam * zf * mean_pe
-                var = lam * zf * mean_pe**2 * (cv2 + zf)
-                x1 = g * lb / pi
-                x2 = (g * g * lb_sq + var * lb) / pi
+                x1 = mean_pe * m / pi
+                x2 = mean_pe**2 * (cnt.m2 + cv2 * m) / pi
                 counts = None
                 if atoms:
-                    counts = _count_given_any(lam * zf, zf, *_under_way(t, mix_v, mix_r))
+                    # the count's spread at a given L (the steps' own spread is the mixture's)
+                    at_l = cnt.m2 - m * m - lam * lam * max(lb_sq - lb * lb, 0.0)
+                    counts = _count_given_any(lam * zf, max(at_l / m, 1.0), *_under_way(t, mix_v, mix_r))
                 x, xp = self._company(x1, x2, counts)
                 b0 = b1 = b2 = b3 = 0.0
                 for xj, pj in zip(x, xp, strict=True):
@@ -1523,16 +1528,17 @@ class Engine:
     def _delay(self, s: State, st: Steps) -> tuple[FloatArray, FloatArray]:
         """What a prompt waits before its own steps when nothing queues beyond the next step,
         D = U L + c X(L): the rest of the step under way (length-biased L, U uniform) and the
-        prompts that arrived during it, X(L) tokens (mean g L), each costing c
-        (`_token_cost_s`): E[D | class] = E[L] (1/2 + c g). Idle (1 - P(busy)): 0. Per class of
+        prompts that arrived during it, X(L) tokens, each costing c (`_token_cost_s`). Idle
+        (1 - P(busy)): 0. Per class of
         the step under way, decode-only (L = t_dec, length-biased share b) or mixed (L over the
         mixed steps): U L a lognormal in probability slices with U L's relative spread,
-        E[(U L)^2] / E[U L]^2 = (4/3) E[L^2] / E[L]^2; the company none with probability
-        e^{-m_L} (m_L = mu z(mu), mu = lam E[L]: most prompts have none, so it does not lift the
-        median) and otherwise X given any, a lognormal of the compound sum's two moments given
-        any (mean g E[L] / pi_L, second moment (g^2 E[L^2] + v E[L]) / pi_L: the count's and the
-        sizes' spread, which makes the tail), its slices paired with U L's (a long step under way
-        brings more company). The classes are those of a prompt not queued beyond the next step,
+        E[(U L)^2] / E[U L]^2 = (4/3) E[L^2] / E[L]^2; the company (`_delay_classes`: the
+        arrivals before and after it, a gamma renewal process's count, `arrivals.company_count`)
+        none with probability 1 - pi_L and otherwise X given any, a lognormal of its two moments
+        (the count's and the sizes' spread, which makes the tail), in vLLM's FIFO order: X = B +
+        theta A (`arrivals.beside`: the prompts after it fill only the room beside its last
+        chunk), plus a step's decodes t_arr where those before it overflow that room; its slices
+        paired with U L's (a long step under way brings more company). The classes are those of a prompt not queued beyond the next step,
         so not arrived during a backlog: the backlog's full steps leave the mixed class (their time
         share, the arrivals' backlog read as a time average by rho / sigma) and its moments, and
         the shares are renormalized (docs/latency.md, "TTFT"). Returns (values, probabilities)."""
@@ -1586,13 +1592,16 @@ class Engine:
         return top
 
     def _delay_classes(self, s: State, st: Steps) -> tuple[float, list[_DelayClass]]:
+        """`_compute_delay_classes`, once per state (`st` is the state's own `_steps`)."""
+        if s.delay_classes is None:
+            s.delay_classes = self._compute_delay_classes(s, st)
+        return s.delay_classes
+
+    def _compute_delay_classes(self, s: State, st: Steps) -> tuple[float, list[_DelayClass]]:
         """`_delay`'s idle share and its classes of the step under way (busy engines): U L's
         slices (log-sd, None for the decode-only class's uniform; mean), the class's share, the
         chance pi of company, and the company's lognormal given any (log-sd, mean cost)."""
         c = self._token_cost_s()
-        zf = st.zf
-        g = s.lam * zf * self.mean_pe
-        v = s.lam * zf * self.mean_pe**2 * (self.stats.prefill_cv2 + zf)  # X's variance per second of L
         t = s.t_dec
         total, s1, s2, s3 = st.sums
         scale = 1.0 / max(1.0, total)
@@ -1631,17 +1640,33 @@ class Engine:
             raw.append((None, 0.5 * t, t, t * t, busy * b_dec))
             raw.append((sigma_m, 0.5 * l1, l1, l2, busy * (1.0 - b_dec)))
         out = []
-        ca2m1 = self.ca2 - 1.0
+        k = 1.0 / self.ca2
+        pe, pe2 = self.mean_pe, self.mean_pe * self.mean_pe
+        cv2 = self.stats.prefill_cv2
+        room = self._room_after_tokens(s)
         for sigma, mean_ul, el, el2, w in raw:
-            mu = s.lam * el
-            pi = -math.expm1(-mu * (1.0 + ca2m1 / (1.0 + mu)))
+            cnt = company_count(k, s.lam, el, el2)
+            pi = cnt.p_any
             x_sigma = x_scale = 0.0
             if pi > 0.0:
-                x1 = g * el / pi
-                x2 = (g * g * el2 + v * el) / pi
-                x_sigma, x_scale = math.sqrt(math.log(max(x2 / (x1 * x1), 1.0))), c * x1
+                th, over = beside(cnt, room, pe, cv2)
+                x1 = pe * cnt.one * (1.0 + th) / pi
+                x2 = pe2 * ((1.0 + th * th) * (cnt.one_sq + cv2 * cnt.one) + 2.0 * th * cnt.cross) / pi
+                if x1 > 0.0:
+                    # a step's decodes again where the prompts before it push its end a step later
+                    x_sigma, x_scale = (
+                        math.sqrt(math.log(max(x2 / (x1 * x1), 1.0))),
+                        c * x1 + s.t_arr * over / pi,
+                    )
             out.append(_DelayClass(sigma, mean_ul, w, pi, x_sigma, x_scale))
         return idle, out
+
+    def _room_after_tokens(self, s: State) -> float:
+        """The budget left beside a prompt's last chunk, s_f - r (r the mean last chunk): what
+        the prompts that arrive after it during the step under way can fill of its step."""
+        s_f = max(s.share_full, 1.0)
+        r_bar = self.mean_pe - (s.mean_chunks - 1.0) * max(s.share_own, 1.0)
+        return max(s_f - r_bar, 0.0)
 
     def _service_shape(self) -> ServiceShape:
         """The prefill queue's service X_i per prompt of the support, c_s^2 = Var X / E[X]^2 and
