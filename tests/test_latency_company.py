@@ -150,7 +150,8 @@ def test_alike_prompts_share_steps_in_whole_prompts(monkeypatch: pytest.MonkeyPa
     assert c[-1] == state.share_full  # the budget caps the largest company's step
     frag, rest = _fragments(k, 1000.0, state.share_full, comp)
     assert np.count_nonzero(rest) == 1  # the rest beyond the atoms: a company of 7 or more
-    tokens = float(st.rates[comp] @ c + st.rates[frag] @ rest)
+    ahead = slice(frag.stop, frag.stop + rest.size)  # the rests ahead of one newcomer
+    tokens = float(st.rates[comp] @ c + (st.rates[frag] + st.rates[ahead]) @ rest)
     assert tokens == pytest.approx(lam_t * (1.0 - st.backlog) * st.pi * 1000.0, rel=1e-9)
     prompts = lam_t * (1.0 - st.backlog) * st.pi
     assert float(st.rates[comp].sum()) < prompts  # fewer steps than prompts
@@ -183,7 +184,8 @@ def test_capped_company_steps_carry_every_prompt_token_once(monkeypatch: pytest.
     with_company = lam_t * (1.0 - st.backlog) * st.pi
     frag, rest = _fragments(k, 1155.0, state.share_full, comp)
     assert np.all(rest > 0.0)  # every group splits: 2 x 1155 > s_f
-    carried = float(st.rates[comp] @ c + st.rates[frag] @ rest)
+    ahead = slice(frag.stop, frag.stop + rest.size)
+    carried = float(st.rates[comp] @ c + st.rates[frag] @ rest + st.rates[ahead] @ rest)
     assert carried == pytest.approx(with_company * 1155.0, rel=1e-9)
     # the rests alone, when no prompt arrived during the full step: a prompt's tail at its offset
     # (R <= 1155), or R tokens of whole prompts' attention, R 1155 / 2 pairs (R > 1155)
@@ -198,8 +200,22 @@ def test_capped_company_steps_carry_every_prompt_token_once(monkeypatch: pytest.
     group = 1155.0 * (1.0 + k)
     p = np.array(seen[-1][1])
     assert st.rates[frag] == pytest.approx(with_company * 1155.0 * p * alone / group, rel=1e-12)
-    kept = with_company * p * 1155.0 / state.share_full * (1.0 - alone * rest / group)
+    one = lam * st.zf * state.t_full * alone
+    kept = with_company * p * 1155.0 / state.share_full * (1.0 - (alone + one) * rest / group)
     assert st.rates[comp] == pytest.approx(kept, rel=1e-12)
+    # A rest shared with exactly one newcomer (Poisson over the full step, lam zf T_full e^{-...})
+    # rides ahead of the newcomer's whole prompt (FIFO): min(R + 1155, s_f) tokens, the rest's
+    # pairs and prefix plus the prompt's own 1155^2 / 2 pairs at offset 0. That step was the
+    # newcomer's own: the prompts alone give up as many steps.
+    tokens = np.minimum(rest + 1155.0, state.share_full)
+    expected_ahead = batch_time_s(
+        eng.k, state.n_arr, state.n_arr * eng.cbar, tokens, pairs + 1155.0**2 / 2, offset + tokens, offset
+    ) + (state.t_dec - state.t_arr)
+    assert st.values[ahead] == pytest.approx(expected_ahead, rel=1e-12)
+    moved = with_company * 1155.0 * p * one / group
+    assert st.rates[ahead] == pytest.approx(moved, rel=1e-12)
+    lone = lam_t * (1.0 - st.backlog) * (1.0 - st.pi)
+    assert st.rates[0] == pytest.approx(lone - float(moved.sum()), rel=1e-12)
     # every mixed step carries at most the budget's prompt tokens: at least E[Pe] / s_f per prompt
     assert float(st.rates.sum()) / lam_t > 1155.0 / state.share_full
     mean = (1.0 - float(st.rates.sum())) * state.t_dec + float(st.rates @ st.values)
@@ -214,10 +230,10 @@ def test_count_atoms_fade_into_the_lognormal_as_lengths_spread(monkeypatch: pyte
     company = _recorded(monkeypatch, engine_mod.Engine, "_company")  # (values, probabilities)
 
     def split(s_f: float) -> int:
-        """Rest steps, one per company slice, where the budget splits a group of the mean prompt
-        (1000 tokens here) and its largest company."""
+        """Rest steps, two per company slice (alone, and ahead of a newcomer), where the budget
+        splits a group of the mean prompt (1000 tokens here) and its largest company."""
         values = company[-1][0]
-        return len(values) if 1000.0 + max(values) > s_f else 0
+        return 2 * len(values) if 1000.0 + max(values) > s_f else 0
 
     half = _engine({"pairs": [[800, 0.5], [1200, 0.5]]})
     assert half.atom_weight == pytest.approx(1.0 - 0.2 / engine_mod.ATOM_CV, rel=1e-12)

@@ -1257,7 +1257,7 @@ class Engine:
             group = r_tok + xs  # the last chunk and its whole company, in tokens
             r_bar = self.mean_pe - (s.mean_chunks - 1.0) * max(s.share_own, 1.0)  # the mean last chunk
             if r_bar + max(x) > s_f:  # the budget splits groups: their rests' steps, by slice
-                n_frag = xs.size
+                n_frag = 2 * xs.size  # a rest alone, and a rest ahead of a newcomer
         n_back = (SLICE_PROBS.size if cv2_full > 0.0 else 1) if backlog > 0 else 0
         n_all = n_i + n_full + n_comp + n_frag + n_back
         vals = np.empty(n_all)
@@ -1273,7 +1273,7 @@ class Engine:
             r_pairs *= r_tok  # r_tok (offset + r_tok / 2)
             # the company steps' tokens, attention and prefix by (prompt, company) slice, and a
             # row for the rests of the groups the budget splits (below)
-            dims = (n_i + 1 if n_frag else n_i, xs.size)
+            dims = (n_i + 2 if n_frag else n_i, xs.size)
             c_all, pairs_all, prefix_all = np.empty(dims), np.empty(dims), np.empty(dims)
             c = c_all[:n_i]
             np.minimum(group, s_f, out=c)
@@ -1304,6 +1304,7 @@ class Engine:
                 # Per company slice, the group of the mean last chunk (exact for alike prompts),
                 # in plain floats (eight of them: numpy's per-call cost would dominate).
                 alone_f = math.exp(-lam * zf * s.t_full)  # nothing arrived during the last full step
+                one_f = lam * zf * s.t_full * alone_f  # exactly one did
                 with_company = (quiet * pi) * lam_t * r_bar  # last-chunk tokens with company, per step
                 p_tok = self.pe_tok_mean
                 p0_share = self.p0_share
@@ -1312,19 +1313,40 @@ class Engine:
                 f_pairs: list[float] = []
                 f_prefix: list[float] = []
                 f_rate: list[float] = []
+                n_rate: list[float] = []
                 for xj, pj in zip(x, xp, strict=True):
                     g = xj + r_bar
                     rest = math.fmod(g, s_f) if g > s_f else 0.0
-                    cut = alone_f * rest / g  # the group's count its rest alone takes from the full steps
+                    # the group's count its rest takes from the full steps: alone, or ahead of
+                    # one newcomer (with more of them it stays in the full step it overflowed)
+                    cut = (alone_f + one_f) * rest / g
                     keep.append(pj * (1.0 - cut))
                     f_rest.append(rest)  # the tail of a prompt (E_tok[Pe] on average) at its offset
                     f_pairs.append(rest * (p_tok - 0.5 * min(rest, p_tok)))
                     f_prefix.append(max(p_tok - rest, 0.0) + rest * p0_share)
                     f_rate.append(with_company * pj * alone_f / g if rest > 0.0 else 0.0)
+                    n_rate.append(with_company * pj * one_f / g if rest > 0.0 else 0.0)
                 c_all[n_i] = f_rest
                 pairs_all[n_i] = f_pairs
                 prefix_all[n_i] = f_prefix
-                rts[lo + n_comp : lo + n_comp + n_frag] = f_rate
+                # A rest shared with newcomers rides ahead of the first one's chunk (FIFO): that
+                # step is the newcomer's, R tokens longer. Such steps move from the last chunks
+                # alone (the prompt of the mean last chunk, at its mean offset) to this row.
+                o_bar = float(w_last @ s.chunk_offset[:, -1]) / max(float(np.add.reduce(w_last)), 1e-300)
+                rests = np.array(f_rest)
+                c_all[n_i + 1] = np.minimum(rests + r_bar, s_f)
+                pairs_all[n_i + 1] = np.array(f_pairs) + r_bar * (o_bar + 0.5 * r_bar)
+                prefix_all[n_i + 1] = np.array(f_prefix) + o_bar
+                half = n_frag // 2
+                rts[lo + n_comp : lo + n_comp + half] = f_rate
+                moved = rts[lo + n_comp + half : lo + n_comp + n_frag]
+                moved[...] = n_rate
+                alone_total = float(np.add.reduce(rts[:n_i]))
+                wanted = float(np.add.reduce(moved))
+                if wanted > 0.0:
+                    take = min(wanted, alone_total)
+                    moved *= take / wanted
+                    rts[:n_i] *= 1.0 - take / alone_total if alone_total > 0.0 else 0.0
                 share *= np.array(keep)
             else:
                 share *= SLICE_PROBS if xp is _SLICE_P else np.array(xp)
