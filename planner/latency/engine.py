@@ -1308,11 +1308,19 @@ class Engine:
                 with_company = (quiet * pi) * lam_t * r_bar  # last-chunk tokens with company, per step
                 p_tok = self.pe_tok_mean
                 p0_share = self.p0_share
+                # A rest with one newcomer rides ahead of its chunk (FIFO): that step is the
+                # newcomer's, R tokens longer (the mean last chunk r_bar at its mean offset,
+                # `_chunks`' p0 + (k - 1) share on average), and the prompts alone give it up.
+                o_bar = p0_share * self.mean_pe + (s.mean_chunks - 1.0) * max(s.share_own, 1.0)
+                own_pairs = r_bar * (o_bar + 0.5 * r_bar)
                 keep: list[float] = []
                 f_rest: list[float] = []
                 f_pairs: list[float] = []
                 f_prefix: list[float] = []
                 f_rate: list[float] = []
+                n_tok: list[float] = []
+                n_pairs: list[float] = []
+                n_prefix: list[float] = []
                 n_rate: list[float] = []
                 for xj, pj in zip(x, xp, strict=True):
                     g = xj + r_bar
@@ -1322,31 +1330,31 @@ class Engine:
                     cut = (alone_f + one_f) * rest / g
                     keep.append(pj * (1.0 - cut))
                     f_rest.append(rest)  # the tail of a prompt (E_tok[Pe] on average) at its offset
-                    f_pairs.append(rest * (p_tok - 0.5 * min(rest, p_tok)))
-                    f_prefix.append(max(p_tok - rest, 0.0) + rest * p0_share)
+                    pairs_j = rest * (p_tok - 0.5 * min(rest, p_tok))
+                    prefix_j = max(p_tok - rest, 0.0) + rest * p0_share
+                    f_pairs.append(pairs_j)
+                    f_prefix.append(prefix_j)
                     f_rate.append(with_company * pj * alone_f / g if rest > 0.0 else 0.0)
+                    n_tok.append(min(rest + r_bar, s_f))
+                    n_pairs.append(pairs_j + own_pairs)
+                    n_prefix.append(prefix_j + o_bar)
                     n_rate.append(with_company * pj * one_f / g if rest > 0.0 else 0.0)
                 c_all[n_i] = f_rest
                 pairs_all[n_i] = f_pairs
                 prefix_all[n_i] = f_prefix
-                # A rest shared with newcomers rides ahead of the first one's chunk (FIFO): that
-                # step is the newcomer's, R tokens longer. Such steps move from the last chunks
-                # alone (the prompt of the mean last chunk, at its mean offset) to this row.
-                o_bar = float(w_last @ s.chunk_offset[:, -1]) / max(float(np.add.reduce(w_last)), 1e-300)
-                rests = np.array(f_rest)
-                c_all[n_i + 1] = np.minimum(rests + r_bar, s_f)
-                pairs_all[n_i + 1] = np.array(f_pairs) + r_bar * (o_bar + 0.5 * r_bar)
-                prefix_all[n_i + 1] = np.array(f_prefix) + o_bar
+                c_all[n_i + 1] = n_tok
+                pairs_all[n_i + 1] = n_pairs
+                prefix_all[n_i + 1] = n_prefix
                 half = n_frag // 2
                 rts[lo + n_comp : lo + n_comp + half] = f_rate
-                moved = rts[lo + n_comp + half : lo + n_comp + n_frag]
-                moved[...] = n_rate
-                alone_total = float(np.add.reduce(rts[:n_i]))
-                wanted = float(np.add.reduce(moved))
-                if wanted > 0.0:
+                wanted = math.fsum(n_rate)
+                alone_total = lam_t * quiet * (1.0 - pi)  # rts[:n_i]'s sum (the weights sum to 1)
+                if wanted > 0.0 and alone_total > 0.0:
                     take = min(wanted, alone_total)
-                    moved *= take / wanted
-                    rts[:n_i] *= 1.0 - take / alone_total if alone_total > 0.0 else 0.0
+                    rts[lo + n_comp + half : lo + n_comp + n_frag] = [r * (take / wanted) for r in n_rate]
+                    rts[:n_i] *= 1.0 - take / alone_total
+                else:
+                    rts[lo + n_comp + half : lo + n_comp + n_frag] = 0.0
                 share *= np.array(keep)
             else:
                 share *= SLICE_PROBS if xp is _SLICE_P else np.array(xp)
