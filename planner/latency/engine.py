@@ -43,12 +43,12 @@ decode pool: decode steps only). With n the mean number of decoding sequences:
 * TTFT: with probability 1 - q, D + own steps, D = U L + c X(L) the rest of the step under way
   and the company's tokens at c each (decode-only and mixed steps under way: U L a lognormal in
   slices, the company none or, given any, a lognormal of its moments, paired slice by slice;
-  in FIFO order: the prompts after it only up to the room beside its last chunk, those before it
-  beyond that room a step later, `arrivals.beside`; the classes as a prompt not queued sees them, without the backlog's full steps); with
-  q, the mean step under way + one full step + the excess
-  of the GI/G/1 wait (exponential phases with M/G/1's second moment, never decaying faster
-  than the exact GI/G/1 tail: queueing.wait_beyond, queueing.wait_decay_s) +
-  the prompt's steps topped up to full. A disaggregated prefill pool: GI/G/1 wait + own steps
+  in FIFO order: the prompts after it only up to the room beside its last chunk, those before
+  it beyond that room a step later, `arrivals.beside`; the classes as a prompt not queued sees
+  them, without the backlog's full steps); with q, the mean step under way + one full step +
+  the excess of the GI/G/1 wait (exponential phases with M/G/1's second moment, never decaying
+  faster than the exact GI/G/1 tail: queueing.wait_beyond, queueing.wait_decay_s) + the
+  prompt's steps topped up to full. A disaggregated prefill pool: GI/G/1 wait + own steps
   + the KV transfer.
 """
 
@@ -1559,19 +1559,19 @@ class Engine:
         """What a prompt waits before its own steps when nothing queues beyond the next step,
         D = U L + c X(L): the rest of the step under way (length-biased L, U uniform) and the
         prompts that arrived during it, X(L) tokens, each costing c (`_token_cost_s`). Idle
-        (1 - P(busy)): 0. Per class of
-        the step under way, decode-only (L = t_dec, length-biased share b) or mixed (L over the
-        mixed steps): U L a lognormal in probability slices with U L's relative spread,
+        (1 - P(busy)): 0. Per class of the step under way, decode-only (L = t_dec, length-biased
+        share b) or mixed (L over the mixed steps): U L a lognormal in probability slices with U L's relative spread,
         E[(U L)^2] / E[U L]^2 = (4/3) E[L^2] / E[L]^2; the company (`_delay_classes`: the
         arrivals before and after it, a gamma renewal process's count, `arrivals.company_count`)
         none with probability 1 - pi_L and otherwise X given any, a lognormal of its two moments
         (the count's and the sizes' spread, which makes the tail), in vLLM's FIFO order: X = B +
         theta A (`arrivals.beside`: the prompts after it fill only the room beside its last
         chunk), plus a step's decodes t_arr where those before it overflow that room; its slices
-        paired with U L's (a long step under way brings more company). The classes are those of a prompt not queued beyond the next step,
-        so not arrived during a backlog: the backlog's full steps leave the mixed class (their time
-        share, the arrivals' backlog read as a time average by rho / sigma) and its moments, and
-        the shares are renormalized (docs/latency.md, "TTFT"). Returns (values, probabilities)."""
+        paired with U L's (a long step under way brings more company). The classes are those of
+        a prompt not queued beyond the next step, so not arrived during a backlog: the backlog's
+        full steps leave the mixed class (their time share, the arrivals' backlog read as a time
+        average by rho / sigma) and its moments, and the shares are renormalized
+        (docs/latency.md, "TTFT"). Returns (values, probabilities)."""
         if st.busy <= 0:
             return _ZERO, _ONE
         idle, classes = self._delay_classes(s, st)
