@@ -1561,9 +1561,9 @@ class Engine:
         prompts that arrived during it, X(L) tokens, each costing c (`_token_cost_s`). Idle
         (1 - P(busy)): 0. Per class of the step under way, decode-only (L = t_dec, length-biased
         share b) or mixed (L over the mixed steps): U L a lognormal in probability slices with
-        U L's relative spread, E[(U L)^2] / E[U L]^2 = (4/3) E[L^2] / E[L]^2; the company (`_delay_classes`: the
-        arrivals before and after it, a gamma renewal process's count, `arrivals.company_count`)
-        none with probability 1 - pi_L and otherwise X given any, a lognormal of its two moments
+        U L's relative spread, E[(U L)^2] / E[U L]^2 = (4/3) E[L^2] / E[L]^2; the company
+        (`_delay_classes`: the arrivals before and after it, a gamma renewal process's count,
+        `arrivals.company_count`) none with probability 1 - pi_L and otherwise X given any, a lognormal of its two moments
         (the count's and the sizes' spread, which makes the tail), in vLLM's FIFO order: X = B +
         theta A (`arrivals.beside`: the prompts after it fill only the room beside its last
         chunk), plus a step's decodes t_arr where those before it overflow that room; its slices
