@@ -1563,15 +1563,15 @@ class Engine:
         share b) or mixed (L over the mixed steps): U L a lognormal in probability slices with
         U L's relative spread, E[(U L)^2] / E[U L]^2 = (4/3) E[L^2] / E[L]^2; the company
         (`_delay_classes`: the arrivals before and after it, a gamma renewal process's count,
-        `arrivals.company_count`) none with probability 1 - pi_L and otherwise X given any, a lognormal of its two moments
-        (the count's and the sizes' spread, which makes the tail), in vLLM's FIFO order: X = B +
-        theta A (`arrivals.beside`: the prompts after it fill only the room beside its last
-        chunk), plus a step's decodes t_arr where those before it overflow that room; its slices
-        paired with U L's (a long step under way brings more company). The classes are those of
-        a prompt not queued beyond the next step, so not arrived during a backlog: the backlog's
-        full steps leave the mixed class (their time share, the arrivals' backlog read as a time
-        average by rho / sigma) and its moments, and the shares are renormalized
-        (docs/latency.md, "TTFT"). Returns (values, probabilities)."""
+        `arrivals.company_count`) none with probability 1 - pi_L and otherwise X given any, a
+        lognormal of its two moments (the count's and the sizes' spread, which makes the tail),
+        in vLLM's FIFO order: X = B + theta A (`arrivals.beside`: the prompts after it fill only
+        the room beside its last chunk), plus a step's decodes t_arr where those before it
+        overflow that room; its slices paired with U L's (a long step under way brings more
+        company). The classes are those of a prompt not queued beyond the next step, so not
+        arrived during a backlog: the backlog's full steps leave the mixed class (their time
+        share, the arrivals' backlog read as a time average by rho / sigma) and its moments, and
+        the shares are renormalized (docs/latency.md, "TTFT"). Returns (values, probabilities)."""
         if st.busy <= 0:
             return _ZERO, _ONE
         idle, classes = self._delay_classes(s, st)
