@@ -1171,7 +1171,6 @@ class Engine:
         xp: list[float] = []
         inv_pe = 1.0 / self.mean_pe
         lam = s.lam
-        k_gaps = 1.0 / self.ca2
         mean_pe = self.mean_pe
         cv2 = self.stats.prefill_cv2
         fc0, fc1, fc2, fc3 = full_cols
@@ -1183,7 +1182,7 @@ class Engine:
             room = np.maximum(s_f - s.chunk_tokens[:, -1:], 0.0)  # the budget caps a company step
         for _ in range(COMPANY_PASSES):
             mu = lam * lb
-            cnt = company_count(k_gaps, lam, lb, lb_sq)
+            cnt = company_count(self._k, lam, lb, lb_sq)
             m = cnt.m1
             pi = cnt.p_any
             backlog, beyond = wait_beyond(wait, kappa_x, lb / 2.0 + s.t_full)
@@ -1255,7 +1254,7 @@ class Engine:
             r_tok = np.ascontiguousarray(s.chunk_tokens[:, -1:])
             xs = np.array(x)
             group = r_tok + xs  # the last chunk and its whole company, in tokens
-            r_bar = self.mean_pe - (s.mean_chunks - 1.0) * max(s.share_own, 1.0)  # the mean last chunk
+            r_bar = self._mean_last_chunk(s)
             if r_bar + max(x) > s_f:  # the budget splits groups: their rests' steps, by slice
                 n_frag = 2 * xs.size  # a rest alone, and a rest ahead of a newcomer
         n_back = (SLICE_PROBS.size if cv2_full > 0.0 else 1) if backlog > 0 else 0
@@ -1670,12 +1669,11 @@ class Engine:
             raw.append((None, 0.5 * t, t, t * t, busy * b_dec))
             raw.append((sigma_m, 0.5 * l1, l1, l2, busy * (1.0 - b_dec)))
         out = []
-        k = 1.0 / self.ca2
         pe, pe2 = self.mean_pe, self.mean_pe * self.mean_pe
         cv2 = self.stats.prefill_cv2
         room = self._room_after_tokens(s)
         for sigma, mean_ul, el, el2, w in raw:
-            cnt = company_count(k, s.lam, el, el2)
+            cnt = company_count(self._k, s.lam, el, el2)
             pi = cnt.p_any
             x_sigma = x_scale = 0.0
             if pi > 0.0:
@@ -1691,12 +1689,15 @@ class Engine:
             out.append(_DelayClass(sigma, mean_ul, w, pi, x_sigma, x_scale))
         return idle, out
 
+    def _mean_last_chunk(self, s: State) -> float:
+        """A prompt's last chunk on average, E[Pe] - (E[k] - 1) s_own (`_chunks`: k - 1 full
+        chunks of s_own tokens, then the rest)."""
+        return self.mean_pe - (s.mean_chunks - 1.0) * max(s.share_own, 1.0)
+
     def _room_after_tokens(self, s: State) -> float:
         """The budget left beside a prompt's last chunk, s_f - r (r the mean last chunk): what
         the prompts that arrive after it during the step under way can fill of its step."""
-        s_f = max(s.share_full, 1.0)
-        r_bar = self.mean_pe - (s.mean_chunks - 1.0) * max(s.share_own, 1.0)
-        return max(s_f - r_bar, 0.0)
+        return max(max(s.share_full, 1.0) - self._mean_last_chunk(s), 0.0)
 
     def _service_shape(self) -> ServiceShape:
         """The prefill queue's service X_i per prompt of the support, c_s^2 = Var X / E[X]^2 and
