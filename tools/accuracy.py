@@ -61,7 +61,8 @@ VLLM_MAX_NUM_SEQS = 1024  # vLLM's default on the H100 and H200
 SYNTHETIC_REQUESTS = 60_000
 SATURATION_REQUESTS = 15_000
 DECOMPOSITION_REQUESTS = 15_000
-SEED = 0  # the saturation and wait-split runs' sample
+SEED = 0  # the saturation, wait-split and state runs' sample
+STATE_MIXED_TOLERANCE = 0.05  # the mixed steps' share, absolute (docs/accuracy.md's state table)
 # Every synthetic and bursty cell is simulated with each of these seeds and the table shows the
 # median of their figures: one 60,000-request run's p99 TTFT moves by up to ~3x between seeds at
 # 85-90% load (a long excursion, preemptions near the KV limit), so one seed is no reference.
@@ -395,6 +396,64 @@ def wait_split(
 
 
 @dataclass(frozen=True)
+class StateCheck:
+    """The steady state the model prints beside its latencies, against the simulator's step trace
+    between the 10th and 90th percentile of arrivals (the run's start and drain left out): decodes
+    per step and requests running (both time means), the step a decoder sees (decode-weighted
+    mean) and the share of a decoder's steps that carry prompt tokens."""
+
+    case: Case
+    load: float
+    lengths: Lengths
+    model_decodes: float
+    sim_decodes: float
+    model_step_s: float
+    sim_step_s: float
+    model_mixed: float
+    sim_mixed: float
+    model_running: float
+    sim_running: float
+
+
+def state_check(
+    case: Case,
+    load: float,
+    trace: Trace,
+    lengths: Lengths = "spread",
+    count: int = DECOMPOSITION_REQUESTS,
+    resolved: ResolvedDeployment | None = None,
+) -> StateCheck:
+    r = resolved or case.resolve()
+    base = stationary_workload(trace, lengths)
+    wl = scale_workload(base, load * capacity(r, base))
+    pred = LatencyModel(r, WorkloadStats.of(wl)).evaluate()
+    reqs = workload_requests(wl, SEED, count=count)
+    steps: list[StepTrace] = []
+    simulate(reqs, r.replica, engine_config(r), step_trace=steps)
+    lo, hi = np.percentile(reqs.arrival_s, (10.0, 90.0))
+    kept = [x for x in steps if lo <= x.start_s <= hi]
+    dur = np.asarray([x.duration_s for x in kept])  # a fast-forwarded run: its whole length
+    runs = np.asarray([x.steps for x in kept], dtype=np.float64)
+    decodes = np.asarray([sum(1 for _, t in x.scheduled if t == 1) for x in kept], dtype=np.float64)
+    running = np.asarray([len(x.scheduled) for x in kept], dtype=np.float64)
+    mixed = np.asarray([any(t > 1 for _, t in x.scheduled) for x in kept])
+    seen = decodes * runs  # decodes' steps: a decoder sees each step it is in
+    return StateCheck(
+        case=case,
+        load=load,
+        lengths=lengths,
+        model_decodes=float(pred.decode_concurrency or math.nan),
+        sim_decodes=float((dur * decodes).sum() / dur.sum()),
+        model_step_s=float(pred.mean_step_s or math.nan),
+        sim_step_s=float((dur * decodes).sum() / seen.sum()),
+        model_mixed=float(pred.mixed_step_fraction or 0.0),
+        sim_mixed=float(seen[mixed].sum() / seen.sum()),
+        model_running=float(pred.running_requests or math.nan),
+        sim_running=float((dur * running).sum() / dur.sum()),
+    )
+
+
+@dataclass(frozen=True)
 class Report:
     cells: list[Cell]
     capacities: list[CapacityCheck]
@@ -402,6 +461,7 @@ class Report:
     synthetic_requests: int
     wall_s: float = math.nan
     seeds: tuple[int, ...] = SEEDS  # each synthetic and bursty cell's simulation seeds
+    states: tuple[StateCheck, ...] = ()
 
 
 def build(
@@ -415,12 +475,14 @@ def build(
     synthetic: bool = True,
     bursty: bool = True,
     seeds: Sequence[int] = SEEDS,
+    states: bool = True,
 ) -> Report:
     t0 = time.perf_counter()
     trace = builtin_trace(TRACE)
     cells: list[Cell] = []
     caps: list[CapacityCheck] = []
     splits: list[WaitSplit] = []
+    checks: list[StateCheck] = []
     for case in cases:
         r = case.resolve()
         for kind in lengths if synthetic else ():
@@ -434,9 +496,14 @@ def build(
             caps.append(capacity_check(case, trace, resolved=r))
         for load in split_loads:
             splits.append(wait_split(case, load, trace, resolved=r))
+        for kind in lengths if states else ():
+            for load in loads:
+                checks.append(state_check(case, load, trace, kind, resolved=r))
     if bursty:
         cells.extend(bursty_cells(trace, synthetic_requests, seeds))
-    return Report(cells, caps, splits, synthetic_requests, time.perf_counter() - t0, tuple(seeds))
+    return Report(
+        cells, caps, splits, synthetic_requests, time.perf_counter() - t0, tuple(seeds), tuple(checks)
+    )
 
 
 def bursty_cases() -> tuple[Case, ...]:
@@ -576,6 +643,38 @@ def split_table(splits: Sequence[WaitSplit]) -> list[str]:
     return out
 
 
+def state_table(checks: Sequence[StateCheck]) -> list[str]:
+    out = [
+        "| configuration | lengths | load | decodes: model / sim | error | step a decoder sees, ms: model / sim "
+        "| error | mixed steps: model / sim | requests running: model / sim | error |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for c in checks:
+        out.append(
+            f"| {c.case.label} | {c.lengths} | {c.load:.0%} | {c.model_decodes:.1f} / {c.sim_decodes:.1f} "
+            f"| {_pct(c.model_decodes / c.sim_decodes - 1.0)} "
+            f"| {c.model_step_s * 1e3:.2f} / {c.sim_step_s * 1e3:.2f} | {_pct(c.model_step_s / c.sim_step_s - 1.0)} "
+            f"| {c.model_mixed:.3f} / {c.sim_mixed:.3f} "
+            f"| {c.model_running:.1f} / {c.sim_running:.1f} | {_pct(c.model_running / c.sim_running - 1.0)} |"
+        )
+    return out
+
+
+def state_summary(checks: Sequence[StateCheck]) -> str:
+    if not checks:
+        return ""
+    n_err = [abs(c.model_decodes / c.sim_decodes - 1.0) for c in checks]
+    step_err = [abs(c.model_step_s / c.sim_step_s - 1.0) for c in checks]
+    mixed_err = [abs(c.model_mixed - c.sim_mixed) for c in checks]
+    within = sum(e <= TARGET for e in n_err)
+    return (
+        f"Decodes within ±{TARGET:.0%} in {within} of {len(checks)} cells (largest {max(n_err) * 100:.1f}%), "
+        f"the step a decoder sees in {sum(e <= TARGET for e in step_err)} (largest {max(step_err) * 100:.1f}%); "
+        f"the mixed steps' share within ±{STATE_MIXED_TOLERANCE:g} in "
+        f"{sum(e <= STATE_MIXED_TOLERANCE for e in mixed_err)} (largest {max(mixed_err):.3f})."
+    )
+
+
 def drift(trace: Trace, minutes: int = BUSIEST_MINUTES) -> str:
     """How the busiest minutes differ from the hour: mean prompt and answer lengths."""
     sel = busiest_minutes(trace, 1.0, minutes)
@@ -601,6 +700,28 @@ def bursty_section(rows: Sequence[Cell]) -> list[str]:
         *synthetic_table(rows, "spread", "bursty"),
         "",
         summary(rows, "bursty"),
+        "",
+    ]
+
+
+def state_section(checks: Sequence[StateCheck]) -> list[str]:
+    if not checks:
+        return []
+    return [
+        "## The steady state beside the latencies",
+        "",
+        f"What `evaluate` prints besides the latencies, on {DECOMPOSITION_REQUESTS:,} synthetic requests per "
+        "cell (seed 0) with the simulator's step trace, between the 10th and 90th percentile of "
+        "arrivals: decodes per step (`decode_concurrency`, a time mean), the step a decoder sees "
+        "(`mean_step_ms`: each step weighted by its decodes), the share of a decoder's steps that carry "
+        "prompt tokens (`mixed_step_fraction`, model / sim, absolute) and the requests running "
+        "(`running_requests`: decoding or prefilling, a time mean). Where a budget-8192 step carries "
+        "a whole prompt the model's prompts share their step less often than the simulator's (docs/latency.md, "
+        '"What still misses", item 4): the decodes and the step read high there near capacity.',
+        "",
+        *state_table(checks),
+        "",
+        state_summary(checks),
         "",
     ]
 
@@ -682,6 +803,7 @@ def render(rep: Report, command: str) -> str:
         "",
         *split_table(rep.splits),
         "",
+        *state_section(rep.states),
         "",
     ]
     return "\n".join(lines)
@@ -698,7 +820,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument(
         "--synthetic-only",
         action="store_true",
-        help="only the synthetic grid (no trace replay, capacity or wait split): a quick check",
+        help="only the synthetic grid (no trace replay, capacity, wait split or steady state): a quick check",
     )
     ap.add_argument(
         "--bursty-only",
@@ -752,6 +874,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             capacities=False,
             bursty=False,
             seeds=seeds,
+            states=False,
         )
     else:
         rep = build(synthetic_requests=args.synthetic_requests, seeds=seeds)

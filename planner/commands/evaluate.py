@@ -90,7 +90,7 @@ def render(d: dict[str, Any]) -> str:
         else:
             lines.append(
                 f"  ITL  p50 {_f(d['itl_p50_ms'], 2)} ms   p99 {_f(d['itl_p99_ms'], 2)} ms   "
-                f"({_pct(d['mixed_step_fraction'])} of steps carry a prefill chunk; "
+                f"({_pct(d['mixed_step_fraction'])} of steps carry prompt tokens; "
                 f"worst case {_f(d['itl_worst_case_ms'])} ms)"
             )
         lines.append(

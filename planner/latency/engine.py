@@ -159,7 +159,6 @@ class State:
     rho: float  # prefill queue utilization
     busy: float  # lambda E[Delta]: the share of engine time prefill adds
     t_step: float  # mean step time seen by a decoder
-    mixed_fraction: float  # share of a decoder's steps that carry a prefill chunk
     mean_chunks: float
     chunk_tokens: FloatArray  # (I, G+1) representatives of each prompt's chunks
     chunk_offset: FloatArray
@@ -198,6 +197,7 @@ class Steps(NamedTuple):
     beyond: tuple[tuple[float, float], ...]  # the wait beyond the next step, given one
     backlog_rate: float  # the backlog's full steps in `sums`: their rate (`sums`' units)
     full_step_s: float  # and their length
+    mixed_share: float  # the share of a decoder's steps that carry prompt tokens: `rates`' sum
 
 
 _EMPTY = np.empty(0)
@@ -505,7 +505,7 @@ class Engine:
             return State(
                 n=n, lam=lam, z=z, n_dec=n_dec, n_arr=n_arr, t_dec=t_dec, t_arr=t_dec,
                 share_full=math.nan, share_own=math.nan, t_full=math.nan, rho=0.0, busy=0.0,
-                t_step=t_dec, mixed_fraction=0.0, mean_chunks=0.0, chunk_tokens=e, chunk_offset=e,
+                t_step=t_dec, mean_chunks=0.0, chunk_tokens=e, chunk_offset=e,
                 chunk_weight=e, chunk_time=e, own_service=np.empty(0),
             )  # fmt: skip
         ctx = n_arr * cbar
@@ -537,15 +537,11 @@ class Engine:
             lam = float(lam_in or 0.0)
         rho = lam * q
         busy = lam * (own_delta + self._merge_weight(rho) * (fluid - own_delta))
-        if self.has_decode:
-            t_step = t_dec / (1.0 - busy) if busy < 1.0 else math.inf
-            mixed = min(max(lam * mean_k * t_step, 0.0), 1.0)  # chunk steps (merging ignored)
-        else:
-            t_step, mixed = math.nan, 0.0
+        t_step = (t_dec / (1.0 - busy) if busy < 1.0 else math.inf) if self.has_decode else math.nan
         return State(
             n=n, lam=lam, z=z, n_dec=n_dec, n_arr=n_arr, t_dec=t_dec, t_arr=t_arr,
             share_full=s_f, share_own=s_own, t_full=t_full, rho=rho, busy=busy, t_step=t_step,
-            mixed_fraction=mixed, mean_chunks=mean_k, chunk_tokens=toks, chunk_offset=offs,
+            mean_chunks=mean_k, chunk_tokens=toks, chunk_offset=offs,
             chunk_weight=wts, chunk_time=tau, own_service=own,
         )  # fmt: skip
 
@@ -1025,6 +1021,8 @@ class Engine:
             worst = self._itl_worst(s)
         seats, kv_mean = self._load(s)
         risk = self._kv_risk(s)
+        # the steps that carry prompt tokens, company sharing one: the mix ITL reads
+        mixed = self._steps(s).mixed_share if self.has_decode and self.has_prefill else 0.0
         return Point(
             lam=s.lam,
             n=s.n,
@@ -1034,7 +1032,7 @@ class Engine:
             itl_p99_s=itl99,
             itl_worst_case_s=worst,
             mean_step_s=s.t_step if self.has_decode else None,
-            mixed_step_fraction=s.mixed_fraction,
+            mixed_step_fraction=mixed,
             prefill_chunk_tokens=s.share_own if self.has_prefill else None,
             prefill_utilization=min(1.0, s.rho) if self.has_prefill else 0.0,
             queue_wait_mean_s=wait.mean_s,
@@ -1124,7 +1122,7 @@ class Engine:
         wait = self._queue_wait(s, shape)
         if not (self.has_decode and self.has_prefill) or s.n <= 0:
             s.steps = Steps(
-                wait, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, _EMPTY, _EMPTY, 0.0, _NO_SUMS, (), 0.0, 0.0
+                wait, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, _EMPTY, _EMPTY, 0.0, _NO_SUMS, (), 0.0, 0.0, 0.0
             )
             return s.steps
         busy = 1.0 - math.exp(-s.n) * (1.0 - min(max(s.rho, 0.0), 1.0))
@@ -1384,9 +1382,11 @@ class Engine:
                 vals[-n_back:] = self._full_step_shape()
                 vals[-n_back:] *= full_step
                 np.multiply(SLICE_PROBS, rate, out=rts[-n_back:])
+        mixed_share = min(1.0, float(np.add.reduce(rts)))
         s.steps = Steps(
-            wait, backlog, lb / 2.0, lb, lb_sq, m, pi, zf, vals, rts, busy, sums, beyond, rb, full_step
-        )
+            wait, backlog, lb / 2.0, lb, lb_sq, m, pi, zf, vals, rts, busy, sums, beyond, rb, full_step,
+            mixed_share,
+        )  # fmt: skip
         return s.steps
 
     def _company(
