@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import special
 
-from planner.latency.arrivals import EXACT_TERMS, CountMoments, beside, company_count
+from planner.latency.arrivals import EXACT_TERMS, CountMoments, beside, company_count, steps_by_count
 
 
 def test_poisson_closed_form() -> None:
@@ -117,3 +117,51 @@ def test_beside_by_hand() -> None:
     assert expo.over == pytest.approx(0.3 * math.exp(-0.7), rel=1e-12)
     assert beside(one, 0.0, 1000.0, 1.0) == (0.0, 0.3)
     assert beside(CountMoments(0.0, 0.0, 0.0, 0.0, 0.0), 10.0, 1000.0, 1.0) == (1.0, 0.0)
+
+
+# ---- the steps' prompt-count chain (`steps_by_count`) ----------------------------------------
+
+
+@pytest.mark.parametrize("dispersion", [1.0, 1.19, 4.0])
+def test_step_count_chain_is_a_branching_process_with_immigration(dispersion: float) -> None:
+    """Steps of L(j) = a + b j: the next count given j has mean lam (a + b j) and variance d times
+    that. Then E[X] = lam a + lam b E[X], so E[X] = lam a / (1 - lam b), and Var X = E[Var(X' | X)]
+    + Var(E[X' | X]) = d E[X] + (lam b)^2 Var X, so Var X = d E[X] / (1 - (lam b)^2). Here lam = 20
+    /s, a = 10 ms, b = 25 ms: E[X] = 0.2 / 0.5 = 0.4, Var X = d 0.4 / 0.75 (the states reach far
+    enough that the folded tail is below 1e-12)."""
+    lam, a, b = 20.0, 0.010, 0.025
+    j = np.arange(96, dtype=np.float64)
+    dist = steps_by_count(lam, a + b * j, dispersion)
+    assert dist.sum() == pytest.approx(1.0, abs=1e-12) and dist.min() >= 0.0
+    mean = float(dist @ j)
+    var = float(dist @ (j * j)) - mean * mean
+    assert mean == pytest.approx(0.4, rel=1e-9)
+    assert var == pytest.approx(dispersion * 0.4 / 0.75, rel=1e-7)
+
+
+def test_step_count_chain_against_its_own_steps() -> None:
+    """A literal run of the chain (Poisson counts, steps capped as the budget caps them: L(j) =
+    20 ms + 15 ms per further prompt up to 4 more) against the stationary vector: every state's
+    share within 4 standard errors of 200,000 steps' (batch means over 100 batches)."""
+    lam = 25.0
+    j = np.arange(24, dtype=np.float64)
+    lengths = 0.020 + 0.015 * np.minimum(np.maximum(j - 1.0, 0.0), 4.0)
+    lengths[0] = 0.012
+    dist = steps_by_count(lam, lengths, 1.0)
+    rng = np.random.default_rng(7)
+    steps, batches = 200_000, 100
+    counts = np.empty(steps, dtype=np.int64)
+    x = 0
+    for i in range(steps):
+        x = min(int(rng.poisson(lam * lengths[x])), j.size - 1)
+        counts[i] = x
+    per_batch = np.array([np.bincount(c, minlength=j.size) / c.size for c in np.split(counts, batches)])
+    mean = per_batch.mean(axis=0)
+    se = per_batch.std(axis=0, ddof=1) / math.sqrt(batches)
+    for k in range(6):
+        assert abs(mean[k] - dist[k]) <= 4.0 * se[k] + 1e-4, (k, mean[k], dist[k], se[k])
+
+
+def test_step_count_chain_without_arrivals() -> None:
+    assert steps_by_count(0.0, np.array([0.01, 0.02, 0.03]), 1.0).tolist() == [1.0, 0.0, 0.0]
+    assert steps_by_count(5.0, np.array([0.01]), 2.0).tolist() == [1.0]

@@ -16,6 +16,7 @@ from planner.deployment import Deployment
 from planner.latency import LatencyModel, Slo, WorkloadStats
 from planner.latency import capacity as latency_capacity
 from planner.latency import evaluate as latency_evaluate
+from planner.latency.arrivals import steps_by_count
 from planner.workload import Workload
 
 QWEN_H100: dict[str, Any] = {"model": "Qwen/Qwen3-8B", "gpu": "h100-sxm"}
@@ -674,7 +675,12 @@ def test_prompts_admitted_in_the_same_step_share_its_time() -> None:
     """Constant 1000-token prompts, Poisson, budget 8192, 20 req/s (one chunk each). A prompt is
     admitted at the next step boundary with the others that arrived during the step under way
     (length-biased mean L): m = lam L of them (Poisson: burst factor 1), any with probability
-    pi = 1 - e^{-m}. Steps a decoder sees besides decode-only ones, per step: lam t_step (1 - q)
+    1 - e^{-m} in the passes; alike prompts' final mix takes the company from the steps' chain
+    (`Engine._chain_company`): a step with j prompts lasts the lone prompt's step plus tau per
+    further prompt's token (tau the marginal token of a full step), a decode-only step t_dec, the
+    next step's count Poisson over it; the chain's stationary pi_j gives a prompt's company
+    P(K = k) ~ (k + 1) pi_{k+1}, and pi = P(K >= 1). Steps a decoder sees besides decode-only
+    ones, per step: lam t_step (1 - q)
     (1 - pi) carrying one prompt alone, lam t_step (1 - q) pi sum_j p_j 1000 / (1000 + x_j)
     carrying one with company x_j (a step with 1 + x_j / 1000 prompts counted once, not once
     per prompt; the largest company overflows the budget and leaves the rest of its tokens a
@@ -694,20 +700,29 @@ def test_prompts_admitted_in_the_same_step_share_its_time() -> None:
     assert st.zf == 1.0
     # m comes from the previous pass's L: the fixed point L -> company -> L has converged.
     assert st.m == pytest.approx(20.0 * st.step_lb, rel=0.02)
-    assert st.pi == pytest.approx(-math.expm1(-st.m), rel=1e-12)
+    s_f = state.share_full
+    tau = (state.t_full - state.t_arr) / s_f
+    lone = float(state.chunk_time[0, -1]) + state.t_dec - state.t_arr
+    j = np.arange(64, dtype=np.float64)
+    lengths = lone + tau * np.minimum((j - 1.0) * 1000.0, s_f - 1000.0)
+    lengths[0] = state.t_dec
+    per_prompt = j[1:] * steps_by_count(20.0, lengths, 1.0)[1:]
+    assert st.pi == pytest.approx(1.0 - per_prompt[0] / per_prompt.sum(), rel=1e-9)
+    assert st.pi == pytest.approx(-math.expm1(-st.m), rel=0.1)  # light load: near the passes'
     lam_t = 20.0 * state.t_step
     q = st.backlog
     # rests: one per company slice alone, one ahead of a newcomer (whose step it was: the
     # prompts alone give those up, `test_latency_company`)
-    assert st.values.size == 1 + 8 + 8 + 8 + (1 if q > 0 else 0)
-    moved = float(st.rates[17:25].sum())
+    na = (st.values.size - 1 - (1 if q > 0 else 0)) // 3  # the chain's counts
+    assert st.values.size == 1 + 3 * na + (1 if q > 0 else 0) and na >= 8
+    moved = float(st.rates[1 + 2 * na : 1 + 3 * na].sum())
     assert st.rates[0] + moved == pytest.approx(lam_t * (1.0 - q) * (1.0 - st.pi), rel=1e-9)
     assert 0.0 < moved < 1e-3 * st.rates[0]  # only the company of 7 or more overflows
-    with_company = float(st.rates[1:9].sum())
+    with_company = float(st.rates[1 : 1 + na].sum())
     assert with_company < lam_t * (1.0 - q) * st.pi  # merged: fewer steps than prompts
     assert with_company > lam_t * (1.0 - q) * st.pi / (1.0 + 4.0 * st.m / st.pi)
     # The company's steps carry more tokens than a prompt alone, capped by the budget.
-    assert np.all(st.values[1:9] > st.values[0])
+    assert np.all(st.values[1 : 1 + na] > st.values[0])
     idle = eng.zero()
     c = (idle.t_full - idle.t_arr) / 8192.0
     g = 20.0 * 1000.0
@@ -755,7 +770,8 @@ def test_decoders_see_mixed_steps_by_the_decodes_they_carry() -> None:
         lam_t = rate * state.t_step
         q = st.backlog
         assert q > 0
-        moved = float(st.rates[17:25].sum()) if st.values.size > 25 else 0.0  # rests ahead of newcomers
+        na = (st.values.size - 1 - 1) // 3  # company counts (the chain's); the last value the backlog's
+        moved = float(st.rates[1 + 2 * na : 1 + 3 * na].sum())  # rests ahead of newcomers
         assert st.rates[0] + moved == pytest.approx(lam_t * (1.0 - q) * (1.0 - st.pi) * n_arr / n, rel=1e-9)
         s_f = state.share_full
         excess = sum(a * m for a, m in st.beyond)

@@ -128,8 +128,11 @@ def test_alike_prompts_share_steps_in_whole_prompts(monkeypatch: pytest.MonkeyPa
     company's x tokens), beside the n_arr decodes. Each prompt counts its tokens' share of its
     group's steps: the company steps' rates times their tokens, with the rest of a group the
     budget splits (a step of its own, `_fragments`), are the tokens of the prompts with company,
-    lam t_step (1 - q) pi 1000: every token once."""
+    lam t_step (1 - q) pi 1000: every token once. The passes count the company over the step
+    under way; the final mix takes alike prompts' count from the steps' chain
+    (`Engine._chain_company`), so its atoms are the `_company` call's last."""
     seen = _captured_counts(monkeypatch)
+    company = _recorded(monkeypatch, engine_mod.Engine, "_company")  # (values, probabilities)
     eng = _engine(1000)
     assert eng.atom_weight == 1.0
     state, _ = eng.solve(20.0)
@@ -137,9 +140,9 @@ def test_alike_prompts_share_steps_in_whole_prompts(monkeypatch: pytest.MonkeyPa
     seen.clear()
     st = eng._steps(state)
     assert len(seen) == engine_mod.COMPANY_PASSES
-    counts, probs = seen[-1]
-    k = np.array(counts)
-    assert k[:3].tolist() == [1.0, 2.0, 3.0]
+    values, probs = company[-1]
+    k = np.array(values) / 1000.0
+    assert k.tolist() == [float(i) for i in range(1, k.size + 1)] and k.size > COUNT_ATOMS
     comp = slice(1, 1 + k.size)  # after the prompt alone (one chunk: no full chunks)
     c = np.minimum(1000.0 * (1.0 + k), state.share_full)
     expected = batch_time_s(
@@ -149,7 +152,7 @@ def test_alike_prompts_share_steps_in_whole_prompts(monkeypatch: pytest.MonkeyPa
     lam_t = 20.0 * state.t_step
     assert c[-1] == state.share_full  # the budget caps the largest company's step
     frag, rest = _fragments(k, 1000.0, state.share_full, comp)
-    assert np.count_nonzero(rest) == 1  # the rest beyond the atoms: a company of 7 or more
+    assert np.array_equal(rest > 0.0, 1000.0 * (1.0 + k) > state.share_full)  # a company of 8 or more
     ahead = slice(frag.stop, frag.stop + rest.size)  # the rests ahead of one newcomer
     tokens = float(st.rates[comp] @ c + (st.rates[frag] + st.rates[ahead]) @ rest)
     assert tokens == pytest.approx(lam_t * (1.0 - st.backlog) * st.pi * 1000.0, rel=1e-9)
@@ -224,8 +227,9 @@ def test_capped_company_steps_carry_every_prompt_token_once(monkeypatch: pytest.
 
 def test_count_atoms_fade_into_the_lognormal_as_lengths_spread(monkeypatch: pytest.MonkeyPatch) -> None:
     """Weight of the whole-prompt atoms: 1 - CV / ATOM_CV. Prompts 800 or 1200 tokens (CV 0.2):
-    0.6, the company's values are the atoms' and the lognormal's (16 per prompt); CV 0.5 and
-    more: the lognormal alone (8), and no count is taken."""
+    0.6, the company's values are the atoms' (the steps' chain's, `Engine._chain_company`) and
+    the lognormal's 8 per prompt; CV 0.5 and more: the lognormal alone (8), and no count is
+    taken."""
     seen = _captured_counts(monkeypatch)
     company = _recorded(monkeypatch, engine_mod.Engine, "_company")  # (values, probabilities)
 
@@ -239,8 +243,9 @@ def test_count_atoms_fade_into_the_lognormal_as_lengths_spread(monkeypatch: pyte
     assert half.atom_weight == pytest.approx(1.0 - 0.2 / engine_mod.ATOM_CV, rel=1e-12)
     state, _ = half.solve(20.0)
     st = half._steps(state)
-    n_atoms = len(seen[-1][0])
-    assert len(company[-1][0]) == n_atoms + 8
+    assert seen  # the passes took the count
+    n_atoms = len(company[-1][0]) - 8
+    assert company[-1][0][:n_atoms] == [1000.0 * (i + 1) for i in range(n_atoms)] and n_atoms > COUNT_ATOMS
     rows = 2  # two prompt lengths, one chunk each
     rests = split(state.share_full)
     assert rests > 0  # the atoms' rest at its conditional mean is a company of 7 or more

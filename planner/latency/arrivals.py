@@ -148,3 +148,47 @@ def beside(cnt: CountMoments, room_tokens: float, mean_tokens: float, size_cv2: 
     above = float(special.gammaincc(shape, z))
     fit = a * float(special.gammainc(shape + 1.0, z)) + room_tokens * above
     return Beside(min(fit / a, 1.0), cnt.p_one * above)
+
+
+def steps_by_count(rate: float, lengths_s: np.ndarray, dispersion: float) -> np.ndarray:
+    """The prompts a step admits, j = 0 .. J - 1 (J = len(lengths_s)), over steps: the stationary
+    vector of the chain in which a step that admitted j prompts lasts lengths_s[j] and the next
+    step admits the arrivals during it, of mean rate L and variance `dispersion` times that
+    (negative binomial; Poisson at dispersion <= 1); counts of J - 1 and more are state J - 1.
+    The steps' own feedback (a long step gathers many prompts, which make the next step long)
+    is what spreads the count beyond a count over independent steps: for L(j) = a + b j and
+    Poisson counts the mean is rate a / (1 - rate b) and the variance the mean over
+    1 - (rate b)^2 (a branching process with immigration), times the dispersion for negative
+    binomial counts. Gamma gaps' count over a window is taken at its long-window dispersion
+    c_a^2 (the steps follow each other: the gaps' clumps run across them). The work is one J x J
+    solve."""
+    size = int(lengths_s.size)
+    mu = rate * np.asarray(lengths_s, dtype=np.float64)
+    if size < 2 or not float(mu.max()) > 0.0:
+        out = np.zeros(max(size, 1))
+        out[0] = 1.0
+        return out
+    # Panjer's recursion P(k) = P(k - 1) (a + b / k), per row: Poisson a = 0, b = mu; negative
+    # binomial of r = mu / (d - 1) trials and success chance p = 1 - 1 / d: a = p, b = (r - 1) p.
+    if dispersion > 1.0 + 1e-9:
+        a = 1.0 - 1.0 / dispersion
+        r = mu / (dispersion - 1.0)
+        pk = np.exp(-r * math.log(dispersion))
+        b = (r - 1.0) * a
+    else:
+        a = 0.0
+        b = mu
+        pk = np.exp(-mu)
+    trans = np.empty((size, size))
+    trans[:, 0] = pk
+    for k in range(1, size - 1):
+        pk = pk * (a + b / k)
+        trans[:, k] = pk
+    trans[:, -1] = np.maximum(1.0 - trans[:, :-1].sum(axis=1), 0.0)  # J - 1 and more
+    # pi (T - I) = 0 with sum(pi) = 1: the last balance equation replaced by the sum
+    system = trans.T - np.eye(size)
+    system[-1, :] = 1.0
+    rhs = np.zeros(size)
+    rhs[-1] = 1.0
+    dist = np.maximum(np.linalg.solve(system, rhs), 0.0)
+    return dist / float(dist.sum())
