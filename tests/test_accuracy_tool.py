@@ -122,24 +122,29 @@ def test_ttft_near_capacity_within_bounds_of_the_simulator(
 # on one of those discrete step sizes. Before the company was counted in whole prompts (a
 # lognormal of its tokens, `Engine._company`) the model read -19.4% (H200 calibrated, 60% load)
 # and -10.9% (H100 theoretical, 85%) in docs/accuracy.md of 2026-12-01 (60,000 requests), -19.4%
-# and -10.9% on these 30,000 too (seed 0); -3.4% and +1.4% then, -1.7% and +3.4% since the
-# count of alike prompts per step follows the steps' chain (`Engine._chain_company`, session 14).
+# and -10.9% on these 30,000 too (seed 0); -3.4% and +1.4% then, -2.0% and +2.4% since the
+# count of alike prompts per step is the steps' chain's (`Engine._chain_company`, session 14).
 # The chain's cell: H200 at 85%, where p99 falls on the steps with six prompts, read -12.9% on
 # these 30,000 requests with the passes' count (its tail too short: five prompts at p99), now
-# -2.1%. Bound 8%.
+# -4.1%; and its ITL p50, on the jump between decode-only and mixed steps, +64.8% (the mix's
+# share of mixed steps 0.536 with t_step's steps per second, the simulator's 0.488), now +6.9%
+# with the chain's (0.480). Bound 8%.
 WHOLE_PROMPTS = [
-    ("h200-sxm", "calibrated", 0.6),
-    ("h100-sxm", "theoretical", 0.85),
-    ("h200-sxm", "calibrated", 0.85),
+    ("h200-sxm", "calibrated", 0.6, ("itl_p99",)),
+    ("h100-sxm", "theoretical", 0.85, ("itl_p99",)),
+    ("h200-sxm", "calibrated", 0.85, ("itl_p99", "itl_p50")),
 ]
 
 
-@pytest.mark.parametrize(("gpu", "profile", "load"), WHOLE_PROMPTS)
-def test_itl_p99_of_alike_prompts_within_bounds_of_the_simulator(gpu: str, profile: str, load: float) -> None:
+@pytest.mark.parametrize(("gpu", "profile", "load", "metrics"), WHOLE_PROMPTS)
+def test_itl_of_alike_prompts_within_bounds_of_the_simulator(
+    gpu: str, profile: str, load: float, metrics: tuple[str, ...]
+) -> None:
     trace = acc.builtin_trace(acc.TRACE)
     case = acc.Case("Qwen/Qwen3-8B", gpu, profile, 8192)
     cell = acc.synthetic_cell(case, load, trace, count=30_000, lengths="constant", seeds=(0,))
-    assert abs(cell.error("itl_p99")) <= 0.08, f"itl_p99: {cell.error('itl_p99'):+.1%}"
+    for metric in metrics:
+        assert abs(cell.error(metric)) <= 0.08, f"{metric}: {cell.error(metric):+.1%}"
 
 
 # The mix's company steps counted by each prompt's share of their tokens (`Engine._steps`). Counted

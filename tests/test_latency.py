@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from chain_helpers import chain_of
 
 from planner.costmodel.profile import THEORETICAL, Profile
 from planner.costmodel.roofline import chunks
@@ -16,7 +17,6 @@ from planner.deployment import Deployment
 from planner.latency import LatencyModel, Slo, WorkloadStats
 from planner.latency import capacity as latency_capacity
 from planner.latency import evaluate as latency_evaluate
-from planner.latency.arrivals import steps_by_count
 from planner.workload import Workload
 
 QWEN_H100: dict[str, Any] = {"model": "Qwen/Qwen3-8B", "gpu": "h100-sxm"}
@@ -700,16 +700,11 @@ def test_prompts_admitted_in_the_same_step_share_its_time() -> None:
     assert st.zf == 1.0
     # m comes from the previous pass's L: the fixed point L -> company -> L has converged.
     assert st.m == pytest.approx(20.0 * st.step_lb, rel=0.02)
-    s_f = state.share_full
-    tau = (state.t_full - state.t_arr) / s_f
-    lone = float(state.chunk_time[0, -1]) + state.t_dec - state.t_arr
-    j = np.arange(64, dtype=np.float64)
-    lengths = lone + tau * np.minimum((j - 1.0) * 1000.0, s_f - 1000.0)
-    lengths[0] = state.t_dec
-    per_prompt = j[1:] * steps_by_count(20.0, lengths, 1.0)[1:]
-    assert st.pi == pytest.approx(1.0 - per_prompt[0] / per_prompt.sum(), rel=1e-9)
+    pi, scale = chain_of(state, 20.0, 1.0, 1000.0)
+    assert st.pi == pytest.approx(pi, rel=1e-9)
     assert st.pi == pytest.approx(-math.expm1(-st.m), rel=0.1)  # light load: near the passes'
-    lam_t = 20.0 * state.t_step
+    assert 0.9 < scale < 1.0  # the chain's mean step: a little shorter than t_step
+    lam_t = 20.0 * state.t_step * scale  # prompts per step, the chain's
     q = st.backlog
     # rests: one per company slice alone, one ahead of a newcomer (whose step it was: the
     # prompts alone give those up, `test_latency_company`)
@@ -733,7 +728,7 @@ def test_prompts_admitted_in_the_same_step_share_its_time() -> None:
     b = w0 * state.t_dec / mean_step
     assert q > 0.0 and st.backlog_rate > 0.0  # a small backlog: the conditioning shows
     rb, fs = st.backlog_rate, st.full_step_s
-    assert rb == pytest.approx(lam_t * q * 1000.0 / state.share_full, rel=1e-12)
+    assert rb == pytest.approx(20.0 * state.t_step * q * 1000.0 / state.share_full, rel=1e-12)  # t_step's
     gone = st.busy * rb * fs / max(1.0, total) / mean_step
     w_dec = st.busy * b / (1.0 - gone)
     w_mix = (st.busy * (1.0 - b) - gone) / (1.0 - gone)
@@ -767,7 +762,8 @@ def test_decoders_see_mixed_steps_by_the_decodes_they_carry() -> None:
         z = 1.0 + (1.0 / k - 1.0) * n / (1.0 + n)
         n_arr = n + z - 1.0
         assert state.n_arr == pytest.approx(n_arr, rel=1e-12)
-        lam_t = rate * state.t_step
+        _, scale = chain_of(state, rate, 1.0 / k, 1000.0)
+        lam_t = rate * state.t_step * scale  # the chain's prompts per step
         q = st.backlog
         assert q > 0
         na = (st.values.size - 1 - 1) // 3  # company counts (the chain's); the last value the backlog's
@@ -779,7 +775,8 @@ def test_decoders_see_mixed_steps_by_the_decodes_they_carry() -> None:
         factor = (n_arr + ahead / 2.0) / n
         assert factor > 1.0
         assert st.values[-1] == pytest.approx(state.t_full + state.t_dec - state.t_arr, rel=1e-12)
-        assert st.rates[-1] == pytest.approx(lam_t * q * 1000.0 / s_f * factor, rel=1e-9)
+        full_steps = rate * state.t_step * q * 1000.0 / s_f  # the backlog's: t_step's, not rescaled
+        assert st.rates[-1] == pytest.approx(full_steps * factor, rel=1e-9)
 
 
 @pytest.mark.parametrize("cols", [1, 2, 3, 4, 5, 6])

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from chain_helpers import chain_of
 from scipy import stats
 
 import planner.latency.engine as engine_mod
@@ -149,7 +150,8 @@ def test_alike_prompts_share_steps_in_whole_prompts(monkeypatch: pytest.MonkeyPa
         eng.k, state.n_arr, state.n_arr * eng.cbar, c, 1000.0**2 / 2 + (c - 1000.0) * 1000.0 / 2, c, 0.0
     ) + (state.t_dec - state.t_arr)
     assert st.values[comp] == pytest.approx(expected, rel=1e-12)
-    lam_t = 20.0 * state.t_step
+    _, scale = chain_of(state, 20.0, 1.0, 1000.0)
+    lam_t = 20.0 * state.t_step * scale  # prompts per step, the chain's (`Engine._chain_company`)
     assert c[-1] == state.share_full  # the budget caps the largest company's step
     frag, rest = _fragments(k, 1000.0, state.share_full, comp)
     assert np.array_equal(rest > 0.0, 1000.0 * (1.0 + k) > state.share_full)  # a company of 8 or more

@@ -1250,8 +1250,10 @@ class Engine:
             wl_sum = float(np.add.reduce(w_last))
             v_bar = float(w_last @ vl) / wl_sum if wl_sum > 0.0 else float(vl[0])
             room_c = max(s_f - self._mean_last_chunk(s), 0.0)
-            pi, counts = self._chain_company(lam, t, v_bar, tau, room_c, pi, counts)
+            pi, counts, chain_ratio = self._chain_company(lam, t, v_bar, tau, room_c, pi, counts, s.t_step)
             x, xp = self._company(x1, x2, counts)
+        else:
+            chain_ratio = 1.0
         # The mix itself, for ITL's quantiles (the last pass): last chunks alone, full chunks,
         # last chunks with each company slice (timed exactly), the backlog's full steps.
         quiet = 1.0 - backlog
@@ -1381,6 +1383,8 @@ class Engine:
         # prompts prefilled earlier in the run, on average half of those a queued prompt waits
         # behind (its wait over a prompt's service). Poisson (z = 1): only the latter.
         n_seen = max(s.n, 1.0)
+        if chain_ratio != 1.0:  # the chain's steps per second (`_chain_company`)
+            rts[: n_all - n_back] *= chain_ratio
         if s.n_arr > n_seen:
             rts[: n_all - n_back] *= s.n_arr / n_seen
         if backlog > 0:
@@ -1409,7 +1413,8 @@ class Engine:
         room: float,
         pi: float,
         counts: tuple[list[float], list[float]],
-    ) -> tuple[float, tuple[list[float], list[float]]]:
+        t_step: float,
+    ) -> tuple[float, tuple[list[float], list[float]], float]:
         """The company of alike prompts from the chain of steps (`arrivals.steps_by_count`): a
         step with j prompts lasts the mean last chunk's step v_bar plus tau per further prompt's
         token (the budget's room capping them), a decode-only step t, and the next step admits
@@ -1421,12 +1426,21 @@ class Engine:
         (Poisson-like) 29.3%, 11.7%, 4.5%, 1.8%. Where the room holds under two whole prompts
         the step's count is not the next step's (a split group's rest rides ahead: `_steps`),
         so the chain's weight fades in from one prompt's room to two (room / E[Pe] - 1), the
-        passes' count (pi, `counts` given any) taking the rest. Returns (P(any), counts given
-        any)."""
+        passes' count (pi, `counts` given any) taking the rest.
+
+        The chain also says how many steps there are: its mean step E_pi[L] (prompts per step
+        lam E_pi[L]), where the mix counts lam t_step prompts per step. t_step, the closed form's
+        (`_build_state`), runs long where prompts share steps (docs/latency.md, "What still
+        misses", item 4: H200, budget 8192, 85%: 41.1 ms; the chain 38.2, the simulator's
+        decoders 38.3), and the mix's prompt-bearing steps, scaled by E_pi[L] / t_step, are then
+        the chain's pi_j: the share of steps with prompts 0.480 against the simulator's 0.488
+        (0.536 unscaled), which puts ITL p50 on the right side of the jump between decode-only
+        and mixed steps (+61.6% -> +4.2%). Returns (P(any), counts given any, that scale: 1 where
+        the chain is out, blended by its weight)."""
         pe = self.mean_pe
         beta = min(max(room / pe - 1.0, 0.0), 1.0)
         if not beta > 0.0:
-            return pi, counts
+            return pi, counts, 1.0
         z = max(self.ca2, 1.0)
         mu_top = lam * (v_bar + tau * room)
         size = min(CHAIN_STATES, max(COUNT_ATOMS + 2, math.ceil(mu_top + 8.0 * math.sqrt(z * mu_top) + 4.0)))
@@ -1435,14 +1449,16 @@ class Engine:
         lengths *= tau
         lengths += v_bar
         lengths[0] = t
-        per_prompt = j[1:] * steps_by_count(lam, lengths, z)[1:]  # company k = j - 1 = 0, 1, ...
+        dist = steps_by_count(lam, lengths, z)
+        per_prompt = j[1:] * dist[1:]  # company k = j - 1 = 0, 1, ...
         total = float(np.add.reduce(per_prompt))
-        if not total > 0.0:
-            return pi, counts
+        if not (total > 0.0 and t_step > 0.0 and math.isfinite(t_step)):
+            return pi, counts, 1.0
         per_prompt /= total
         pi_new = beta * (1.0 - float(per_prompt[0])) + (1.0 - beta) * pi
         if not pi_new > 0.0:
-            return pi, counts
+            return pi, counts, 1.0
+        ratio = beta * float(dist @ lengths) / t_step + (1.0 - beta)
         tail = per_prompt[1:]
         top = int(np.flatnonzero(tail > CHAIN_NEGLIGIBLE * float(tail.max()))[-1]) + 1 if tail.size else 0
         ks = j[1 : top + 1].tolist()
@@ -1451,7 +1467,7 @@ class Engine:
             old_w = (1.0 - beta) * pi / pi_new
             ks += counts[0]
             ps += [old_w * p for p in counts[1]]
-        return pi_new, (ks, ps)
+        return pi_new, (ks, ps), ratio
 
     def _company(
         self, x1: float, x2: float, counts: tuple[list[float], list[float]] | None
