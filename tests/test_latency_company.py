@@ -260,3 +260,19 @@ def test_count_atoms_fade_into_the_lognormal_as_lengths_spread(monkeypatch: pyte
     assert not seen
     rests = split(state.share_full)
     assert st.values.size == rows + rows * 8 + rests + _backlog_values(spread, st)
+
+
+def test_the_steps_chain_gives_way_where_its_states_run_out() -> None:
+    """`Engine._chain_company` with a count per step beyond its CHAIN_STATES (prompts arriving
+    at 10,000/s into 20 ms steps: some 200 per step) keeps the passes' count and t_step's steps:
+    its folded last state would stand for every larger count. At 20/s it takes over: its own
+    company (P(any) in (0, 1), counts 1, 2, 3, ...) and a mean step shorter than a t_step that
+    counts every prompt's step as its own."""
+    eng = _engine(1000)
+    counts = ([1.0, 2.0], [0.75, 0.25])
+    assert eng._chain_company(1e4, 0.01, 0.02, 1e-6, 7000.0, 0.5, counts, 0.03) == (0.5, counts, 1.0)
+    pi, (ks, ps), scale = eng._chain_company(20.0, 0.01, 0.02, 1e-6, 7000.0, 0.5, counts, 0.03)
+    assert 0.0 < pi < 1.0 and ks[:3] == [1.0, 2.0, 3.0] and sum(ps) == pytest.approx(1.0, rel=1e-9)
+    assert 0.0 < scale < 1.0
+    # no room for a second whole prompt: the passes' count alone
+    assert eng._chain_company(20.0, 0.01, 0.02, 1e-6, 900.0, 0.5, counts, 0.03) == (0.5, counts, 1.0)

@@ -218,6 +218,7 @@ FULL_STEP_OFFSETS = 4  # chunk offsets per long prompt for the full steps' sprea
 COUNT_ATOMS = 8  # a company's prompt count as atoms (`_count_given_any`), for prompts of alike lengths
 CHAIN_STATES = 64  # the steps' prompt-count chain's states at most (`_chain_company`)
 CHAIN_NEGLIGIBLE = 1e-12  # chain counts below this share of the likeliest one are dropped
+CHAIN_FOLDED = 1e-9  # the chain's last state (its counts and more) holding more: too few states
 ATOM_CV = 0.5  # prompt-length CV at which the company's count atoms have faded into the lognormal
 
 
@@ -1450,6 +1451,8 @@ class Engine:
         lengths += v_bar
         lengths[0] = t
         dist = steps_by_count(lam, lengths, z)
+        if dist[-1] > CHAIN_FOLDED:  # counts past CHAIN_STATES matter: the passes' count stays
+            return pi, counts, 1.0
         per_prompt = j[1:] * dist[1:]  # company k = j - 1 = 0, 1, ...
         total = float(np.add.reduce(per_prompt))
         if not (total > 0.0 and t_step > 0.0 and math.isfinite(t_step)):
