@@ -218,7 +218,7 @@ FULL_STEP_OFFSETS = 4  # chunk offsets per long prompt for the full steps' sprea
 COUNT_ATOMS = 8  # a company's prompt count as atoms (`_count_given_any`), for prompts of alike lengths
 CHAIN_STATES = 64  # the steps' prompt-count chain's states at most (`_chain_company`)
 CHAIN_NEGLIGIBLE = 1e-12  # chain counts below this share of the likeliest one are dropped
-CHAIN_FOLDED = 1e-9  # the chain's last state (its counts and more) holding more: too few states
+CHAIN_FOLDED = 1e-4  # the chain's last state (its count and more) holding more: too few states
 ATOM_CV = 0.5  # prompt-length CV at which the company's count atoms have faded into the lognormal
 
 
@@ -1444,7 +1444,15 @@ class Engine:
             return pi, counts, 1.0
         z = max(self.ca2, 1.0)
         mu_top = lam * (v_bar + tau * room)
-        size = min(CHAIN_STATES, max(COUNT_ATOMS + 2, math.ceil(mu_top + 8.0 * math.sqrt(z * mu_top) + 4.0)))
+        # States: past the counts whose step still grows (the room's prompts, then L is flat and
+        # the last state's lumped counts change nothing after them), and the count's reach: its
+        # mean and spread at the longest step, and the negative binomial's geometric tail
+        # ((1 - 1/z)^k) down to 1e-6.
+        grows = math.ceil(room / pe) + 2
+        reach = mu_top + 8.0 * math.sqrt(z * mu_top) + 4.0
+        if z > 1.0 + 1e-9:
+            reach += math.log(1e-6) / math.log1p(-1.0 / z)
+        size = min(CHAIN_STATES, max(COUNT_ATOMS + 2, grows, math.ceil(reach)))
         j = np.arange(size, dtype=np.float64)
         lengths = np.minimum((j - 1.0) * pe, room)
         lengths *= tau
