@@ -792,3 +792,26 @@ def test_row_sums_are_numpys_row_sums_bit_for_bit(cols: int) -> None:
     # the stability scan's (concurrencies, prompts, columns): summed over the last axis
     b = a.reshape(50, 100, cols)
     assert np.array_equal(Engine._row_sums(b), b.sum(axis=-1))
+
+
+def test_the_boundary_steps_back_inside_a_bounded_number_of_times(monkeypatch: pytest.MonkeyPatch) -> None:
+    """After its root-find the stability boundary steps back inside by 1e-6 of n at most
+    BOUNDARY_BACKOFF_STEPS times (the root's tolerance overshoots by one or two). Were the states'
+    slack to disagree with the grid's (it mirrors them), it takes the last grid point that was
+    stable rather than walk down in 1e-6 steps for ever: here every state reads unstable."""
+    import planner.latency.engine as engine_mod
+
+    eng = model_for(Deployment(**QWEN_H100, max_num_batched_tokens=8192), make_workload(prompt=1000)).engines[
+        "colocated"
+    ]
+    calls = [0]
+
+    def unstable(self: Any, s: Any) -> float:
+        calls[0] += 1
+        return -1.0
+
+    monkeypatch.setattr(engine_mod.Engine, "slack_of", unstable)
+    b = eng.boundary()
+    assert calls[0] <= engine_mod.BOUNDARY_BACKOFF_STEPS + 200  # the root-find's calls and the steps back
+    grid = eng.n_cap * np.arange(1, engine_mod.GRID_POINTS + 1) / engine_mod.GRID_POINTS
+    assert b.n_max == 0.0 or b.n_max in grid.tolist()

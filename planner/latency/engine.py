@@ -92,6 +92,7 @@ StabilityLimit = Literal["compute", "kv_capacity", "max_num_seqs", "max_num_batc
 
 CHUNK_GROUPS = 4  # representatives of a prompt's full chunks (exact up to 4 chunks, else midpoints)
 GRID_POINTS = 16  # concurrency grid for the stability boundary
+BOUNDARY_BACKOFF_STEPS = 64  # steps of 1e-6 back inside the boundary after its root (1 or 2 suffice)
 LEVELS = np.array([0.5, 0.99])
 _TAIL_EPS = (1.0 - LEVELS).tolist()  # P(X > quantile) at each level
 HUGE = 1e9  # stands in for an infinite ratio inside root-finding
@@ -815,6 +816,7 @@ class Engine:
         lam, slack = gr.lam, gr.slack
         bad = (slack < 0).nonzero()[0]
         root: RootResult | None = None
+        inside = 0.0  # the last point known stable
         if bad.size == 0:
             n_end = float(grid[-1])
         else:
@@ -832,10 +834,17 @@ class Engine:
             n_end = root.root if root.root is not None else lo
             n_end = max(0.0, n_end - 1e-7 * cap)  # just inside: the end point itself is stable
             grid, lam = grid[:i], lam[:i]
+            inside = lo
         end = self._state(n_end, None)
-        while n_end > 0 and self.slack_of(end) < 0:  # the root's tolerance overshot
+        for _ in range(BOUNDARY_BACKOFF_STEPS):  # the root's tolerance overshot: step back in
+            if not (n_end > 0 and self.slack_of(end) < 0):
+                break
             n_end *= 1.0 - 1e-6
             end = self._state(n_end, None)
+        else:
+            if n_end > 0 and self.slack_of(end) < 0:  # the states disagree with the grid's slack
+                n_end = inside
+                end = self._state(n_end, None)
         lam_end = end.lam if n_end > 0 else 0.0
         binding = self._binding(end)
         best = int(lam.argmax()) if lam.size else -1
