@@ -49,6 +49,7 @@ from planner.costmodel.profiles import resolve_profile
 from planner.deployment import Deployment, ResolvedDeployment
 from planner.latency import LatencyModel, Prediction, WorkloadStats
 from planner.simulate import SimResult, StepTrace, simulate
+from planner.simulate.requests import RequestArrays
 from planner.simulate.run import engine_config, run, scale_workload, trace_requests, workload_requests
 from planner.traces import Trace, builtin_trace
 from planner.workload import LengthDistribution, Workload
@@ -325,6 +326,19 @@ def capacity_check(
     return CapacityCheck(case, cap, binding, served, res.preemptions)
 
 
+def _traced_run(
+    r: ResolvedDeployment, trace: Trace, load: float, lengths: Lengths, count: int
+) -> tuple[Workload, RequestArrays, SimResult, list[StepTrace]]:
+    """The stationary workload at `load` x capacity, `count` of its requests (seed SEED)
+    simulated with the step trace: (workload, requests, result, steps)."""
+    base = stationary_workload(trace, lengths)
+    wl = scale_workload(base, load * capacity(r, base))
+    reqs = workload_requests(wl, SEED, count=count)
+    steps: list[StepTrace] = []
+    res = simulate(reqs, r.replica, engine_config(r), step_trace=steps)
+    return wl, reqs, res, steps
+
+
 @dataclass(frozen=True)
 class WaitSplit:
     """Where TTFT's wait comes from: the step under way when a prompt arrives (the simulator
@@ -353,16 +367,12 @@ def wait_split(
     resolved: ResolvedDeployment | None = None,
 ) -> WaitSplit:
     r = resolved or case.resolve()
-    base = stationary_workload(trace)
-    wl = scale_workload(base, load * capacity(r, base))
+    wl, reqs, res, steps = _traced_run(r, trace, load, "spread", count)
     engine = LatencyModel(r, WorkloadStats.of(wl)).engines["colocated"]
     solved = engine.solve(wl.arrivals.mean_requests_per_s)
     assert solved is not None, "load beyond the analytic capacity"
     state = solved[0]
     point = engine.point(state)
-    reqs = workload_requests(wl, SEED, count=count)
-    steps: list[StepTrace] = []
-    res = simulate(reqs, r.replica, engine_config(r), step_trace=steps)
     start = np.asarray([x.start_s for x in steps])
     end = np.asarray([x.start_s + x.duration_s for x in steps])
     first = np.full(len(reqs), np.nan)
@@ -424,12 +434,8 @@ def state_check(
     resolved: ResolvedDeployment | None = None,
 ) -> StateCheck:
     r = resolved or case.resolve()
-    base = stationary_workload(trace, lengths)
-    wl = scale_workload(base, load * capacity(r, base))
+    wl, reqs, _, steps = _traced_run(r, trace, load, lengths, count)
     pred = LatencyModel(r, WorkloadStats.of(wl)).evaluate()
-    reqs = workload_requests(wl, SEED, count=count)
-    steps: list[StepTrace] = []
-    simulate(reqs, r.replica, engine_config(r), step_trace=steps)
     lo, hi = np.percentile(reqs.arrival_s, (10.0, 90.0))
     kept = [x for x in steps if lo <= x.start_s <= hi]
     dur = np.asarray([x.duration_s for x in kept])  # a fast-forwarded run: its whole length

@@ -150,6 +150,18 @@ def beside(cnt: CountMoments, room_tokens: float, mean_tokens: float, size_cv2: 
     return Beside(min(fit / a, 1.0), cnt.p_one * above)
 
 
+def panjer_start(mu: np.ndarray, dispersion: float) -> tuple[float, np.ndarray | float, np.ndarray]:
+    """Panjer's recursion for a count of mean mu and variance `dispersion` times that,
+    P(k) = P(k - 1) (a + b / k): returns (a, b, P(0)). Poisson (dispersion <= 1): a = 0, b = mu;
+    negative binomial of r = mu / (d - 1) trials and success chance p = 1 - 1 / d: a = p,
+    b = (r - 1) p, P(0) = d^-r."""
+    if dispersion > 1.0 + 1e-9:
+        a = 1.0 - 1.0 / dispersion
+        r = mu / (dispersion - 1.0)
+        return a, (r - 1.0) * a, np.exp(-r * math.log(dispersion))
+    return 0.0, mu, np.exp(-mu)
+
+
 def steps_by_count(rate: float, lengths_s: np.ndarray, dispersion: float) -> np.ndarray:
     """The prompts a step admits, j = 0 .. J - 1 (J = len(lengths_s)), over steps: the stationary
     vector of the chain in which a step that admitted j prompts lasts lengths_s[j] and the next
@@ -168,17 +180,7 @@ def steps_by_count(rate: float, lengths_s: np.ndarray, dispersion: float) -> np.
         out = np.zeros(max(size, 1))
         out[0] = 1.0
         return out
-    # Panjer's recursion P(k) = P(k - 1) (a + b / k), per row: Poisson a = 0, b = mu; negative
-    # binomial of r = mu / (d - 1) trials and success chance p = 1 - 1 / d: a = p, b = (r - 1) p.
-    if dispersion > 1.0 + 1e-9:
-        a = 1.0 - 1.0 / dispersion
-        r = mu / (dispersion - 1.0)
-        pk = np.exp(-r * math.log(dispersion))
-        b = (r - 1.0) * a
-    else:
-        a = 0.0
-        b = mu
-        pk = np.exp(-mu)
+    a, b, pk = panjer_start(mu, dispersion)  # per row
     trans = np.empty((size, size))
     trans[:, 0] = pk
     for k in range(1, size - 1):

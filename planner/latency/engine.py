@@ -64,7 +64,7 @@ import numpy.typing as npt
 from scipy import special
 
 from planner.costmodel.steptime import StepCoefficients, batch_time_s, step_time_s
-from planner.latency.arrivals import beside, company_count, steps_by_count
+from planner.latency.arrivals import beside, company_count, panjer_start, steps_by_count
 from planner.latency.queueing import (
     NO_WAIT,
     SPREAD,
@@ -288,17 +288,7 @@ def _count_given_any(
     Returns (counts, probabilities)."""
     mu = rate * lengths
     w = weights / float(np.add.reduce(weights))
-    # Panjer's recursion P(k) = P(k - 1) (a + b / k): Poisson a = 0, b = mu; negative
-    # binomial of success chance p and r trials a = p, b = (r - 1) p.
-    if dispersion > 1.0 + 1e-9:
-        a = 1.0 - 1.0 / dispersion
-        r = mu / (dispersion - 1.0)
-        pk = np.exp(-r * math.log(dispersion))  # (1 - p)^r
-        b = (r - 1.0) * a
-    else:
-        a = 0.0
-        b = mu
-        pk = np.exp(-mu)
+    a, b, pk = panjer_start(mu, dispersion)  # P(k) = P(k - 1) (a + b / k)
     w_any = float(w @ (1.0 - pk))
     if w_any <= 1e-300:
         return [1.0], [1.0]
