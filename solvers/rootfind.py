@@ -286,7 +286,7 @@ def last_met(
     than `precision` x met, Brent again between them (a tolerance on the whole bracket leaves
     an edge far below its top coarse); where no point above `lo` met, up to `decades` points
     below the first miss by factors of 10, then Brent between the last two, to `rtol` of the
-    upper (or a tenth of `precision` where finer, as in the passes between two points). Where
+    lower (or a tenth of `precision` where finer, as in the passes between two points). Where
     f may jump, the root itself can miss: the answer is a point seen to meet.
 
     `measure`: judge the precision on measure(x) instead of x (rising, positive above `lo`):
@@ -358,8 +358,10 @@ def last_met(
         below = lo + 0.1 * (top - lo)
         f_below = g(below)
         if f_below <= 0.0:
+            # to a tenth of the precision of the decade's low end (its top is 10x the edge at most:
+            # a tolerance on the top left the two points up to ~1% of the edge apart)
             near = find_root(
-                g, below, top, f_lo=f_below, f_hi=f_top, xtol=fine_rtol * (top - lo), rtol=fine_rtol
+                g, below, top, f_lo=f_below, f_hi=f_top, xtol=fine_rtol * (below - lo), rtol=fine_rtol
             )
             met, missed = ends(near, below, top)
             return Edge(met, missed, near)

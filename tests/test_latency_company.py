@@ -276,3 +276,68 @@ def test_the_steps_chain_gives_way_where_its_states_run_out() -> None:
     assert 0.0 < scale < 1.0
     # no room for a second whole prompt: the passes' count alone
     assert eng._chain_company(20.0, 0.01, 0.02, 1e-6, 900.0, 0.5, counts, 0.03) == (0.5, counts, 1.0)
+
+
+def test_couple_by_rank_pairs_the_two_distributions_quantile_by_quantile() -> None:
+    """The comonotone coupling of two discrete distributions: pieces where both CDFs are flat,
+    by hand ({1, 2} at 1/2 each against {10, 20, 30} at 0.2, 0.5, 0.3: the CDFs break at 0.2,
+    0.5 and 0.7), each marginal kept; alike slices pair one to one."""
+    (va, vb), p = engine_mod._couple_by_rank([1.0, 2.0], [0.5, 0.5], [10.0, 20.0, 30.0], [0.2, 0.5, 0.3])
+    assert (va, vb) == ([1.0, 1.0, 2.0, 2.0], [10.0, 20.0, 20.0, 30.0])
+    assert p == pytest.approx([0.2, 0.3, 0.2, 0.3], abs=1e-15)
+    slices = engine_mod._SLICE_P
+    (va, vb), p = engine_mod._couple_by_rank(list(range(8)), slices, list(range(10, 18)), slices)
+    assert va == list(range(8)) and vb == list(range(10, 18)) and p == pytest.approx(slices, abs=1e-15)
+    # any two: each side's marginal, and one piece per break of either CDF at most
+    a, pa = [0.5, 1.5, 4.0], [0.125, 0.625, 0.25]
+    b, pb = [1.0, 2.0, 3.0, 5.0, 8.0], [0.4, 0.3, 0.1, 0.1, 0.1]
+    (va, vb), p = engine_mod._couple_by_rank(a, pa, b, pb)
+    assert len(p) <= len(a) + len(b) - 1 and sum(p) == pytest.approx(1.0, abs=1e-15)
+    for vals, side, probs in ((va, a, pa), (vb, b, pb)):
+        got = [sum(q for v, q in zip(vals, p, strict=True) if v == x) for x in side]
+        assert got == pytest.approx(probs, abs=1e-15)
+        assert vals == sorted(vals)  # by rank: both rise together
+
+
+def test_alike_prompts_company_before_their_step_comes_in_whole_prompts() -> None:
+    """Constant 1000-token prompts, Poisson at 20/s, budget 8192 (room for seven more beside
+    one): D's company given any is whole prompts (`Engine._company_atoms`). In the decode-only
+    class the step under way lasts t_dec, so K ~ Poisson(mu = 20 t_dec) and given K >= 1 the
+    zero-truncated Poisson; each prompt costs the class's mean cost over E[K | K >= 1] = mu /
+    (1 - e^-mu). Paired by rank with U t_dec's slices, D keeps both marginals: its mean is the
+    classes' E[U L] + pi E[min(cost, cap)]."""
+    eng = _engine(1000)
+    state, _ = eng.solve(20.0)
+    st = eng._steps(state)
+    idle, classes = eng._delay_classes(state, st)
+    dec = classes[0]
+    assert dec.sigma is None and dec.x_atoms is not None
+    costs, probs = dec.x_atoms
+    mu = 20.0 * state.t_dec
+    k = np.arange(1, COUNT_ATOMS)
+    assert probs[: COUNT_ATOMS - 1] == pytest.approx(
+        _given_any(stats.poisson.pmf(np.arange(COUNT_ATOMS), mu)), rel=1e-9
+    )
+    per = dec.x_scale * -math.expm1(-mu) / mu
+    assert costs[: COUNT_ATOMS - 1] == pytest.approx(k * per, rel=1e-9)
+    assert math.fsum(c * p for c, p in zip(costs, probs, strict=True)) == pytest.approx(
+        dec.x_scale, rel=1e-12
+    )
+    assert all(cl.x_atoms is not None for cl in classes)
+    d, p = eng._delay(state, st)
+    cap = eng._company_cap_s()  # one full budget's prefill: only the last atom (8 and more) reaches it
+    capped = [math.fsum(q * min(c, cap) for c, q in zip(*cl.x_atoms, strict=True)) for cl in classes]
+    expected = sum(cl.share * (cl.scale + cl.pi * x) for cl, x in zip(classes, capped, strict=True))
+    assert float(d @ p) == pytest.approx(expected, rel=1e-9)
+    assert float(p.sum()) == pytest.approx(1.0, rel=1e-12) and p[0] == idle
+    assert eng._delay_top_s(state, st) == pytest.approx(float(d.max()), rel=1e-12)
+
+
+def test_company_in_whole_prompts_only_where_the_room_holds_them() -> None:
+    """Budget 2048 beside 1155-token prompts leaves less than a prompt's room: D's company stays
+    the lognormal (a company before the prompt overflows its step, one after it fits in part);
+    spread lengths (CV over ATOM_CV) too."""
+    for eng in (_engine(1155, budget=2048), _engine({"percentiles": {"p10": 200, "p50": 1000, "p90": 4000}})):
+        state, _ = eng.solve(20.0)
+        st = eng._steps(state)
+        assert all(cl.x_atoms is None for cl in eng._delay_classes(state, st)[1])
