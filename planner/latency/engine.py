@@ -311,6 +311,16 @@ def _count_given_any(
     return counts, probs
 
 
+def _room_for_more(room: float, prompt: float) -> float:
+    """How far a step's room beside one prompt holds more whole prompts of `prompt` tokens:
+    room / prompt - 1 in [0, 1] (none below one prompt's room, fully from two). Where it holds
+    under one the company overflows the step (FIFO: those before it push the prompt's last
+    tokens a step later) or fits in part, and whole-prompt counts misread it; the steps' chain
+    (`Engine._chain_company`) and D's company in whole prompts (`Engine._company_atoms`) fade
+    in by it."""
+    return min(max(room / prompt - 1.0, 0.0), 1.0)
+
+
 def _couple_by_rank(
     a: list[float], pa: list[float], b: list[float], pb: list[float]
 ) -> tuple[tuple[list[float], list[float]], list[float]]:
@@ -1473,7 +1483,7 @@ class Engine:
         and mixed steps (+61.6% -> +4.2%). Returns (P(any), counts given any, that scale: 1 where
         the chain is out, blended by its weight)."""
         pe = self.mean_pe
-        beta = min(max(room / pe - 1.0, 0.0), 1.0)
+        beta = _room_for_more(room, pe)
         if not beta > 0.0:
             return pi, counts, 1.0
         z = max(self.ca2, 1.0)
@@ -1804,7 +1814,7 @@ class Engine:
         pe, pe2 = self.mean_pe, self.mean_pe * self.mean_pe
         cv2 = self.stats.prefill_cv2
         room = self._room_after_tokens(s)
-        whole = self.atom_weight * min(max(room / pe - 1.0, 0.0), 1.0)  # `_company_atoms`' weight
+        whole = self.atom_weight * _room_for_more(room, pe)  # `_company_atoms`' weight
         for sigma, mean_ul, el, el2, w in raw:
             cnt = company_count(self._k, s.lam, el, el2)
             pi = cnt.p_any
