@@ -341,3 +341,27 @@ def test_company_in_whole_prompts_only_where_the_room_holds_them() -> None:
         state, _ = eng.solve(20.0)
         st = eng._steps(state)
         assert all(cl.x_atoms is None for cl in eng._delay_classes(state, st)[1])
+
+
+def test_company_atoms_fade_in_with_the_room() -> None:
+    """Constant 3000-token prompts at budget 8192: the room beside one prompt holds 1.7 more
+    (room / 3000 - 1 = 0.7 of the way from one prompt's room to two: `_room_for_more`), so D's
+    company given any is 0.7 whole prompts and 0.3 the lognormal of its two moments, merged in
+    order of cost; both parts keep the class's mean cost."""
+    eng = _engine(3000)
+    state, _ = eng.solve(5.0)
+    st = eng._steps(state)
+    room = eng._room_after_tokens(state)
+    whole = engine_mod._room_for_more(room, 3000.0)
+    assert 0.5 < whole < 0.9 and eng.atom_weight == 1.0
+    for cl in eng._delay_classes(state, st)[1]:
+        assert cl.x_atoms is not None
+        costs, probs = cl.x_atoms
+        assert costs == sorted(costs) and sum(probs) == pytest.approx(1.0, rel=1e-12)
+        logn = engine_mod._lognormal_slice_list(cl.x_sigma, cl.x_scale)
+        assert all(x in costs for x in logn)  # the lognormal's slices, at weight 1 - whole
+        tail = [p for x, p in zip(costs, probs, strict=True) if x in logn]
+        assert tail == pytest.approx([(1.0 - whole) * p for p in engine_mod._SLICE_P], rel=1e-12)
+        assert math.fsum(c * p for c, p in zip(costs, probs, strict=True)) == pytest.approx(
+            cl.x_scale, rel=1e-9
+        )
