@@ -424,6 +424,18 @@ class StateCheck:
     model_running: float
     sim_running: float
 
+    @property
+    def decodes_error(self) -> float:
+        return self.model_decodes / self.sim_decodes - 1.0
+
+    @property
+    def step_error(self) -> float:
+        return self.model_step_s / self.sim_step_s - 1.0
+
+    @property
+    def running_error(self) -> float:
+        return self.model_running / self.sim_running - 1.0
+
 
 def state_check(
     case: Case,
@@ -658,10 +670,10 @@ def state_table(checks: Sequence[StateCheck]) -> list[str]:
     for c in checks:
         out.append(
             f"| {c.case.label} | {c.lengths} | {c.load:.0%} | {c.model_decodes:.1f} / {c.sim_decodes:.1f} "
-            f"| {_pct(c.model_decodes / c.sim_decodes - 1.0)} "
-            f"| {c.model_step_s * 1e3:.2f} / {c.sim_step_s * 1e3:.2f} | {_pct(c.model_step_s / c.sim_step_s - 1.0)} "
+            f"| {_pct(c.decodes_error)} "
+            f"| {c.model_step_s * 1e3:.2f} / {c.sim_step_s * 1e3:.2f} | {_pct(c.step_error)} "
             f"| {c.model_mixed:.3f} / {c.sim_mixed:.3f} "
-            f"| {c.model_running:.1f} / {c.sim_running:.1f} | {_pct(c.model_running / c.sim_running - 1.0)} |"
+            f"| {c.model_running:.1f} / {c.sim_running:.1f} | {_pct(c.running_error)} |"
         )
     return out
 
@@ -669,8 +681,8 @@ def state_table(checks: Sequence[StateCheck]) -> list[str]:
 def state_summary(checks: Sequence[StateCheck]) -> str:
     if not checks:
         return ""
-    n_err = [abs(c.model_decodes / c.sim_decodes - 1.0) for c in checks]
-    step_err = [abs(c.model_step_s / c.sim_step_s - 1.0) for c in checks]
+    n_err = [abs(c.decodes_error) for c in checks]
+    step_err = [abs(c.step_error) for c in checks]
     mixed_err = [abs(c.model_mixed - c.sim_mixed) for c in checks]
     within = sum(e <= TARGET for e in n_err)
     return (

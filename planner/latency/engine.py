@@ -1294,7 +1294,7 @@ class Engine:
             # alike prompts: their count per step as the steps' chain sets it (`_chain_company`)
             wl_sum = float(np.add.reduce(w_last))
             v_bar = float(w_last @ vl) / wl_sum if wl_sum > 0.0 else float(vl[0])
-            room_c = max(s_f - self._mean_last_chunk(s), 0.0)
+            room_c = self._room_after_tokens(s)
             pi, counts, chain_ratio = self._chain_company(lam, t, v_bar, tau, room_c, pi, counts, s.t_step)
             x, xp = self._company(x1, x2, counts)
         else:
