@@ -49,6 +49,7 @@ from planner.costmodel.profiles import resolve_profile
 from planner.costmodel.steptime import step_time_s
 from planner.deployment import Deployment, ResolvedDeployment
 from planner.latency import LatencyModel, Prediction, WorkloadStats
+from planner.latency.engine import Engine, State
 from planner.simulate import SimResult, StepTrace, simulate
 from planner.simulate.requests import RequestArrays
 from planner.simulate.run import engine_config, run, scale_workload, trace_requests, workload_requests
@@ -340,6 +341,14 @@ def _traced_run(
     return wl, reqs, res, steps
 
 
+def _solved(r: ResolvedDeployment, wl: Workload) -> tuple[Engine, State]:
+    """The model's colocated engine for `wl` on `r` and its steady state at the workload's rate."""
+    engine = LatencyModel(r, WorkloadStats.of(wl)).engines["colocated"]
+    solved = engine.solve(wl.arrivals.mean_requests_per_s)
+    assert solved is not None, "load beyond the analytic capacity"
+    return engine, solved[0]
+
+
 @dataclass(frozen=True)
 class WaitSplit:
     """Where TTFT's wait comes from: the step under way when a prompt arrives (the simulator
@@ -369,10 +378,7 @@ def wait_split(
 ) -> WaitSplit:
     r = resolved or case.resolve()
     wl, reqs, res, steps = _traced_run(r, trace, load, "spread", count)
-    engine = LatencyModel(r, WorkloadStats.of(wl)).engines["colocated"]
-    solved = engine.solve(wl.arrivals.mean_requests_per_s)
-    assert solved is not None, "load beyond the analytic capacity"
-    state = solved[0]
+    engine, state = _solved(r, wl)
     point = engine.point(state)
     start = np.asarray([x.start_s for x in steps])
     end = np.asarray([x.start_s + x.duration_s for x in steps])
@@ -459,11 +465,8 @@ def state_check(
     context), summed and divided by the requests arriving in the kept span."""
     r = resolved or case.resolve()
     wl, reqs, _, steps = _traced_run(r, trace, load, lengths, count)
-    model = LatencyModel(r, WorkloadStats.of(wl))
-    pred = model.evaluate()
-    engine = model.engines["colocated"]
-    solved = engine.solve(wl.arrivals.mean_requests_per_s)
-    assert solved is not None, "load beyond the analytic capacity"
+    engine, state = _solved(r, wl)
+    point = engine.point(state)  # what `evaluate` prints for this one replica
     lo, hi = np.percentile(reqs.arrival_s, (10.0, 90.0))
     kept = [x for x in steps if lo <= x.start_s <= hi]
     dur = np.asarray([x.duration_s for x in kept])  # a fast-forwarded run: its whole length
@@ -479,15 +482,15 @@ def state_check(
         case=case,
         load=load,
         lengths=lengths,
-        model_decodes=float(pred.decode_concurrency or math.nan),
+        model_decodes=point.n,
         sim_decodes=float((dur * decodes).sum() / dur.sum()),
-        model_step_s=float(pred.mean_step_s or math.nan),
+        model_step_s=float(point.mean_step_s or math.nan),
         sim_step_s=float((dur * decodes).sum() / seen.sum()),
-        model_mixed=float(pred.mixed_step_fraction or 0.0),
+        model_mixed=point.mixed_step_fraction,
         sim_mixed=float(seen[mixed].sum() / seen.sum()),
-        model_running=float(pred.running_requests or math.nan),
+        model_running=point.running_requests,
         sim_running=float((dur * running).sum() / dur.sum()),
-        model_prompt_cost_s=solved[0].busy / solved[0].lam if solved[0].lam > 0.0 else math.nan,
+        model_prompt_cost_s=state.busy / state.lam if state.lam > 0.0 else math.nan,
         sim_prompt_cost_s=extra / arrived if arrived else math.nan,
     )
 
