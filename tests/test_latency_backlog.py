@@ -13,7 +13,7 @@ from planner.costmodel.steptime import chunks_time_s, step_time_s
 from planner.deployment import Deployment
 from planner.latency import LatencyModel, WorkloadStats
 from planner.latency.engine import FULL_STEP_OFFSETS, SLICE_PROBS
-from planner.latency.queueing import gg1_wait, wait_decay_s
+from planner.latency.queueing import Wait, gg1_wait, wait_decay_s
 from planner.workload import Workload
 
 PROMPTS = [[300, 0.3], [1500, 0.5], [6000, 0.2]]
@@ -200,3 +200,33 @@ def test_full_steps_spread_over_chunk_offsets_by_hand() -> None:
     vals, rates = st.values[-k:], st.rates[-k:]
     assert np.all(np.diff(vals) > 0.0)
     assert float(vals @ rates) / float(rates.sum()) == pytest.approx(st.full_step_s, rel=1e-9)
+
+
+@pytest.mark.parametrize("load", [0.85, 0.9, 0.95])
+def test_wait_environment_spreads_the_wait_around_its_mean(load: float) -> None:
+    """The queue under a wandering decode count (`Engine._wait_environment`): two Gauss-Hermite
+    parts (1/2 each) of mean one, the count's excess slowing prefill (the upper part longer), in
+    the ratio (1 - rho e^{-beta sd}) / (1 - rho e^{beta sd}) of heavy traffic, below the wait at
+    the stability boundary's rate over the lower part's; the wait's mean (sigma m) is the
+    stretched GI/G/1's, as without it, and its p99 longer. At light load the parts close onto
+    one (a short busy period, few decodes beside it)."""
+    e = _engine(gpu="h100-sxm", budget=512, hit=0.0, profile=THEORETICAL, lengths="constant")
+    s, _ = e.solve(load * e.boundary().lam_max)
+    got = e._queue_wait(s, e._service_shape())
+    assert [p for p, _ in got.env] == [0.5, 0.5]
+    (_, hi), (_, lo) = got.env
+    assert 0.5 * (hi + lo) == pytest.approx(1.0, rel=1e-12)
+    assert lo < 1.0 < hi
+    end = e.state_n(e.boundary().n_max)
+    q, q_sat = (e.mean_pe * x.t_full / x.share_full for x in (s, end))
+    beta = math.log(q_sat / q) / (end.n - s.n)
+    # hi / lo = (1 - rho / u) / (1 - rho u), u = e^{beta sd}: r rho u^2 - (r - 1) u - rho = 0,
+    # and sd lies between 0 and the count's whole spread
+    r = hi / lo
+    a_, b_, c_ = r * s.rho, -(r - 1.0), -s.rho
+    u = (-b_ + math.sqrt(b_ * b_ - 4.0 * a_ * c_)) / (2.0 * a_)
+    assert 0.0 < math.log(u) / beta <= math.sqrt(e._decode_var(s)) * (1.0 + 1e-9)
+    assert hi / lo <= (1.0 - s.rho * math.exp(-beta * s.n)) / (1.0 - s.rho * q_sat / q)
+    assert got.quantile(0.99) > Wait(got.prob, got.mean_if_waiting_s).quantile(0.99)
+    light, _ = e.solve(0.1 * e.boundary().lam_max)
+    assert all(abs(f - 1.0) < 1e-3 for _, f in e._queue_wait(light, e._service_shape()).env)

@@ -904,3 +904,29 @@ def test_lognormal_slices_are_conditional_means(sigma: float) -> None:
         us = a + (b - a) * (np.arange(n) + 0.5) / n
         ref = float(np.mean([math.exp(mu + sigma * nd.inv_cdf(u)) for u in us]))
         assert got[j] == pytest.approx(ref, rel=2e-3 if j == SLICE_PROBS.size - 1 else 1e-4)
+
+
+def test_wait_over_an_environment_is_the_mixture_of_its_parts() -> None:
+    """`Wait.env` (the queue under a wandering decode count, `Engine._wait_environment`): with
+    probability p_i the wait is f_i times as long. Exponential service (one phase per part): P(W >
+    x) = sigma sum p_i e^{-x / (m f_i)}; beyond a shift each part keeps its own memoryless phase,
+    weighted by its share of P(W > shift). Parts of one scale are the plain wait."""
+    sigma, m = 0.8, 0.2
+    env = ((0.5, 0.6), (0.5, 1.4))
+    w = Wait(sigma, m, 0.0, env)
+    q, ph = wait_beyond(w, 1.5, 0.3)
+    parts = [0.5 * sigma * math.exp(-0.3 / (m * f)) for _, f in env]
+    assert q == pytest.approx(sum(parts), rel=1e-12)
+    flat = [v for a, (_, f) in zip(parts, env, strict=True) for v in (a / sum(parts), m * f)]
+    assert [v for phase in ph for v in phase] == pytest.approx(flat, rel=1e-12)
+    plain = Wait(sigma, m)
+    same = Wait(sigma, m, 0.0, ((0.3, 1.0), (0.7, 1.0)))
+    assert wait_beyond(same, 1.0, 0.3)[0] == pytest.approx(wait_beyond(plain, 1.0, 0.3)[0], rel=1e-12)
+    assert same.quantile(0.99) == pytest.approx(plain.quantile(0.99), rel=1e-12)
+    # the quantile solves sigma sum p_i e^{-w / (m f_i)} = 1 - level, and the spread lengthens it
+    for level in (0.5, 0.9, 0.99, 0.999):
+        x = w.quantile(level)
+        tail = sigma * sum(p * math.exp(-x / (m * f)) for p, f in env)
+        assert tail == pytest.approx(1.0 - level, rel=1e-9)
+    assert w.quantile(0.99) > plain.quantile(0.99)
+    assert w.quantile(0.1) == 0.0  # no wait at all below 1 - sigma

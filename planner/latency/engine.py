@@ -179,6 +179,7 @@ class State:
     itl_all: FloatArray | None = None  # and with the decode-only slices (lazily)
     kv_full: tuple[float, float] | None = None  # Engine._kv_full (lazily)
     delay_classes: tuple[float, list[_DelayClass]] | None = None  # Engine._delay_classes (lazily)
+    drag: tuple[float, float] | tuple[()] | None = None  # Engine._prefill_drag, () for none (lazily)
 
 
 class Steps(NamedTuple):
@@ -207,7 +208,7 @@ _ONE0 = np.array(1.0)  # 0-d: numpy takes these beside arrays faster than Python
 _EPS_CHUNK = np.array(1e-9)  # chunk counts: ceil(Pe / share - 1e-9)
 _ZERO = np.zeros(1)
 _ONE = np.ones(1)
-DECODE_GAIN_FLOOR = 1e-3  # 1 - G never below this: the decode count's variance stays finite
+DECODE_GAIN_FLOOR = 1e-3  # the count's loop (and its whole gain) never below this: Var n stays finite
 TAIL_LEVEL = 0.01  # the backlog's drain stretch is sized at the wait's p99 (Engine._queue_wait)
 RATE_NEWTON_STEPS = 60  # Newton / bisection steps of `Engine._rate_with_merging` (converges in ~4)
 STRETCH_PASSES = 30  # fixed-point passes of the stretch (converges in a few; bounded)
@@ -2028,12 +2029,10 @@ class Engine:
             wait = Wait(wait.prob, m, tail)
         if wait.prob <= TAIL_LEVEL or not (0.0 < m < math.inf):
             return wait
-        end = self._saturated()
-        room = end.n - s.n
-        q_sat = self._full_service_s(end)
-        if not (room > 0.0 and q_sat > q):
+        drag = self._prefill_drag(s)
+        if drag is None:
             return wait
-        beta = math.log(q_sat / q) / room
+        beta, room = drag
         t_d = self.d * s.t_step
         if not 0.0 < t_d < math.inf:
             return wait
@@ -2054,7 +2053,50 @@ class Engine:
                 break
         x_end = min(room, -joined * math.expm1(-v * per_s))
         stretch = v * math.exp(beta * x_end) / v0
-        return Wait(wait.prob, m * stretch, tail * stretch)
+        env = self._wait_environment(s, beta, room, v * per_s * t_d)
+        return Wait(wait.prob, m * stretch, tail * stretch, env)
+
+    def _prefill_drag(self, s: State) -> tuple[float, float] | None:
+        """(beta, room): how a prompt's service in the prefill queue grows with the decodes
+        beside it, q e^{beta x} for x more decodes, as the chord to the stability boundary (q_sat
+        at n_sat = n + room: each decode takes a token of the budget and adds its KV read to the
+        full step); None where the boundary is not above the state."""
+        if s.drag is None:
+            end = self._saturated()
+            room = end.n - s.n
+            q = self._full_service_s(s)
+            q_sat = self._full_service_s(end)
+            s.drag = (math.log(q_sat / q) / room, room) if room > 0.0 and q_sat > q > 0.0 else ()
+        return s.drag or None
+
+    def _wait_environment(
+        self, s: State, beta: float, room: float, age_s: float
+    ) -> tuple[tuple[float, float], ...]:
+        """The queue's wait as a scale mixture over the decode count's wandering (`Wait.env`):
+        a count y above its mean slows prefill to rho e^{beta y}, and a queue built at that rate
+        waits (1 - rho) / (1 - rho e^{beta y}) times as long (heavy traffic). The count moves
+        while a backlog builds: what persists over the busy period's age A (`_queue_wait`'s) is
+        the variance of its mean over A, Var n (2 tau / A)(1 - (tau / A)(1 - e^{-A / tau}))
+        (an exponential autocorrelation of integral time tau = (T_d / 2) / (1 - e + e_q / (1 -
+        busy)): a decode's lifetime T_d, as a window, slowed by the count's loop,
+        `_count_feedback`). Two Gauss-Hermite points of that normal (1/2 at +-1 sd; a count
+        between 0 and the stability boundary's, whose rate rho q_sat / q is below 1; three
+        points, 2/3 at 0 and 1/6 at +-sqrt(3) sd, move the grid's TTFT p99 by under 1% for half
+        again as many phases), scaled to mean one: the stretch already sizes the mean wait at the decodes a p99 wait meets, and
+        the mixture spreads the wait around it (docs/latency.md, "A backlog drains slower as it
+        grows")."""
+        var = self._decode_var(s)
+        rho = s.rho
+        t_d = self.d * s.t_step
+        if not (var > 0.0 and age_s > 0.0 and 0.0 < rho < 1.0 and t_d > 0.0):
+            return ()
+        x = age_s * self._count_feedback(s, beta)[1] / (0.5 * t_d)  # A / tau
+        persist = 2.0 / x * (1.0 - -math.expm1(-x) / x) if x > 1e-9 else 1.0
+        sd = math.sqrt(var * persist)
+        up = (1.0 - rho) / (1.0 - rho * math.exp(beta * min(sd, room)))  # the nodes at +-1 sd
+        down = (1.0 - rho) / (1.0 - rho * math.exp(-beta * min(sd, s.n)))
+        mean = 0.5 * (up + down)
+        return ((0.5, up / mean), (0.5, down / mean))
 
     def _token_cost_s(self) -> float:
         """The marginal time of one prefill token in a full-budget step of an idle engine,
@@ -2145,17 +2187,33 @@ class Engine:
     def _compute_decode_var(self, s: State) -> float:
         """Var n, the decode count's stationary spread (docs/latency.md, "The decode count
         wanders"): GI/G/inf's n (1 + (c_a^2 - 1) eta) (eta = `decode_overlap`; the burst part
-        fading as n/(1 + n) at vanishing load, as the burst factor z does) amplified by
-        1 / (1 - G), the linear feedback of a decode's lifetime on the count, n = lam T with
-        T = d t_dec(n) + Delta n: G = e_dec (1 - busy) + busy, e_dec = n b / t_dec with b
-        `_decode_slope_s`."""
+        fading as n/(1 + n) at vanishing load, as the burst factor z does), the arrivals of the
+        last lifetime, through the count's feedback (`_count_feedback`): amplified by
+        1 / (1 - busy)^2 (the prompts' coupling, instantaneous) and 1 / loop (the lifetime's
+        window: a window loop of gain g amplifies the variance of a noise of the window's own
+        spectrum by exactly 1 / (1 - g))."""
         n = s.n
         if not (n > 0.0 and s.t_dec > 0.0 and 0.0 <= s.busy < 1.0):
             return 0.0
-        e_dec = min(n * self._decode_slope_s(s) / s.t_dec, 1.0)
-        gain = 1.0 - (1.0 - e_dec) * (1.0 - s.busy)
+        drag = self._prefill_drag(s) if self.has_prefill and self.has_decode else None
+        keep, loop = self._count_feedback(s, drag[0] if drag is not None else 0.0)
         noise = max(1.0 + (self.ca2 - 1.0) * self.stats.decode_overlap * n / (1.0 + n), 0.0)
-        return n * noise / max(1.0 - gain, DECODE_GAIN_FLOOR)
+        return n * noise / max(keep * keep * loop, DECODE_GAIN_FLOOR)
+
+    def _count_feedback(self, s: State, beta: float) -> tuple[float, float]:
+        """(1 - busy, loop): how the decode count answers its own excess. The decodes that end
+        now were delayed by E[Delta] for each prompt that arrived during their lifetime, and
+        those prompts are the decodes now: an excess holds busy = lam E[Delta] times itself more,
+        at once. A decode's steps are longer by b per decode beside it, over its lifetime (e_dec
+        = n b / t_dec, b `_decode_slope_s`); and where prompts queue, a high count slows prefill
+        (`_prefill_drag`'s beta per decode; 0 without a prefill queue), so prompts become
+        decodes at lam beta fewer per
+        second per decode: n beta over a lifetime (e_q). Linearized, dn = noise / (1 - busy) +
+        (e_dec - e_q / (1 - busy)) K*dn, K the lifetime's moving average: loop = 1 - e_dec +
+        e_q / (1 - busy), at least DECODE_GAIN_FLOOR."""
+        keep = 1.0 - s.busy
+        e_dec = min(s.n * self._decode_slope_s(s) / s.t_dec, 1.0) if s.t_dec > 0.0 else 0.0
+        return keep, max(1.0 - e_dec + s.n * beta / keep, DECODE_GAIN_FLOOR)
 
     def _decode_others(self, s: State) -> tuple[float, float] | None:
         """The other decodes in the decode-only steps a decoder sees, as a lognormal's mean and

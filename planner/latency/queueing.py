@@ -55,21 +55,45 @@ FloatArray = npt.NDArray[np.float64]
 class Wait:
     """P(W > w) = prob * exp(-w / mean_if_waiting) for w >= 0. `tail_s`, when known (> 0), is
     the exact GI/G/1 tail's decay scale 1 / theta (`wait_decay_s`): `wait_beyond` keeps the
-    excess of a wait less spread than an exponential from thinning faster than that."""
+    excess of a wait less spread than an exponential from thinning faster than that.
+
+    `env`, when given, makes the wait a scale mixture: with probability p_i the whole wait
+    (mean and tail scale) is f_i times as long, sum p_i f_i = 1 (the latency model's queue
+    under a wandering decode count: docs/latency.md, "A backlog drains slower as it grows")."""
 
     prob: float
     mean_if_waiting_s: float
     tail_s: float = 0.0
+    env: tuple[tuple[float, float], ...] = ()
 
     @property
     def mean_s(self) -> float:
         return self.prob * self.mean_if_waiting_s
 
     def quantile(self, level: float) -> float:
+        """The exponential reading's quantile: prob sum_i p_i exp(-w / (m f_i)) = 1 - level, the
+        logarithm of the sum convex and decreasing in w, so Newton's method from w = 0 climbs
+        monotonically onto the root (at most QUANTILE_STEPS steps)."""
         eps = 1.0 - level
-        if self.prob <= eps or self.mean_if_waiting_s <= 0:
+        m = self.mean_if_waiting_s
+        if self.prob <= eps or m <= 0:
             return 0.0
-        return self.mean_if_waiting_s * math.log(self.prob / eps)
+        target = math.log(self.prob / eps)
+        if not self.env:
+            return m * target
+        means = [(p, m * f) for p, f in self.env if p > 0.0 and f > 0.0]
+        w = 0.0
+        for _ in range(QUANTILE_STEPS):
+            terms = [(p * math.exp(-w / mi), mi) for p, mi in means]
+            total = sum(t for t, _ in terms)
+            g = -math.log(total) - target  # -ln P(W > w | W > 0) - ln(prob / eps): rises in w
+            if g >= -1e-12 * max(target, 1.0):
+                break
+            w -= g * total / sum(t / mi for t, mi in terms)  # slope of -ln(sum) is the hazard
+        return w
+
+
+QUANTILE_STEPS = 60  # Newton steps of `Wait.quantile` over an environment (converges in a few)
 
 
 NO_WAIT = Wait(0.0, 0.0)
@@ -408,21 +432,38 @@ def wait_beyond(wait: Wait, kappa: float, shift_s: float) -> tuple[float, Phases
     if not math.isfinite(m):
         return 1.0, ((1.0, m),)
     r = wait_spread(prob, kappa)
+    env = wait.env or _ONE_PART  # a scale mixture: each part's own shape, beyond the same shift
+    parts: list[tuple[float, float]] = []
+    total = 0.0
     if r > 2.0:
-        # `shift_phases(wait_phases(wait, kappa), shift_s)` written out (r > 2: two phases);
-        # the latency model calls this twice per state.
+        # `shift_phases(wait_phases(wait, kappa), shift_s)` written out (r > 2: two phases per
+        # part); the latency model calls this twice per state.
         c2 = r - 1.0
         p1 = 0.5 * (1.0 + math.sqrt((c2 - 1.0) / (c2 + 1.0)))
         p2 = 1.0 - p1
-        m1, m2 = m / (2.0 * p1), m / (2.0 * p2)
-        a1 = prob * p1 * math.exp(-shift_s / m1)
-        a2 = prob * p2 * math.exp(-shift_s / m2)
-        q = a1 + a2
-        return q, ((a1 / q, m1), (a2 / q, m2)) if q > 0 else ()
+        for p, f in env:
+            m1, m2 = m * f / (2.0 * p1), m * f / (2.0 * p2)
+            a1 = prob * p * p1 * math.exp(-shift_s / m1)
+            a2 = prob * p * p2 * math.exp(-shift_s / m2)
+            parts += ((a1, m1), (a2, m2))
+            total += a1 + a2
+        return total, tuple((a / total, mean) for a, mean in parts) if total > 0 else ()
     c2 = max(r - 1.0, 1e-6)
-    scale = m * c2
-    q = prob * float(special.gammaincc(1.0 / c2, max(shift_s, 0.0) / scale))
-    return q, ((1.0, max(scale, wait.tail_s)),)
+    shape = 1.0 / c2
+    x = max(shift_s, 0.0)
+    for p, f in env:
+        scale = m * f * c2
+        q = prob * p * float(special.gammaincc(shape, x / scale))
+        parts.append((q, max(scale, wait.tail_s * f)))
+        total += q
+    if len(parts) == 1:
+        return total, ((1.0, parts[0][1]),)
+    return total, tuple(
+        (q / total if total > 0 else p, mean) for (q, mean), (p, _) in zip(parts, env, strict=True)
+    )
+
+
+_ONE_PART = ((1.0, 1.0),)
 
 
 def shift_phases(phases: Phases, shift_s: float) -> Phases:
