@@ -2009,8 +2009,9 @@ class Engine:
         decodes accumulate, g = 1/q - lam = (1 - rho) / q per second of backlog; each one takes a
         token of the budget and adds to the step, q growing by beta = ln(q_sat / q) / (n_sat - n)
         per decode towards the stability boundary's q_sat. A prompt that finds V seconds of
-        work sits in a busy period that took about V / ((1 - rho) max(1, c_a^2)) to build (heavy
-        traffic: the climb is the reversed descent; bursts climb faster), over which
+        work sits in a busy period that took about V max(1, c_a^2) / (1 - rho) to build (heavy
+        traffic: the climb is the reversed descent; the c_a^2 factor is a reading, measured
+        against V / (1 - rho) and a division by it, docs/latency.md), over which
         x(V) = g T_d (1 - exp(-age / T_d)) decodes joined (T_d = d t_step, a decode's lifetime;
         at most n_sat - n). So the queue builds faster at level u (drift 1 - rho e^{beta x(u)}
         for 1 - rho: the diffusion's tail exponent), and the prompt's own wait stretches by
