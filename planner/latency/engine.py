@@ -2083,9 +2083,9 @@ class Engine:
         `_count_feedback`). Two Gauss-Hermite points of that normal (1/2 at +-1 sd; a count
         between 0 and the stability boundary's, whose rate rho q_sat / q is below 1; three
         points, 2/3 at 0 and 1/6 at +-sqrt(3) sd, move the grid's TTFT p99 by under 1% for half
-        again as many phases), scaled to mean one: the stretch already sizes the mean wait at the decodes a p99 wait meets, and
-        the mixture spreads the wait around it (docs/latency.md, "A backlog drains slower as it
-        grows")."""
+        again as many phases), scaled to mean one: the stretch already sizes the mean wait at
+        the decodes a p99 wait meets, and the mixture spreads the wait around it
+        (docs/latency.md, "A backlog drains slower as it grows")."""
         var = self._decode_var(s)
         rho = s.rho
         t_d = self.d * s.t_step
@@ -2208,10 +2208,9 @@ class Engine:
         at once. A decode's steps are longer by b per decode beside it, over its lifetime (e_dec
         = n b / t_dec, b `_decode_slope_s`); and where prompts queue, a high count slows prefill
         (`_prefill_drag`'s beta per decode; 0 without a prefill queue), so prompts become
-        decodes at lam beta fewer per
-        second per decode: n beta over a lifetime (e_q). Linearized, dn = noise / (1 - busy) +
-        (e_dec - e_q / (1 - busy)) K*dn, K the lifetime's moving average: loop = 1 - e_dec +
-        e_q / (1 - busy), at least DECODE_GAIN_FLOOR."""
+        decodes at lam beta fewer per second per decode: n beta over a lifetime (e_q).
+        Linearized, dn = noise / (1 - busy) + (e_dec - e_q / (1 - busy)) K*dn, K the lifetime's
+        moving average: loop = 1 - e_dec + e_q / (1 - busy), at least DECODE_GAIN_FLOOR."""
         keep = 1.0 - s.busy
         e_dec = min(s.n * self._decode_slope_s(s) / s.t_dec, 1.0) if s.t_dec > 0.0 else 0.0
         return keep, max(1.0 - e_dec + s.n * beta / keep, DECODE_GAIN_FLOOR)
