@@ -46,6 +46,7 @@ def test_cells_on_a_few_hundred_requests() -> None:
     assert state.sim_decodes > 0 and state.sim_step_s > 0 and 0 < state.sim_mixed < 1
     assert 0 < state.model_mixed < 1 and state.sim_running >= state.sim_decodes
     assert state.model_prompt_cost_s > 0 and state.sim_prompt_cost_s > 0
+    assert state.model_count_sd > 0 and state.sim_count_sd > 0 and math.isfinite(state.count_sd_error)
     report = acc.Report([syn, const, rep], [cap], [split], 300, states=(state,))
     text = acc.render(report, "python3 tools/accuracy.py")
     assert "## The steady state beside the latencies" in text
