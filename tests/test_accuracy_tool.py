@@ -150,7 +150,7 @@ WHOLE_PROMPTS = [
 # the decode count's wandering (`Engine._wait_environment`, session 17), against the simulator's
 # median of ten 60,000-request runs (docs/accuracy.md: 531.9 ms and 694.7 ms, seeds 0-9; the
 # ten runs' own range 39% and 37% of it): one exponential at the stretched mean read 465.6 ms
-# (-12.5%) and 624.0 ms (-10.2%); now 485.3 ms (-8.8%) and 636.5 ms (-8.4%). Bound 10%.
+# (-12.5%) and 624.0 ms (-10.2%); now 488.2 ms (-8.2%) and 636.2 ms (-8.4%). Bound 10%.
 TAILS_AT_90 = [("h100-sxm", "theoretical", 512, 0.5319), ("h200-sxm", "calibrated", 2048, 0.6947)]
 
 

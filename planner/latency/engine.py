@@ -180,6 +180,7 @@ class State:
     kv_full: tuple[float, float] | None = None  # Engine._kv_full (lazily)
     delay_classes: tuple[float, list[_DelayClass]] | None = None  # Engine._delay_classes (lazily)
     drag: tuple[float, float] | tuple[()] | None = None  # Engine._prefill_drag, () for none (lazily)
+    feedback: tuple[float, float] | None = None  # Engine._count_feedback (lazily)
 
 
 class Steps(NamedTuple):
@@ -2091,7 +2092,7 @@ class Engine:
         t_d = self.d * s.t_step
         if not (var > 0.0 and age_s > 0.0 and 0.0 < rho < 1.0 and t_d > 0.0):
             return ()
-        x = age_s * self._count_feedback(s, beta)[1] / (0.5 * t_d)  # A / tau
+        x = age_s * self._count_feedback(s)[1] / (0.5 * t_d)  # A / tau
         persist = 2.0 / x * (1.0 - -math.expm1(-x) / x) if x > 1e-9 else 1.0
         sd = math.sqrt(var * persist)
         up = (1.0 - rho) / (1.0 - rho * math.exp(beta * min(sd, room)))  # the nodes at +-1 sd
@@ -2196,24 +2197,62 @@ class Engine:
         n = s.n
         if not (n > 0.0 and s.t_dec > 0.0 and 0.0 <= s.busy < 1.0):
             return 0.0
-        drag = self._prefill_drag(s) if self.has_prefill and self.has_decode else None
-        keep, loop = self._count_feedback(s, drag[0] if drag is not None else 0.0)
+        keep, loop = self._count_feedback(s)
         noise = max(1.0 + (self.ca2 - 1.0) * self.stats.decode_overlap * n / (1.0 + n), 0.0)
         return n * noise / max(keep * keep * loop, DECODE_GAIN_FLOOR)
 
-    def _count_feedback(self, s: State, beta: float) -> tuple[float, float]:
-        """(1 - busy, loop): how the decode count answers its own excess. The decodes that end
-        now were delayed by E[Delta] for each prompt that arrived during their lifetime, and
-        those prompts are the decodes now: an excess holds busy = lam E[Delta] times itself more,
-        at once. A decode's steps are longer by b per decode beside it, over its lifetime (e_dec
-        = n b / t_dec, b `_decode_slope_s`); and where prompts queue, a high count slows prefill
-        (`_prefill_drag`'s beta per decode; 0 without a prefill queue), so prompts become
-        decodes at lam beta fewer per second per decode: n beta over a lifetime (e_q).
-        Linearized, dn = noise / (1 - busy) + (e_dec - e_q / (1 - busy)) K*dn, K the lifetime's
-        moving average: loop = 1 - e_dec + e_q / (1 - busy), at least DECODE_GAIN_FLOOR."""
-        keep = 1.0 - s.busy
-        e_dec = min(s.n * self._decode_slope_s(s) / s.t_dec, 1.0) if s.t_dec > 0.0 else 0.0
-        return keep, max(1.0 - e_dec + s.n * beta / keep, DECODE_GAIN_FLOOR)
+    def _count_feedback(self, s: State) -> tuple[float, float]:
+        """(1 - busy, loop): how the decode count answers its own excess, once per state. The
+        decodes that end now were delayed by E[Delta] for each prompt that arrived during their
+        lifetime, and those prompts are the decodes now: an excess holds busy = lam E[Delta]
+        times itself more, at once. Over a lifetime, a step is longer by b per decode beside it
+        (e_dec = n b / t_dec, b `_decode_slope_s`) and a prompt's engine time moves with the
+        count, E[Delta]' (`_prompt_cost_slope_s`: a chunk hides in a decode step that reads more
+        KV, and more prompts meet a busy queue), e = e_dec + n lam E[Delta]' / (1 - busy); and
+        where prompts queue, a high count slows prefill (`_prefill_drag`'s beta per decode; 0
+        without a prefill queue), so prompts become decodes at lam beta fewer per second per
+        decode, for as long as the queue holds them back: its relaxation time t_r = rho q (c_a^2
+        + c_s^2) / (1 - rho)^2 (the diffusion's) against the lifetime T, e_q = n beta t_r / (t_r
+        + T). Linearized, dn = noise / (1 - busy) + (e - e_q / (1 - busy)) K*dn, K the
+        lifetime's moving average: loop = 1 - e + e_q / (1 - busy), at least DECODE_GAIN_FLOOR."""
+        if s.feedback is None:
+            keep = 1.0 - s.busy
+            e = min(s.n * self._decode_slope_s(s) / s.t_dec, 1.0) if s.t_dec > 0.0 else 0.0
+            drag = self._prefill_drag(s) if self.has_prefill and self.has_decode else None
+            e_q = s.n * drag[0] if drag is not None else 0.0
+            if self.has_prefill and self.has_decode and s.t_dec > 0.0:
+                e = min(e + s.n * s.lam * self._prompt_cost_slope_s(s) / keep, 1.0)
+                if e_q > 0.0 and 0.0 < s.rho < 1.0:
+                    t_r = s.rho * self._full_service_s(s) * (self.ca2 + self._service_shape().cv2)
+                    t_r /= (1.0 - s.rho) ** 2
+                    life = self.d * s.t_step
+                    e_q *= t_r / (t_r + life) if life > 0.0 else 1.0
+            s.feedback = (keep, max(1.0 - e + e_q / keep, DECODE_GAIN_FLOOR))
+        return s.feedback
+
+    def _prompt_cost_slope_s(self, s: State) -> float:
+        """d E[Delta] / dn at the state's rate: E[Delta] = A + w(rho)(F - A) (`_build_state`)
+        with one more decode beside every prompt step (the chunks as they are, one token less of
+        budget for the full steps): A' from the chunks' steps and the decode step they ride, F'
+        and q' from the full step, w' from GI/M/1's slope; a one-decode difference."""
+        s_f = max(s.share_full, 1.0)
+        if not s_f > 2.0:
+            return 0.0
+        coef, cbar, pe = self.k, self.cbar, self.mean_pe
+        n1 = s.n_arr + 1.0
+        t_arr1 = step_time_s(coef, 0.0, 0.0, n1, n1 * cbar)
+        tau1 = step_time_s(coef, s.chunk_tokens, s.chunk_offset, n1, n1 * cbar, empty_batches=False)
+        pw = self.pw
+        a0 = float(s.own_service.dot(pw)) - s.mean_chunks * s.t_arr
+        a1 = float(self._row_sums(s.chunk_weight * tau1).dot(pw)) - s.mean_chunks * t_arr1
+        t_full1 = self._stream_step_s(s_f - 1.0, n1, n1 * cbar)
+        f0 = pe * (s.t_full - s.t_arr) / s_f
+        f1 = pe * (t_full1 - t_arr1) / (s_f - 1.0)
+        q0, q1 = pe * s.t_full / s_f, pe * t_full1 / (s_f - 1.0)
+        rho = s.lam * q0
+        w = self._merge_weight(rho)
+        dw = gamma_wait_probability_slope(rho, self._k, w) if 0.0 < rho < 1.0 else 0.0
+        return (a1 - a0) * (1.0 - w) + w * (f1 - f0) + dw * s.lam * (q1 - q0) * (f0 - a0)
 
     def _decode_others(self, s: State) -> tuple[float, float] | None:
         """The other decodes in the decode-only steps a decoder sees, as a lognormal's mean and
