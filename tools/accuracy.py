@@ -484,12 +484,13 @@ def state_check(
     alone = step_time_s(engine.k, 0.0, 0.0, decodes, decodes * engine.cbar)  # decode-only steps
     extra = float((dur - runs * alone).sum())  # a fast-forwarded run of decode steps adds ~0
     arrived = int(np.count_nonzero((reqs.arrival_s >= lo) & (reqs.arrival_s <= hi)))
+    sim_n = float((dur * decodes).sum() / dur.sum())  # the time mean
     return StateCheck(
         case=case,
         load=load,
         lengths=lengths,
         model_decodes=point.n,
-        sim_decodes=float((dur * decodes).sum() / dur.sum()),
+        sim_decodes=sim_n,
         model_step_s=float(point.mean_step_s or math.nan),
         sim_step_s=float((dur * decodes).sum() / seen.sum()),
         model_mixed=point.mixed_step_fraction,
@@ -499,9 +500,7 @@ def state_check(
         model_prompt_cost_s=state.busy / state.lam if state.lam > 0.0 else math.nan,
         sim_prompt_cost_s=extra / arrived if arrived else math.nan,
         model_count_sd=math.sqrt(engine._decode_var(state)),
-        sim_count_sd=float(
-            np.sqrt(np.average((decodes - np.average(decodes, weights=dur)) ** 2, weights=dur))
-        ),
+        sim_count_sd=float(np.sqrt(np.average((decodes - sim_n) ** 2, weights=dur))),
     )
 
 

@@ -2218,8 +2218,10 @@ class Engine:
         if s.feedback is None:
             keep = 1.0 - s.busy
             e = min(s.n * self._decode_slope_s(s) / s.t_dec, 1.0) if s.t_dec > 0.0 else 0.0
-            drag = self._prefill_drag(s) if self.has_prefill and self.has_decode else None
-            e_q = s.n * drag[0] if drag is not None else 0.0
+            e_q = 0.0
+            if self.has_prefill and self.has_decode:
+                drag = self._prefill_drag(s)
+                e_q = s.n * drag[0] if drag is not None else 0.0
             if self.has_prefill and self.has_decode and s.t_dec > 0.0:
                 e = min(e + s.n * s.lam * self._prompt_cost_slope_s(s) / keep, 1.0)
                 if e_q > 0.0 and 0.0 < s.rho < 1.0:
@@ -2240,7 +2242,7 @@ class Engine:
             return 0.0
         coef, cbar, pe = self.k, self.cbar, self.mean_pe
         n1 = s.n_arr + 1.0
-        t_arr1 = step_time_s(coef, 0.0, 0.0, n1, n1 * cbar)
+        t_arr1 = self._decode_step_s(n1)
         tau1 = step_time_s(coef, s.chunk_tokens, s.chunk_offset, n1, n1 * cbar, empty_batches=False)
         pw = self.pw
         a0 = float(s.own_service.dot(pw)) - s.mean_chunks * s.t_arr
@@ -2248,7 +2250,7 @@ class Engine:
         t_full1 = self._stream_step_s(s_f - 1.0, n1, n1 * cbar)
         f0 = pe * (s.t_full - s.t_arr) / s_f
         f1 = pe * (t_full1 - t_arr1) / (s_f - 1.0)
-        q0, q1 = pe * s.t_full / s_f, pe * t_full1 / (s_f - 1.0)
+        q0, q1 = self._full_service_s(s), pe * t_full1 / (s_f - 1.0)
         rho = s.lam * q0
         w = self._merge_weight(rho)
         dw = gamma_wait_probability_slope(rho, self._k, w) if 0.0 < rho < 1.0 else 0.0
