@@ -564,10 +564,34 @@ def test_grid_scan_agrees_with_single_states() -> None:
     e = m.engines["colocated"]
     ns = np.array([0.5, 3.0, 40.0, 150.0])
     g = e.grid(ns)
-    for n, lam, slack in zip(ns, g.lam, g.slack, strict=True):
+    assert g.cost_slope is not None
+    for n, lam, slack, slope in zip(ns, g.lam, g.slack, g.cost_slope, strict=True):
         s = e.state_n(float(n))
         assert s.lam == pytest.approx(lam, rel=1e-9)
         assert e.slack_of(s) == pytest.approx(slack, rel=1e-9, abs=1e-12)
+        assert e._prompt_cost_slope_exact_s(s) == pytest.approx(slope, rel=1e-9, abs=1e-15)
+
+
+def test_prompt_cost_slope_is_read_off_the_scan_between_its_points() -> None:
+    """E[Delta]' (the decode count's feedback) is the scan's, linear between its points, where
+    the stable range spans enough of them; exact elsewhere (a narrow range: a coarse line)."""
+    m = model_for(Deployment(**QWEN_H100, max_num_batched_tokens=4096), make_workload())
+    e = m.engines["colocated"]
+    b = e.boundary()
+    assert b.grid_n is not None and b.grid_cost_slope is not None and b.grid_n.size >= 8
+    (x0, x1), (y0, y1) = b.grid_n[4:6].tolist(), b.grid_cost_slope[4:6].tolist()
+    s = e.state_n(0.25 * x0 + 0.75 * x1)
+    assert e._prompt_cost_slope_s(s) == pytest.approx(0.25 * y0 + 0.75 * y1, rel=1e-12)
+    exact = e._prompt_cost_slope_exact_s(s)
+    assert e._prompt_cost_slope_s(s) == pytest.approx(exact, rel=0.05)  # a line between points
+    end = e._saturated()
+    assert e._prompt_cost_slope_s(end) == e._prompt_cost_slope_exact_s(end)
+    narrow = model_for(Deployment(**QWEN_H100, max_num_batched_tokens=512, max_num_seqs=512), make_workload())
+    n_e = narrow.engines["colocated"]
+    nb = n_e.boundary()
+    assert nb.grid_n is not None and nb.grid_n.size < 8  # 512 seats, ~70 stable decodes
+    s = n_e.state_n(0.8 * nb.n_max)
+    assert n_e._prompt_cost_slope_s(s) == n_e._prompt_cost_slope_exact_s(s)
 
 
 def test_bursts_that_miss_the_slo_at_any_rate_are_infeasible_not_zero() -> None:
