@@ -237,6 +237,7 @@ _SIGMA_UNIFORM = math.sqrt(math.log(4.0 / 3.0))  # U L at a fixed L: E[D^2] / E[
 
 _SLICE_ZS = [float(z) * -_SQRT_HALF for z in _SLICE_Z]  # -z / sqrt(2) at each edge
 _SLICE_P = SLICE_PROBS.tolist()
+_SLICE_EDGE_LIST = SLICE_EDGES.tolist()
 _SLICE_ZP = list(zip(_SLICE_ZS[1:], _SLICE_P, strict=True))  # (upper edge, probability) per slice
 
 
@@ -254,6 +255,55 @@ def _lognormal_slice_list(sigma: float, scale: float = 1.0) -> list[float]:
         out.append(scale * ((cur - prev) / p))
         prev = cur
     return out
+
+
+def _lognormal_slice_list_below(sigma: float, scale: float, top: float) -> list[float]:
+    """`_lognormal_slice_list` of the lognormal conditioned to at most `top`: its probability
+    slices rescaled to [0, F(top)], each slice's conditional mean (z the rescaled edges' normal
+    quantiles: E[Y | z_a < Z < z_b] = scale (Phi(z_b - sigma) - Phi(z_a - sigma)) / (b - a));
+    the top slice is `_lognormal_top_slice_below`'s, the same arithmetic."""
+    below = _below_share(sigma, scale, top)
+    if below is None:
+        return _lognormal_slice_list(sigma, scale) if top > scale else [min(scale, top)] * len(_SLICE_P)
+    f_top = below[0]
+    if f_top <= 1e-12:
+        return [top] * len(_SLICE_P)
+    ndtri, erfc = special.ndtri, math.erfc  # scalar calls: cheaper than numpy on 8 values
+    prev = 0.0  # Phi(z_0 - sigma), z_0 = -inf
+    out = []
+    for hi, p in zip(_SLICE_EDGE_LIST[1:-1], _SLICE_P[:-1], strict=True):
+        cur = 0.5 * erfc((sigma - float(ndtri(hi * f_top))) * _SQRT_HALF)
+        out.append(min(scale * (cur - prev) / (p * f_top), top))
+        prev = cur
+    out.append(_top_below(sigma, scale, top, f_top, below[1]))
+    return out
+
+
+def _lognormal_top_slice_below(sigma: float, scale: float, top: float) -> float:
+    """`_lognormal_slice_list_below(sigma, scale, top)[-1]` alone (one ndtri, where a caller
+    needs only the largest slice)."""
+    below = _below_share(sigma, scale, top)
+    if below is None:
+        return _lognormal_top_slice(sigma, scale) if top > scale else min(scale, top)
+    return top if below[0] <= 1e-12 else _top_below(sigma, scale, top, *below)
+
+
+def _top_below(sigma: float, scale: float, top: float, f_top: float, u: float) -> float:
+    """The conditioned lognormal's top slice, between the rescaled edge z and u (Phi(u) = f_top)."""
+    z = float(special.ndtri(_SLICE_EDGE_LIST[-2] * f_top))
+    mean = scale * 0.5 * (math.erfc((sigma - u) * _SQRT_HALF) - math.erfc((sigma - z) * _SQRT_HALF))
+    return min(mean / (_SLICE_P[-1] * f_top), top)
+
+
+def _below_share(sigma: float, scale: float, top: float) -> tuple[float, float] | None:
+    """(P(Y <= top), u) for the lognormal of mean `scale` and log-sd sigma, P(Y <= top) = Phi(u);
+    None where conditioning changes nothing (Y below `top` but for 1e-12) or the lognormal is
+    degenerate."""
+    if not (sigma > 0.0 and scale > 0.0 and top > 0.0):
+        return None
+    u = (math.log(top / scale) + 0.5 * sigma * sigma) / sigma
+    f_top = 0.5 * math.erfc(-u * _SQRT_HALF)
+    return None if f_top >= 1.0 - 1e-12 else (f_top, u)
 
 
 def _decode_slice_spread(seen: list[float]) -> float:
@@ -1733,9 +1783,9 @@ class Engine:
             return _ZERO, _ONE
         idle, classes = self._delay_classes(s, st)
         # Not queued beyond the next step, the company fits in that step (more is what the
-        # queued branch counts): its cost is capped, slice by slice, at one full budget's
-        # prefill tokens, c B = T_full - T_0 of an idle engine (fixed per engine like c, so a
-        # slice still never falls as load or burstiness raise it).
+        # queued branch counts): its cost is at most one full budget's prefill tokens, c B =
+        # T_full - T_0 of an idle engine (fixed per engine like c, so a slice still never falls
+        # as load or burstiness raise it), its lognormal conditioned below that (`_company_slices`).
         cap = self._company_cap_s()
         values = [0.0]
         probs = [idle]
@@ -1754,8 +1804,8 @@ class Engine:
                 probs += [p * w_some for p in pair_p]
                 continue
             if cl.pi > 0.0:
-                xs = _lognormal_slice_list(cl.x_sigma, cl.x_scale)
-                values += [h + min(x, cap) for h, x in zip(half, xs, strict=True)]
+                xs = self._company_slices(cl.x_sigma, cl.x_scale, cap)
+                values += [h + x for h, x in zip(half, xs, strict=True)]
             else:
                 values += half
             probs += [p * w_some for p in _SLICE_P]
@@ -1764,6 +1814,32 @@ class Engine:
         v = np.array(values)
         order = v.argsort(kind="stable")
         return v[order], np.array(probs)[order]
+
+    def _company_slices(self, sigma: float, scale: float, cap: float) -> list[float]:
+        """The company's cost given any, in the probability slices, for a prompt not queued
+        beyond the next step: a company too large for that step is what queues a prompt, so its
+        lognormal is conditioned to at most `cap` (`_lognormal_slice_list_below`); alike
+        prompts' company is whole prompts, of which a prompt not queued has at most what fits,
+        so there the slices are clipped at `cap` instead (`atom_weight` blends the two)."""
+        w = self.atom_weight
+        below = _lognormal_slice_list_below(sigma, scale, cap) if w < 1.0 else []
+        if w <= 0.0:
+            return below
+        clipped = [min(x, cap) for x in _lognormal_slice_list(sigma, scale)]
+        if w >= 1.0:
+            return clipped
+        return [w * c + (1.0 - w) * b for c, b in zip(clipped, below, strict=True)]
+
+    def _company_top(self, sigma: float, scale: float, cap: float) -> float:
+        """`_company_slices(sigma, scale, cap)[-1]` alone, the same arithmetic."""
+        w = self.atom_weight
+        below = _lognormal_top_slice_below(sigma, scale, cap) if w < 1.0 else 0.0
+        if w <= 0.0:
+            return below
+        clipped = min(_lognormal_top_slice(sigma, scale), cap)
+        if w >= 1.0:
+            return clipped
+        return w * clipped + (1.0 - w) * below
 
     def _delay_top_s(self, s: State, st: Steps) -> float:
         """`_delay`'s largest value without its lists: every slice list rises, so it is a
@@ -1781,7 +1857,7 @@ class Engine:
             if cl.x_atoms is not None:
                 h += min(cl.x_atoms[0][-1], cap)
             elif cl.pi > 0.0:
-                h += min(_lognormal_top_slice(cl.x_sigma, cl.x_scale), cap)
+                h += self._company_top(cl.x_sigma, cl.x_scale, cap)
             top = max(top, h)
         return top
 
