@@ -484,7 +484,8 @@ def state_check(
     alone = step_time_s(engine.k, 0.0, 0.0, decodes, decodes * engine.cbar)  # decode-only steps
     extra = float((dur - runs * alone).sum())  # a fast-forwarded run of decode steps adds ~0
     arrived = int(np.count_nonzero((reqs.arrival_s >= lo) & (reqs.arrival_s <= hi)))
-    sim_n = float((dur * decodes).sum() / dur.sum())  # the time mean
+    decode_time = float((dur * decodes).sum())  # decodes x their steps' time
+    sim_n = decode_time / float(dur.sum())  # the time mean
     return StateCheck(
         case=case,
         load=load,
@@ -492,7 +493,7 @@ def state_check(
         model_decodes=point.n,
         sim_decodes=sim_n,
         model_step_s=float(point.mean_step_s or math.nan),
-        sim_step_s=float((dur * decodes).sum() / seen.sum()),
+        sim_step_s=decode_time / float(seen.sum()),
         model_mixed=point.mixed_step_fraction,
         sim_mixed=float(seen[mixed].sum() / seen.sum()),
         model_running=point.running_requests,

@@ -830,9 +830,10 @@ class Engine:
         s_f = self.budget - n_arr
         s_own = np.minimum(s_f, self.threshold) if self.threshold > 0 else s_f
         s_f1 = np.maximum(s_f, 1.0)
+        s_fm = np.maximum(s_f - 1.0, 1.0)  # a token less of budget beside one more decode
         s_o1 = np.maximum(s_own, 1.0)
         pair = counts[1:]  # n_arr, n1
-        fulls = self._stream_step_s(np.stack((s_f1, np.maximum(s_f - 1.0, 1.0))), pair, pair * cbar)
+        fulls = self._stream_step_s(np.stack((s_f1, s_fm)), pair, pair * cbar)
         t_full, t_full1 = fulls[0], fulls[1]
         q = self.mean_pe * t_full / s_f1
         fluid = self.mean_pe * (t_full - t_arr) / s_f1
@@ -899,7 +900,6 @@ class Engine:
         slack = np.minimum(slack, np.minimum(1.0 - rho, 1.0 - busy))
         slack = np.minimum(slack, (s_f - 1.0) / self.budget)
         slack = np.where(np.isfinite(lam) & (lam >= 0), slack, -1.0)
-        s_fm = np.maximum(s_f - 1.0, 1.0)
         a1 = ((owns[1] - k * t_arr1) @ pw)[:, None]
         cost = (a1 - own_delta) * (1.0 - rc) + rc * (self.mean_pe * (t_full1 - t_arr1) / s_fm - fluid)
         cost += dw * lam * (self.mean_pe * t_full1 / s_fm - q) * (fluid - own_delta)
@@ -2319,13 +2319,13 @@ class Engine:
             if self.has_prefill and self.has_decode:
                 drag = self._prefill_drag(s)
                 e_q = s.n * drag[0] if drag is not None else 0.0
-            if self.has_prefill and self.has_decode and s.t_dec > 0.0:
-                e = min(e + s.n * s.lam * self._prompt_cost_slope_s(s) / keep, 1.0)
-                if e_q > 0.0 and 0.0 < s.rho < 1.0:
-                    t_r = s.rho * self._full_service_s(s) * (self.ca2 + self._service_shape().cv2)
-                    t_r /= (1.0 - s.rho) ** 2
-                    life = self.d * s.t_step
-                    e_q *= t_r / (t_r + life) if life > 0.0 else 1.0
+                if s.t_dec > 0.0:
+                    e = min(e + s.n * s.lam * self._prompt_cost_slope_s(s) / keep, 1.0)
+                    if e_q > 0.0 and 0.0 < s.rho < 1.0:
+                        t_r = s.rho * self._full_service_s(s) * (self.ca2 + self._service_shape().cv2)
+                        t_r /= (1.0 - s.rho) ** 2
+                        life = self.d * s.t_step
+                        e_q *= t_r / (t_r + life) if life > 0.0 else 1.0
             s.feedback = (keep, max(1.0 - e + e_q / keep, DECODE_GAIN_FLOOR))
         return s.feedback
 
