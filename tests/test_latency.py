@@ -10,16 +10,20 @@ from typing import Any
 import numpy as np
 import pytest
 from chain_helpers import chain_of
+from scipy import stats
 
 from planner.costmodel.profile import THEORETICAL, Profile
 from planner.costmodel.roofline import chunks
 from planner.deployment import Deployment
 from planner.latency import LatencyModel, Slo, WorkloadStats
 from planner.latency import capacity as latency_capacity
+from planner.latency import engine as engine_mod
 from planner.latency import evaluate as latency_evaluate
 from planner.workload import Workload
 
 QWEN_H100: dict[str, Any] = {"model": "Qwen/Qwen3-8B", "gpu": "h100-sxm"}
+# Prompts spread beyond ATOM_CV (CV 0.7): no whole prompts sharing steps, the scan's branch
+SPREAD_PROMPTS: dict[str, Any] = {"pairs": [[300, 0.5], [1700, 0.5]]}
 
 
 def make_workload(
@@ -574,8 +578,9 @@ def test_grid_scan_agrees_with_single_states() -> None:
 
 def test_prompt_cost_slope_is_read_off_the_scan_between_its_points() -> None:
     """E[Delta]' (the decode count's feedback) is the scan's, linear between its points, where
-    the stable range spans enough of them; exact elsewhere (a narrow range: a coarse line)."""
-    m = model_for(Deployment(**QWEN_H100, max_num_batched_tokens=4096), make_workload())
+    the stable range spans enough of them; exact elsewhere (a narrow range: a coarse line; whole
+    prompts that share steps, whose branch is not the scan's: `Engine._shared_boundary`)."""
+    m = model_for(Deployment(**QWEN_H100, max_num_batched_tokens=4096), make_workload(prompt=SPREAD_PROMPTS))
     e = m.engines["colocated"]
     b = e.boundary()
     assert b.grid_n is not None and b.grid_cost_slope is not None and b.grid_n.size >= 8
@@ -592,6 +597,11 @@ def test_prompt_cost_slope_is_read_off_the_scan_between_its_points() -> None:
     assert nb.grid_n is not None and nb.grid_n.size < 8  # 512 seats, ~70 stable decodes
     s = n_e.state_n(0.8 * nb.n_max)
     assert n_e._prompt_cost_slope_s(s) == n_e._prompt_cost_slope_exact_s(s)
+    whole = model_for(Deployment(**QWEN_H100, max_num_batched_tokens=4096), make_workload())
+    w_e = whole.engines["colocated"]
+    assert w_e.boundary().grid_n is None  # 1000-token prompts, room for two more beside one
+    s = w_e.state_n(0.5 * w_e.boundary().n_max)
+    assert s.join_weight == 1.0 and w_e._prompt_cost_slope_s(s) == w_e._prompt_cost_slope_exact_s(s)
 
 
 def test_bursts_that_miss_the_slo_at_any_rate_are_infeasible_not_zero() -> None:
@@ -724,7 +734,7 @@ def test_prompts_admitted_in_the_same_step_share_its_time() -> None:
     assert st.zf == 1.0
     # m comes from the previous pass's L: the fixed point L -> company -> L has converged.
     assert st.m == pytest.approx(20.0 * st.step_lb, rel=0.02)
-    pi, scale = chain_of(state, 20.0, 1.0, 1000.0)
+    pi, scale = chain_of(state, state.lam, 1.0, 1000.0)  # the solve's rate: 20 to 1e-9
     assert st.pi == pytest.approx(pi, rel=1e-9)
     assert st.pi == pytest.approx(-math.expm1(-st.m), rel=0.1)  # light load: near the passes'
     assert 0.9 < scale < 1.0  # the chain's mean step: a little shorter than t_step
@@ -735,7 +745,8 @@ def test_prompts_admitted_in_the_same_step_share_its_time() -> None:
     na = (st.values.size - 1 - (1 if q > 0 else 0)) // 3  # the chain's counts
     assert st.values.size == 1 + 3 * na + (1 if q > 0 else 0) and na >= 8
     moved = float(st.rates[1 + 2 * na : 1 + 3 * na].sum())
-    assert st.rates[0] + moved == pytest.approx(lam_t * (1.0 - q) * (1.0 - st.pi), rel=1e-9)
+    # (1e-8: the model's chain stops where its tail is ~1e-9, this one at 64 states)
+    assert st.rates[0] + moved == pytest.approx(lam_t * (1.0 - q) * (1.0 - st.pi), rel=1e-8)
     assert 0.0 < moved < 1e-3 * st.rates[0]  # only the company of 7 or more overflows
     with_company = float(st.rates[1 : 1 + na].sum())
     assert with_company < lam_t * (1.0 - q) * st.pi  # merged: fewer steps than prompts
@@ -760,7 +771,24 @@ def test_prompts_admitted_in_the_same_step_share_its_time() -> None:
     expected = (w_dec * state.t_dec + w_mix * l_mix) * (0.5 + c * g)
     unconditioned = st.busy * (b * state.t_dec + (1.0 - b) * m2 / m1) * (0.5 + c * g)
     assert expected != unconditioned and expected == pytest.approx(unconditioned, rel=1e-3)
-    assert float(d @ p) == pytest.approx(expected, rel=1e-9)
+    idle_share, classes = eng._delay_classes(state, st)
+    classes_mean = sum(cl.share * (cl.scale + cl.pi * cl.x_scale) for cl in classes)
+    assert classes_mean == pytest.approx(expected, rel=1e-9)
+    # Whole prompts sharing steps (join_weight 1), D is read over the steps' chain itself
+    # (`Engine._delay_chain`): the step under way j with chance pi_j L_j (length-biased), U
+    # uniform, the others that arrived during it Poisson(20 L_j), each a joiner's Jc up to the
+    # room's (room / 1000 prompts): E[D] = sum_j w_j (L_j / 2 + Jc E[min(K_j, room / 1000)]).
+    assert state.join_weight == 1.0 and st.chain is not None
+    lengths, dist = st.chain
+    w = dist * lengths
+    w /= w.sum()
+    seen = w > engine_mod.DELAY_CHAIN_NEGLIGIBLE  # steps seen less often left out
+    lengths, w = lengths[seen], w[seen] * (1.0 - idle_share) / w[seen].sum()
+    room = eng._room_after_tokens(state) / 1000.0
+    ks = np.arange(200.0)
+    company = [float(stats.poisson.pmf(ks, state.lam * el) @ np.minimum(ks, room)) for el in lengths]
+    chain_mean = float(w @ (0.5 * lengths + state.join_cost * np.array(company)))
+    assert float(d @ p) == pytest.approx(chain_mean, rel=1e-9)
     assert float(p.sum()) == pytest.approx(1.0, rel=1e-12)
     # More load: more company, never a shorter p99.
     p20 = m.evaluate(requests_per_s=20.0).ttft_p99_s
@@ -786,8 +814,8 @@ def test_decoders_see_mixed_steps_by_the_decodes_they_carry() -> None:
         z = 1.0 + (1.0 / k - 1.0) * n / (1.0 + n)
         n_arr = n + z - 1.0
         assert state.n_arr == pytest.approx(n_arr, rel=1e-12)
-        _, scale = chain_of(state, rate, 1.0 / k, 1000.0)
-        lam_t = rate * state.t_step * scale  # the chain's prompts per step
+        _, scale = chain_of(state, state.lam, 1.0 / k, 1000.0)  # the solve's rate: `rate` to 1e-9
+        lam_t = state.lam * state.t_step * scale  # the chain's prompts per step
         q = st.backlog
         assert q > 0
         na = (st.values.size - 1 - 1) // 3  # company counts (the chain's); the last value the backlog's
@@ -823,11 +851,9 @@ def test_the_boundary_steps_back_inside_a_bounded_number_of_times(monkeypatch: p
     BOUNDARY_BACKOFF_STEPS times (the root's tolerance overshoots by one or two). Were the states'
     slack to disagree with the grid's (it mirrors them), it takes the last grid point that was
     stable rather than walk down in 1e-6 steps for ever: here every state reads unstable."""
-    import planner.latency.engine as engine_mod
-
-    eng = model_for(Deployment(**QWEN_H100, max_num_batched_tokens=8192), make_workload(prompt=1000)).engines[
-        "colocated"
-    ]
+    eng = model_for(
+        Deployment(**QWEN_H100, max_num_batched_tokens=8192), make_workload(prompt=SPREAD_PROMPTS)
+    ).engines["colocated"]
     calls = [0]
 
     def unstable(self: Any, s: Any) -> float:

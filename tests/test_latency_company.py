@@ -150,8 +150,8 @@ def test_alike_prompts_share_steps_in_whole_prompts(monkeypatch: pytest.MonkeyPa
         eng.k, state.n_arr, state.n_arr * eng.cbar, c, 1000.0**2 / 2 + (c - 1000.0) * 1000.0 / 2, c, 0.0
     ) + (state.t_dec - state.t_arr)
     assert st.values[comp] == pytest.approx(expected, rel=1e-12)
-    _, scale = chain_of(state, 20.0, 1.0, 1000.0)
-    lam_t = 20.0 * state.t_step * scale  # prompts per step, the chain's (`Engine._chain_company`)
+    _, scale = chain_of(state, state.lam, 1.0, 1000.0)  # the solve's rate: 20 to 1e-9
+    lam_t = state.lam * state.t_step * scale  # prompts per step, the chain's (`Engine._chain_company`)
     assert c[-1] == state.share_full  # the budget caps the largest company's step
     frag, rest = _fragments(k, 1000.0, state.share_full, comp)
     assert np.array_equal(rest > 0.0, 1000.0 * (1.0 + k) > state.share_full)  # a company of 8 or more
@@ -270,12 +270,13 @@ def test_the_steps_chain_gives_way_where_its_states_run_out() -> None:
     counts every prompt's step as its own."""
     eng = _engine(1000)
     counts = ([1.0, 2.0], [0.75, 0.25])
-    assert eng._chain_company(1e4, 0.01, 0.02, 1e-6, 7000.0, 0.5, counts, 0.03) == (0.5, counts, 1.0)
-    pi, (ks, ps), scale = eng._chain_company(20.0, 0.01, 0.02, 1e-6, 7000.0, 0.5, counts, 0.03)
+    assert eng._chain_company(1e4, 0.01, 0.02, 1e-6, 7000.0, 0.5, counts, 0.03) == (0.5, counts, 1.0, None)
+    pi, (ks, ps), scale, chain = eng._chain_company(20.0, 0.01, 0.02, 1e-6, 7000.0, 0.5, counts, 0.03)
     assert 0.0 < pi < 1.0 and ks[:3] == [1.0, 2.0, 3.0] and sum(ps) == pytest.approx(1.0, rel=1e-9)
     assert 0.0 < scale < 1.0
+    assert chain is not None and float(chain[1].sum()) == pytest.approx(1.0, rel=1e-12)  # its pi (D's steps)
     # no room for a second whole prompt: the passes' count alone
-    assert eng._chain_company(20.0, 0.01, 0.02, 1e-6, 900.0, 0.5, counts, 0.03) == (0.5, counts, 1.0)
+    assert eng._chain_company(20.0, 0.01, 0.02, 1e-6, 900.0, 0.5, counts, 0.03) == (0.5, counts, 1.0, None)
 
 
 def test_couple_by_rank_pairs_the_two_distributions_quantile_by_quantile() -> None:
@@ -299,13 +300,18 @@ def test_couple_by_rank_pairs_the_two_distributions_quantile_by_quantile() -> No
         assert vals == sorted(vals)  # by rank: both rise together
 
 
-def test_alike_prompts_company_before_their_step_comes_in_whole_prompts() -> None:
+def test_alike_prompts_company_before_their_step_comes_in_whole_prompts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Constant 1000-token prompts, Poisson at 20/s, budget 8192 (room for seven more beside
     one): D's company given any is whole prompts (`Engine._company_atoms`). In the decode-only
     class the step under way lasts t_dec, so K ~ Poisson(mu = 20 t_dec) and given K >= 1 the
     zero-truncated Poisson; each prompt costs the class's mean cost over E[K | K >= 1] = mu /
     (1 - e^-mu). Paired by rank with U t_dec's slices, D keeps both marginals: its mean is the
-    classes' E[U L] + pi E[min(cost, cap)]."""
+    classes' E[U L] + pi E[min(cost, cap)]. (Where the steps' chain is in, D reads it instead,
+    `Engine._delay_chain`, test_latency_shared.py: here it is taken out, as where its states run
+    out.)"""
+    monkeypatch.setattr(engine_mod.Engine, "_chain_steps", lambda *a: None)
     eng = _engine(1000)
     state, _ = eng.solve(20.0)
     st = eng._steps(state)
@@ -313,7 +319,7 @@ def test_alike_prompts_company_before_their_step_comes_in_whole_prompts() -> Non
     dec = classes[0]
     assert dec.sigma is None and dec.x_atoms is not None
     costs, probs = dec.x_atoms
-    mu = 20.0 * state.t_dec
+    mu = state.lam * state.t_dec  # the solve's rate: 20 to 1e-9
     k = np.arange(1, COUNT_ATOMS)
     assert probs[: COUNT_ATOMS - 1] == pytest.approx(
         _given_any(stats.poisson.pmf(np.arange(COUNT_ATOMS), mu)), rel=1e-9
@@ -343,11 +349,13 @@ def test_company_in_whole_prompts_only_where_the_room_holds_them() -> None:
         assert all(cl.x_atoms is None for cl in eng._delay_classes(state, st)[1])
 
 
-def test_company_atoms_fade_in_with_the_room() -> None:
+def test_company_atoms_fade_in_with_the_room(monkeypatch: pytest.MonkeyPatch) -> None:
     """Constant 3000-token prompts at budget 8192: the room beside one prompt holds 1.7 more
     (room / 3000 - 1 = 0.7 of the way from one prompt's room to two: `_room_for_more`), so D's
     company given any is 0.7 whole prompts and 0.3 the lognormal of its two moments, merged in
-    order of cost; both parts keep the class's mean cost."""
+    order of cost; both parts keep the class's mean cost. (Where the steps' chain is in, its D
+    takes the whole prompts' part, `Engine._delay_chain`: here it is out.)"""
+    monkeypatch.setattr(engine_mod.Engine, "_chain_steps", lambda *a: None)
     eng = _engine(3000)
     state, _ = eng.solve(5.0)
     st = eng._steps(state)

@@ -780,17 +780,19 @@ def state_section(checks: Sequence[StateCheck]) -> list[str]:
         "E[Δ] (the model's prefill busy share over the rate; the simulator's steps, each less a "
         "decode-only step of its own decodes by the same step formula at the mean decode context, per "
         "request arriving in the span). The mean step is t_dec / (1 − λE[Δ]), so near capacity a few "
-        "percent in E[Δ] is several times that in the decodes. Where a budget-8192 step carries a whole "
-        "prompt, E[Δ] reads high: the model's prompts share their step less often than the simulator's "
-        '(docs/latency.md, "What still misses", item 4), and the decodes and the step read high there '
-        "near capacity. On the H100 at budget 512 near capacity a prompt's chunks hide in decode steps "
+        "percent in E[Δ] is several times that in the decodes. Where a budget-8192 step carries whole "
+        "prompts of constant length, a prompt opens its step or joins one another opened (docs/latency.md, "
+        '"Whole prompts that share a step", session 19; E[Δ] had read 5–11% high); the decodes read '
+        "low there near capacity: the closed form's count is the per-step mean, and steps with prompts "
+        "carry more decodes than the others (item 4). On the H100 at budget 512 near capacity a "
+        "prompt's chunks hide in decode steps "
         "that read the weights anyway, E[Δ] falls to a fraction of a millisecond, and the model's is "
         "short there: a full step sits at the roofline's ridge, where the step's mean over the "
         "wandering decode count exceeds the step at its mean (item 6). No ✗ in this column: it is "
         "a diagnostic, not a target. Last, the decode count's spread over time (the model's "
         "`Engine._decode_var`; the simulator's decodes per step, their sd weighted by step time): it "
         "spreads the decode-only steps of ITL, KV overflow and the prefill queue's wait "
-        '(docs/latency.md, "The decode count wanders"); where the decodes read high (budget 8192, '
+        '(docs/latency.md, "The decode count wanders"); where the decodes read low (budget 8192, '
         "constant lengths, 85–90%) it is the model's at its own count. No ✗ there either.",
         "",
         *state_table(checks),

@@ -194,3 +194,106 @@ def steps_by_count(rate: float, lengths_s: np.ndarray, dispersion: float) -> np.
     rhs[-1] = 1.0
     dist = np.maximum(np.linalg.solve(system, rhs), 0.0)
     return dist / float(dist.sum())
+
+
+JOIN_PASSES = 100  # Illinois steps of `join_share`'s fixed point (converges in ~10; bounded)
+JOIN_HINT_WIDTH = 1e-3  # `join_share`'s first bracket around a hint, widened 16-fold (<= 5 times)
+
+
+def join_share(
+    rate: float,
+    decode_step_s: float,
+    opener_s: float,
+    joiner_s: float,
+    dispersion: float,
+    p0_hint: float | None = None,
+) -> tuple[float, float]:
+    """The share of prompts that join a step another prompt opened, j = 1 - P(J >= 1) / E[J],
+    over the steps' chain where whole prompts share a step (alike prompts with room beside
+    them): a step that admits no prompt lasts `decode_step_s` (t), one that admits J >= 1 lasts
+    t + A + (J - 1) Jc (`opener_s` A: the first prompt's time beyond the decode step, which
+    hides in its memory time; `joiner_s` Jc: each further prompt's, compute only), and the next
+    step admits the arrivals during it (mean rate L, variance `dispersion` times that: negative
+    binomial, Poisson at dispersion <= 1, as `steps_by_count`). Returns (j, P(J = 0)).
+
+    In closed form up to one closure: E[J] = rate E[L] gives E[J] = rate (t + (1 - p0)(A - Jc))
+    / (1 - rate Jc); the count's variance follows from Var J = d rate E[L] + rate^2 Var L (L
+    affine in J and in the indicator J >= 1); and p0 = P(J = 0) = p0 e^{-kappa t} + (1 - p0) M,
+    M the chance of no arrival during a step with prompts, e^{-kappa (t + A)} E[s^(J - 1) |
+    J >= 1] at s = e^{-kappa Jc} (kappa = rate ln d / (d - 1): the count's P(0) is e^{-kappa L}),
+    J - 1 given J >= 1 read as a negative binomial of its two moments. That p0 is the root of a
+    falling map's fixed point in [0, 1] (regula falsi, Illinois). Against the chain's stationary
+    vector (`steps_by_count`, no room cap) j is within 0.001 up to rate Jc = 0.6 and 0.004 up
+    to 0.85 at dispersion 1-4 (tests/test_latency_shared.py). At
+    rate Jc >= 1 the steps grow without bound and every prompt but the first joins: (1, 0).
+    `p0_hint`: a nearby call's P(J = 0), to start from a narrow bracket around it (widened
+    until it straddles the root; the same root)."""
+    t, a, jc = decode_step_s, opener_s, joiner_s
+    if not (rate > 0.0 and t >= 0.0 and jc > 0.0):
+        return 0.0, 1.0
+    c = rate * jc
+    if c >= 1.0:
+        return 1.0, 0.0
+    d = max(dispersion, 1.0)
+    kappa = rate * (math.log(d) / (d - 1.0) if d > 1.0 + 1e-9 else 1.0)
+    idle = math.exp(-kappa * t)  # no arrival during a decode-only step
+    lead = math.exp(-kappa * (t + a))  # nor during a step's decode part and opener
+    th = -math.expm1(-kappa * jc)  # 1 - s
+    grow = 1.0 / (1.0 - c)
+    amp = 1.0 / (1.0 - c * c)
+    rr = rate * rate
+    ajc = a - jc
+
+    def gap(p0: float) -> float:  # the map's image less p0: falls from >= 0 at 0 to <= 0 at 1
+        busy = 1.0 - p0
+        if not busy > 0.0:
+            return lead / (1.0 - idle + lead) - p0
+        ej = rate * (t + busy * ajc) * grow
+        el = t + busy * ajc + jc * ej
+        var_j = (d * rate * el + rr * (ajc * ajc * p0 * busy + 2.0 * ajc * jc * p0 * ej)) * amp
+        m1 = max(ej / busy - 1.0, 0.0)
+        v1 = (var_j + ej * ej - 2.0 * ej + busy) / busy - m1 * m1  # Var(J - 1 | J >= 1)
+        if m1 > 0.0 and v1 > m1 * (1.0 + 1e-9):
+            r = m1 * m1 / (v1 - m1)
+            g = math.exp(-r * math.log1p(m1 * th / r))
+        else:
+            g = math.exp(-m1 * th)
+        mixed = lead * g
+        return mixed / (1.0 - idle + mixed) - p0
+
+    lo, hi = 0.0, 1.0
+    if p0_hint is not None and 0.0 < p0_hint < 1.0:  # a narrow bracket, widened until it straddles
+        width = JOIN_HINT_WIDTH
+        while True:
+            lo, hi = max(p0_hint - width, 0.0), min(p0_hint + width, 1.0)
+            f_lo, f_hi = gap(lo), gap(hi)
+            if (f_lo > 0.0 > f_hi) or (lo == 0.0 and hi == 1.0):
+                break
+            width *= 16.0
+    else:
+        f_lo, f_hi = gap(lo), gap(hi)
+    p0 = hi if f_hi >= 0.0 else lo
+    if f_lo > 0.0 > f_hi:
+        side = 0
+        for _ in range(JOIN_PASSES):
+            p0 = (lo * f_hi - hi * f_lo) / (f_hi - f_lo)
+            f = gap(p0)
+            if f == 0.0 or hi - lo <= 1e-14:
+                break
+            if f > 0.0:
+                lo, f_lo = p0, f
+                if side == 1:
+                    f_hi *= 0.5
+                side = 1
+            else:
+                hi, f_hi = p0, f
+                if side == -1:
+                    f_lo *= 0.5
+                side = -1
+            if abs(f) <= 1e-15:
+                break
+    busy = 1.0 - p0
+    ej = rate * (t + busy * ajc) * grow
+    if not ej > 0.0:
+        return 0.0, p0
+    return min(max(1.0 - busy / ej, 0.0), 1.0), p0

@@ -20,6 +20,10 @@ decode pool: decode steps only). With n the mean number of decoding sequences:
   - 1 decode steps per request, E[Delta] = A + rho (F - A), rho = lambda q. For a given n this
   is a quadratic in lambda, so lambda(n) is explicit; the steady n at a rate is the least root
   of lambda(n) = rate (root-finding), and the capacity under SLOs is root-found over n.
+  Whole prompts of alike lengths with room beside them instead open a step (A) or join one
+  (Jc, their whole compute): E[Delta] = A + j (Jc - A), j the steps' chain's share of joiners
+  (`arrivals.join_share`, `_shared_rate`); the stable branch then ends at the unshared form's
+  max stable rate (`_shared_boundary`), and D is read over the chain (`_delay_chain`).
 * Stability: rho < 1 (prefill tokens/s below what full-budget steps deliver), the busy share
   lambda E[Delta] < 1, running requests (decoding + prefilling) <= max_num_seqs, mean KV use
   <= the KV cache, chunk share >= 1 token; the largest lambda on the stable branch is the max
@@ -64,7 +68,14 @@ import numpy.typing as npt
 from scipy import special
 
 from planner.costmodel.steptime import StepCoefficients, batch_time_s, step_time_s
-from planner.latency.arrivals import CountMoments, beside, company_count, panjer_start, steps_by_count
+from planner.latency.arrivals import (
+    CountMoments,
+    beside,
+    company_count,
+    join_share,
+    panjer_start,
+    steps_by_count,
+)
 from planner.latency.queueing import (
     NO_WAIT,
     SPREAD,
@@ -183,6 +194,9 @@ class State:
     delay_classes: tuple[float, list[_DelayClass]] | None = None  # Engine._delay_classes (lazily)
     drag: tuple[float, float] | tuple[()] | None = None  # Engine._prefill_drag, () for none (lazily)
     feedback: tuple[float, float] | None = None  # Engine._count_feedback (lazily)
+    join_weight: float = 0.0  # how far whole prompts share steps (`Engine._shared_rate`; 0: they do not)
+    join_cost: float = 0.0  # a further whole prompt's time in a step with one (Jc)
+    joined: float = 0.0  # the share of prompts that join a step another opened (j)
 
 
 class Steps(NamedTuple):
@@ -204,6 +218,7 @@ class Steps(NamedTuple):
     backlog_rate: float  # the backlog's full steps in `sums`: their rate (`sums`' units)
     full_step_s: float  # and their length
     mixed_share: float  # the share of a decoder's steps that carry prompt tokens: `rates`' sum
+    chain: tuple[FloatArray, FloatArray] | None = None  # alike prompts: the chain's step lengths and pi
 
 
 _EMPTY = np.empty(0)
@@ -214,6 +229,7 @@ _ONE = np.ones(1)
 DECODE_GAIN_FLOOR = 1e-3  # the count's loop (and its whole gain) never below this: Var n stays finite
 TAIL_LEVEL = 0.01  # the backlog's drain stretch is sized at the wait's p99 (Engine._queue_wait)
 RATE_NEWTON_STEPS = 60  # Newton / bisection steps of `Engine._rate_with_merging` (converges in ~4)
+SHARED_RATE_STEPS = 60  # secant / bisection steps of `Engine._shared_rate` (converges in ~6)
 STRETCH_PASSES = 30  # fixed-point passes of the stretch (converges in a few; bounded)
 STRETCH_DRIFT_FLOOR = 0.05  # the stretched drift never falls below this share of 1 - rho
 QUEUED_MIN = 1e-6  # below this chance of queueing beyond the next step, TTFT ignores it
@@ -225,6 +241,9 @@ COUNT_ATOMS = 8  # a company's prompt count as atoms (`_count_given_any`), for p
 CHAIN_STATES = 64  # the steps' prompt-count chain's states at most (`_chain_company`)
 CHAIN_NEGLIGIBLE = 1e-12  # chain counts below this share of the likeliest one are dropped
 CHAIN_FOLDED = 1e-4  # the chain's last state (its count and more) holding more: too few states
+CHAIN_DELAY_CA2 = (1.5, 3.0)  # c_a^2 from which D's chain part fades out, and where it is gone
+COUNT_REACH_SDS = 12.0  # `_delay_chain`'s company counts end this many sds (and counts) past the mean
+DELAY_CHAIN_NEGLIGIBLE = 1e-7  # steps under way seen less often are left out of D (`_delay_chain`)
 ATOM_CV = 0.5  # prompt-length CV at which the company's count atoms have faded into the lognormal
 
 
@@ -330,6 +349,7 @@ def _lognormal_slices(sigma: float) -> FloatArray:
 
 _UNIFORM_SLICES = _lognormal_slices(_SIGMA_UNIFORM)  # U L's shape (`Engine._delay`): fixed
 _UNIFORM_SLICE_LIST = _UNIFORM_SLICES.tolist()
+_U_MIDS = 0.5 * (SLICE_EDGES[1:] + SLICE_EDGES[:-1])  # a uniform's slice means (`Engine._delay_chain`)
 
 
 def _count_given_any(
@@ -363,6 +383,42 @@ def _count_given_any(
         counts.append(max((mean - first) / rest, float(COUNT_ATOMS)))
         probs.append(rest)
     return counts, probs
+
+
+def _others_in_step(cm: CountMoments, fit: int, poisson: bool) -> FloatArray:
+    """P(K = k), k = 0 .. fit (the last: fit or more), K the other arrivals during a step around
+    an arrival (`arrivals.company_count`): Poisson of mean E[K] for Poisson arrivals; for gamma
+    gaps P(K >= 1) and, given K >= 1, 1 + a negative binomial of K - 1's two moments (Poisson
+    where they are not over-dispersed)."""
+    out = np.zeros(fit + 1)
+    if poisson:
+        mu = cm.m1
+        if not mu > 0.0:
+            out[0] = 1.0
+            return out
+        k = np.arange(fit + 1, dtype=np.float64)
+        out = np.exp(k * math.log(mu) - mu - special.gammaln(k + 1.0))
+        out[-1] = max(1.0 - float(out[:-1].sum()), 0.0)  # fit or more
+        return out
+    p_any = cm.p_any
+    out[0] = 1.0 - p_any
+    if not (p_any > 0.0 and fit > 0):
+        out[-1] += p_any
+        return out
+    a = max(cm.m1 / p_any - 1.0, 0.0)  # K - 1 given K >= 1: mean, variance
+    v = max(cm.m2 / p_any - (cm.m1 / p_any) ** 2, 0.0)
+    k = np.arange(fit, dtype=np.float64)
+    if a > 0.0 and v > a * (1.0 + 1e-9):
+        r = a * a / (v - a)
+        logp = special.gammaln(r + k) - special.gammaln(r) - special.gammaln(k + 1.0)
+        logp += r * math.log(r / (r + a)) + k * math.log(a / (r + a))
+    elif a > 0.0:
+        logp = k * math.log(a) - a - special.gammaln(k + 1.0)
+    else:
+        logp = np.where(k == 0.0, 0.0, -np.inf)
+    out[1:] = p_any * np.exp(logp)
+    out[-1] = max(p_any - float(out[1:-1].sum()), 0.0)  # fit or more
+    return out
 
 
 def _room_for_more(room: float, prompt: float) -> float:
@@ -539,6 +595,16 @@ class Engine:
         self.kappa = self.mean_pe * float(self.pw @ self.pe**3) / (pe2 * pe2)  # E[X]E[X^3]/E[X^2]^2
         self.pe_tok_mean = pe2 / self.mean_pe  # E_tok[Pe]: the prompt a computed token is in, on average
         self.atom_weight = max(0.0, 1.0 - math.sqrt(stats.prefill_cv2) / ATOM_CV)  # `_company`
+        # Whole prompts of alike lengths share steps (`_shared_rate`); the stability boundary is
+        # then the unshared form's (`_find_boundary`), whose states `_unshared` selects.
+        self._shares = (
+            self.atom_weight > 0.0
+            and self.has_decode
+            and self.has_prefill
+            and self._room_at_rest() > self.mean_pe
+        )
+        self._unshared = False
+        self._p0_mean = float(self.pw @ self.p0)
         self._g = np.arange(CHUNK_GROUPS, dtype=np.float64)
         self._ones = np.ones((self.pe.size, 1))
         self._p0_col = self.p0[:, None]
@@ -553,7 +619,15 @@ class Engine:
         self._cost_slope: tuple[list[float], list[float]] | None = None  # `_prompt_cost_slope_s`
         self._full_cv2: float | None = None
         self._full_shape: FloatArray | None = None
-        self._states: dict[tuple[float, float | None], State] = {}
+        self._states: dict[tuple[float, float | None, bool], State] = {}
+
+    def _room_at_rest(self) -> float:
+        """The budget beside a prompt's mean last chunk with no decodes (`_room_after_tokens` at
+        n = 0): the most room a step ever has for further whole prompts."""
+        s_own = min(self.budget, self.threshold) if self.threshold > 0 else self.budget
+        s_own = max(s_own, 1.0)
+        k = np.maximum(np.ceil(self.pe / s_own - 1e-9), 1.0)
+        return self.budget - (self.mean_pe - (float(self.pw @ k) - 1.0) * s_own)
 
     # ---- one concurrency (hot path) -------------------------------------------------------------
 
@@ -574,7 +648,7 @@ class Engine:
         stability boundary's end is the capacity search's first point; the steady state's root
         is evaluated again by `_least_root` and `solve`). A state is a pure function of its
         inputs; its lazily filled fields are too. Zero inputs are not keyed (0.0 == -0.0)."""
-        key = (n, lam_in)
+        key = (n, lam_in, self._unshared)
         s = self._states.get(key)
         if s is None:
             s = self._build_state(n, lam_in)
@@ -632,13 +706,111 @@ class Engine:
             lam = float(lam_in or 0.0)
         rho = lam * q
         busy = lam * (own_delta + self._merge_weight(rho) * (fluid - own_delta))
+        wj = jc = joined = 0.0
+        if self._shares and not self._unshared and lam > 0.0 and math.isfinite(lam):
+            room = s_f1 - (self.mean_pe - (mean_k - 1.0) * s_o1)  # `_room_after_tokens`
+            wj = self.atom_weight * _room_for_more(max(room, 0.0), self.mean_pe)
+            if wj > 0.0:
+                jc = self._join_cost_s(n_arr, ctx)
+                lam, busy, joined = self._shared_rate(n, lam, q, own_delta, fluid, t_dec, jc, wj)
+                rho = lam * q
         t_step = (t_dec / (1.0 - busy) if busy < 1.0 else math.inf) if self.has_decode else math.nan
         return State(
             n=n, lam=lam, z=z, n_dec=n_dec, n_arr=n_arr, t_dec=t_dec, t_arr=t_arr,
             share_full=s_f, share_own=s_own, t_full=t_full, rho=rho, busy=busy, t_step=t_step,
             mean_chunks=mean_k, chunk_tokens=toks, chunk_offset=offs,
             chunk_weight=wts, chunk_time=tau, own_service=own,
+            join_weight=wj, join_cost=jc, joined=joined,
         )  # fmt: skip
+
+    def _join_cost_s(self, n_arr: float, ctx: float) -> float:
+        """Jc: what a second whole prompt adds to a step that carries one (each attending to
+        itself, at the mean prompt and cached prefix), beside n_arr decodes. The first prompt's
+        chunk partly hides in the decode step's memory time (A, `own_delta`); a further one
+        finds the step compute-bound and pays its whole compute: H100, budget 8192, 1,155-token
+        prompts, 90% load, the simulator's steps with 1, 2, 3, 4 prompts are 8.45, 27.83, 46.95,
+        66.15 ms over their decodes (19.4 ms a joiner), where the full step's average per prompt
+        (F, `fluid`) is 17.8."""
+        pe, p0 = self.mean_pe, self._p0_mean
+        pairs = pe * (p0 + 0.5 * pe)
+        one = batch_time_s(self.k, n_arr, ctx, pe, pairs, p0 + pe, p0, empty_batches=False)
+        two = batch_time_s(
+            self.k, n_arr, ctx, 2.0 * pe, 2.0 * pairs, 2.0 * (p0 + pe), 2.0 * p0, empty_batches=False
+        )
+        return max(two - one, 0.0)
+
+    def _shared_cost_s(
+        self, lam: float, q: float, a: float, f: float, t_dec: float, jc: float, wj: float, hint: float | None
+    ) -> tuple[float, float, float]:
+        """E[Delta] where whole prompts share steps, at rate lam: (E[Delta], j, P(J = 0)). A
+        prompt opens its step (A) or joins one another opened (Jc), E[Delta] = A + j (Jc - A), j
+        the steps' chain's share of joiners (`arrivals.join_share`, started from `hint`, its
+        P(J = 0) at a nearby rate); blended by wj with the unshared form A + w(rho)(F - A)
+        (`_merge_weight`)."""
+        j, p0 = join_share(lam, t_dec, a, jc, max(self.ca2, 1.0), hint)
+        cost = a + j * (jc - a)
+        if wj < 1.0:
+            cost = wj * cost + (1.0 - wj) * (a + self._merge_weight(lam * q) * (f - a))
+        return cost, j, p0
+
+    def _shared_rate(
+        self, n: float, lam0: float, q: float, a: float, f: float, t_dec: float, jc: float, wj: float
+    ) -> tuple[float, float, float]:
+        """The rate at concurrency n where whole prompts share steps (alike prompts with room
+        beside them, weight wj): the root of h(lam) = lam (d t_dec + n E[Delta](lam)) - n
+        (Little with t_step = t_dec / (1 - lam E[Delta]); E[Delta] `_shared_cost_s`, rising with
+        lam), by the secant method from the unshared form's root lam0, kept inside a bracket
+        (h(0) = -n; h >= 0 where E[Delta] is at its least, min(A, Jc, F)); at most
+        SHARED_RATE_STEPS steps. Returns (lam, busy = lam E[Delta], j).
+
+        The unshared form had every prompt that meets a busy prefill queue (GI/M/1's chance)
+        pay the full step's average F: constant 1,155-token prompts at budget 8192 (H100, 90%
+        load) read E[Delta] 14.3 ms against the simulator's 12.9 (openers 8.45 ms, joiners 19.4,
+        j 0.409; `join_share` 0.40, E[Delta] 13.0 ms), and near capacity 1 / (1 - lam E[Delta])
+        turned that into 16% more decodes (docs/latency.md, "What still misses", item 4)."""
+        d_t = self.d * t_dec
+        least = max(min(a, jc, f), 0.0)
+        lo, hi = 0.0, n / (d_t + n * least) if d_t + n * least > 0.0 else lam0
+
+        hint: float | None = None  # this solve's last P(J = 0) (its own: a pure function of n)
+
+        def h(x: float) -> tuple[float, float, float]:
+            nonlocal hint
+            cost, j, hint = self._shared_cost_s(x, q, a, f, t_dec, jc, wj, hint)
+            return x * (d_t + n * cost) - n, cost, j
+
+        x0 = min(max(lam0, lo), hi)
+        v0, cost, j = h(x0)
+        if v0 == 0.0:
+            return x0, x0 * cost, j
+        if v0 < 0.0:
+            lo = x0
+        else:
+            hi = x0
+        # the fixed-point step (E[Delta] held at x0's) is near the root: the secant from there
+        x = min(max(n / (d_t + n * cost), lo), hi)
+        x1, v1 = x0, v0
+        v, cost, j = h(x)
+        if v < 0.0:
+            lo = x
+        else:
+            hi = x
+        if v == 0.0:
+            return x, x * cost, j
+        for _ in range(SHARED_RATE_STEPS):
+            nxt = x - v * (x - x1) / (v - v1) if v != v1 else 0.5 * (lo + hi)
+            if not lo < nxt < hi:
+                nxt = 0.5 * (lo + hi)
+            x1, v1 = x, v
+            x = nxt
+            v, cost, j = h(x)
+            if v < 0.0:
+                lo = x
+            else:
+                hi = x
+            if v == 0.0 or abs(x - x1) <= 1e-13 * x or hi - lo <= 1e-13 * hi:
+                break
+        return x, x * cost, j
 
     def _merge_weight(self, rho: float) -> float:
         """The share of prompts prefilled in full steps (E[Δ] = A + w (F - A)): those that arrive
@@ -804,7 +976,8 @@ class Engine:
     # ---- many concurrencies at once (stability scan) ------------------------------------------
 
     def grid(self, ns: FloatArray) -> Grid:
-        """Rates and stability margins at concurrencies `ns` (decode roles); mirrors `_state`."""
+        """Rates and stability margins at concurrencies `ns` (decode roles); mirrors `_state`
+        (the unshared form where whole prompts share steps: `_shared_boundary`)."""
         coef = self.k
         cbar = self.cbar
         n = np.asarray(ns, dtype=np.float64)[:, None]
@@ -912,8 +1085,46 @@ class Engine:
         """The stable branch, found once: a grid scan, then root-finding on the first margin to
         go negative; if the rate peaks before that (the engine saturates), the peak."""
         if self._boundary is None:
-            self._boundary = self._find_boundary() if self.has_decode else self._prefill_boundary()
+            if not self.has_decode:
+                self._boundary = self._prefill_boundary()
+            elif self._shares:
+                self._boundary = self._shared_boundary()
+            else:
+                self._boundary = self._find_boundary()
         return self._boundary
+
+    def _shared_boundary(self) -> Boundary:
+        """Where whole prompts share steps: the stable branch ends at the unshared form's max
+        stable rate (`_find_boundary` over `_unshared` states, its limit's label), reached on
+        the shared branch at n_max <= the unshared end. Sharing lowers E[Delta] and would raise
+        the max stable rate where the KV cache binds by 3.5-5.6% (constant 1,155-token prompts
+        at budget 8192: H100 35.46 -> 37.45 req/s, H200 27.66 -> 28.63), above the rates at
+        which the simulated replica runs away (34.0-34.5 and 26.5-27.0: the count's excursions
+        fill the cache first, docs/latency.md, "What still misses", item 4); the unshared form
+        stays within 3-4% of those edges. The scan's points are the unshared branch's, so they
+        are not kept (the solve and the capacity search bracket on the branch itself)."""
+        self._unshared = True
+        try:
+            b = self._find_boundary()
+        finally:
+            self._unshared = False
+        if not b.n_max > 0.0:
+            return Boundary(b.n_max, b.lam_max, b.binding, b.root)
+        end = self._state(b.n_max, None)
+        if not end.lam > b.lam_max:
+            return Boundary(b.n_max, end.lam, b.binding, b.root)
+        res = find_root(
+            lambda x: self._state(x, None).lam - b.lam_max,
+            0.0,
+            b.n_max,
+            f_lo=-b.lam_max,
+            f_hi=end.lam - b.lam_max,
+            xtol=1e-9 * max(b.n_max, 1.0),
+            rtol=1e-9,
+        )
+        # the root's side where the rate reaches lam_max: the solve brackets every lower rate
+        n_cut = res.final_bracket[1] if res.final_bracket is not None else b.n_max
+        return Boundary(n_cut, b.lam_max, b.binding, b.root)
 
     def _find_boundary(self) -> Boundary:
         cap = self.n_cap
@@ -1284,6 +1495,8 @@ class Engine:
         # moments then follow from the chunks' and the company's own (binomially), no 2-D
         # arrays; the final mix below times every (chunk, company) step exactly.
         tau = max(s.t_full - s.t_arr, 0.0) / s_f
+        if s.join_weight > 0.0:  # whole prompts that join a step pay their compute (`_join_cost_s`)
+            tau += s.join_weight * (s.join_cost / self.mean_pe - tau)
         zf = 1.0
         x: list[float] = []
         xp: list[float] = []
@@ -1368,10 +1581,17 @@ class Engine:
             wl_sum = float(np.add.reduce(w_last))
             v_bar = float(w_last @ vl) / wl_sum if wl_sum > 0.0 else float(vl[0])
             room_c = self._room_after_tokens(s)
-            pi, counts, chain_ratio = self._chain_company(lam, t, v_bar, tau, room_c, pi, counts, s.t_step)
+            pi, counts, chain_ratio, chain = self._chain_company(
+                lam, t, v_bar, tau, room_c, pi, counts, s.t_step
+            )
             x, xp = self._company(x1, x2, counts)
         else:
-            chain_ratio = 1.0
+            chain_ratio, chain = 1.0, None
+            if atoms and s.join_weight > 0.0:  # no company in the passes: D still reads the chain
+                wl_sum = float(np.add.reduce(w_last))
+                v_bar = float(w_last @ vl) / wl_sum if wl_sum > 0.0 else float(vl[0])
+                steps = self._chain_steps(lam, t, v_bar, tau, self._room_after_tokens(s))
+                chain = None if steps is None else (steps[1], steps[2])
         # The mix itself, for ITL's quantiles (the last pass): last chunks alone, full chunks,
         # last chunks with each company slice (timed exactly), the backlog's full steps.
         quiet = 1.0 - backlog
@@ -1518,7 +1738,7 @@ class Engine:
         mixed_share = min(1.0, float(np.add.reduce(rts)))
         s.steps = Steps(
             wait, backlog, lb / 2.0, lb, lb_sq, m, pi, zf, vals, rts, busy, sums, beyond, rb, full_step,
-            mixed_share,
+            mixed_share, chain,
         )  # fmt: skip
         return s.steps
 
@@ -1532,7 +1752,7 @@ class Engine:
         pi: float,
         counts: tuple[list[float], list[float]],
         t_step: float,
-    ) -> tuple[float, tuple[list[float], list[float]], float]:
+    ) -> tuple[float, tuple[list[float], list[float]], float, tuple[FloatArray, FloatArray] | None]:
         """The company of alike prompts from the chain of steps (`arrivals.steps_by_count`): a
         step with j prompts lasts the mean last chunk's step v_bar plus tau per further prompt's
         token (the budget's room capping them), a decode-only step t, and the next step admits
@@ -1554,11 +1774,40 @@ class Engine:
         the chain's pi_j: the share of steps with prompts 0.480 against the simulator's 0.488
         (0.536 unscaled), which puts ITL p50 on the right side of the jump between decode-only
         and mixed steps (+61.6% -> +4.2%). Returns (P(any), counts given any, that scale: 1 where
-        the chain is out, blended by its weight)."""
+        the chain is out, blended by its weight; the chain's step lengths and stationary vector,
+        None where it is out: `_delay_chain`)."""
         pe = self.mean_pe
         beta = _room_for_more(room, pe)
-        if not beta > 0.0:
-            return pi, counts, 1.0
+        steps = self._chain_steps(lam, t, v_bar, tau, room) if beta > 0.0 else None
+        if steps is None:
+            return pi, counts, 1.0, None
+        j, lengths, dist = steps
+        per_prompt = j[1:] * dist[1:]  # company k = j - 1 = 0, 1, ...
+        total = float(np.add.reduce(per_prompt))
+        if not (total > 0.0 and t_step > 0.0 and math.isfinite(t_step)):
+            return pi, counts, 1.0, None
+        per_prompt /= total
+        pi_new = beta * (1.0 - float(per_prompt[0])) + (1.0 - beta) * pi
+        if not pi_new > 0.0:
+            return pi, counts, 1.0, None
+        ratio = beta * float(dist @ lengths) / t_step + (1.0 - beta)
+        tail = per_prompt[1:]
+        top = int(np.flatnonzero(tail > CHAIN_NEGLIGIBLE * float(tail.max()))[-1]) + 1 if tail.size else 0
+        ks = j[1 : top + 1].tolist()
+        ps = (tail[:top] * (beta / pi_new)).tolist()
+        if beta < 1.0:  # the passes' count takes the rest
+            old_w = (1.0 - beta) * pi / pi_new
+            ks += counts[0]
+            ps += [old_w * p for p in counts[1]]
+        return pi_new, (ks, ps), ratio, (lengths, dist)
+
+    def _chain_steps(
+        self, lam: float, t: float, v_bar: float, tau: float, room: float
+    ) -> tuple[FloatArray, FloatArray, FloatArray] | None:
+        """The steps' chain of alike prompts (`arrivals.steps_by_count`): the prompts a step
+        admits j, its length (t without prompts, v_bar plus tau per further prompt's token up to
+        the room) and the stationary pi_j; None where counts past CHAIN_STATES matter."""
+        pe = self.mean_pe
         z = max(self.ca2, 1.0)
         mu_top = lam * (v_bar + tau * room)
         # States: past the counts whose step still grows (the room's prompts, then L is flat and
@@ -1577,25 +1826,8 @@ class Engine:
         lengths[0] = t
         dist = steps_by_count(lam, lengths, z)
         if dist[-1] > CHAIN_FOLDED:  # counts past CHAIN_STATES matter: the passes' count stays
-            return pi, counts, 1.0
-        per_prompt = j[1:] * dist[1:]  # company k = j - 1 = 0, 1, ...
-        total = float(np.add.reduce(per_prompt))
-        if not (total > 0.0 and t_step > 0.0 and math.isfinite(t_step)):
-            return pi, counts, 1.0
-        per_prompt /= total
-        pi_new = beta * (1.0 - float(per_prompt[0])) + (1.0 - beta) * pi
-        if not pi_new > 0.0:
-            return pi, counts, 1.0
-        ratio = beta * float(dist @ lengths) / t_step + (1.0 - beta)
-        tail = per_prompt[1:]
-        top = int(np.flatnonzero(tail > CHAIN_NEGLIGIBLE * float(tail.max()))[-1]) + 1 if tail.size else 0
-        ks = j[1 : top + 1].tolist()
-        ps = (tail[:top] * (beta / pi_new)).tolist()
-        if beta < 1.0:  # the passes' count takes the rest
-            old_w = (1.0 - beta) * pi / pi_new
-            ks += counts[0]
-            ps += [old_w * p for p in counts[1]]
-        return pi_new, (ks, ps), ratio
+            return None
+        return j, lengths, dist
 
     def _company(
         self, x1: float, x2: float, counts: tuple[list[float], list[float]] | None
@@ -1782,6 +2014,10 @@ class Engine:
         if st.busy <= 0:
             return _ZERO, _ONE
         idle, classes = self._delay_classes(s, st)
+        exact = self._delay_chain(s, st, idle)
+        w_chain = self._chain_delay_weight(s) if exact is not None else 0.0
+        if exact is not None and w_chain >= 1.0:
+            return exact
         # Not queued beyond the next step, the company fits in that step (more is what the
         # queued branch counts): its cost is at most one full budget's prefill tokens, c B =
         # T_full - T_0 of an idle engine (fixed per engine like c, so a slice still never falls
@@ -1812,8 +2048,67 @@ class Engine:
         # In ascending order: TTFT's mixture adds them to each prompt's own time, so its rows
         # come sorted and the quantiles' sort of ~1,000 points merges runs (about a third cheaper).
         v = np.array(values)
+        pv = np.array(probs)
+        if exact is not None and w_chain > 0.0:  # in part (`_chain_delay_weight`): the two blended
+            v = np.concatenate((exact[0], v))
+            pv = np.concatenate((exact[1] * w_chain, pv * (1.0 - w_chain)))
         order = v.argsort(kind="stable")
-        return v[order], np.array(probs)[order]
+        return v[order], pv[order]
+
+    def _chain_delay_weight(self, s: State) -> float:
+        """How far D is `_delay_chain`'s: how far whole prompts share steps (`State.join_weight`),
+        fading out as arrivals get burstier, from c_a^2 = CHAIN_DELAY_CA2[0] to [1]. The chain
+        weighs the step under way by its length (a time average); bursts do not see time
+        averages (docs/latency.md, "Measured in session 18": at CV^2 4 47% of arrivals find a
+        mixed step that fills 24% of the time), so as bursts merge prompts into fewer, longer
+        steps its D would fall with burstiness (48-token prompts, MoE, H100: TTFT p99 -0.13% from
+        c_a^2 1 to 3.3). Validated at the trace's c_a^2 1.19 (docs/accuracy.md); the classes'
+        two lognormals (their company a gamma renewal count) take the bursts."""
+        lo, hi = CHAIN_DELAY_CA2
+        fade = min(max((hi - self.ca2) / (hi - lo), 0.0), 1.0)
+        return s.join_weight * fade
+
+    def _delay_chain(self, s: State, st: Steps, idle: float) -> tuple[FloatArray, FloatArray] | None:
+        """D where whole prompts share steps (`State.join_weight` > 0), over the steps' chain
+        itself (`_chain_company`: lengths L_j, stationary pi_j) rather than the classes' two
+        lognormals paired by rank: the step under way is the chain's, length-biased (pi_j L_j),
+        U uniform in its slices, and the prompts that arrived during it besides this one (the
+        count the next step admits, size-biased: Poisson(lam L_j), or for the chain's negative
+        binomial of r = lam L_j / (d - 1) trials, one of r + 1) each add a joiner's time Jc up to
+        the room's whole prompts (FIFO: those beyond wait for a later step). Given L_j the count
+        and U are independent (Poisson), so D's points are their products, not their ranks'
+        pairing, whose perfect correlation had spread D both ways: constant 1,155-token prompts,
+        H100, budget 8192, 90% load, D's median 25 ms against the simulator's 33 (TTFT minus the
+        prompt's own step), its 99th percentile 196 against 210. Busy share 1 - idle. None where
+        the chain is out."""
+        if not (s.join_weight > 0.0 and st.chain is not None):
+            return None
+        lengths, dist = st.chain
+        seen = dist * lengths
+        total = float(np.add.reduce(seen))
+        if not total > 0.0:
+            return None
+        seen *= (1.0 - idle) / total
+        keep = seen > DELAY_CHAIN_NEGLIGIBLE
+        ls, ws = lengths[keep], seen[keep]
+        ws *= (1.0 - idle) / float(np.add.reduce(ws))
+        jc = s.join_cost
+        room = self._room_after_tokens(s) / self.mean_pe  # whole prompts' room beside this one
+        # the last one in part (the step a full budget), or as far as the count reaches
+        cms = [company_count(self._k, s.lam, el, el * el) for el in ls.tolist()]
+        top = cms[-1]
+        reach = top.m1 + COUNT_REACH_SDS * math.sqrt(max(top.m2 - top.m1 * top.m1, 0.0)) + COUNT_REACH_SDS
+        fit = max(1, min(math.ceil(room), math.ceil(reach)))
+        k = np.arange(fit + 1, dtype=np.float64)
+        pk = np.empty((ls.size, fit + 1))
+        for i, cm in enumerate(cms):
+            pk[i] = _others_in_step(cm, fit, self._k == 1.0)
+        vals = ls[:, None, None] * _U_MIDS[None, :, None] + (jc * np.minimum(k, room))[None, None, :]
+        prob = ws[:, None, None] * np.asarray(_SLICE_P)[None, :, None] * pk[:, None, :]
+        v = np.concatenate((_ZERO, vals.ravel()))
+        p = np.concatenate(([idle], prob.ravel()))
+        order = v.argsort(kind="stable")
+        return v[order], p[order]
 
     def _company_slices(self, sigma: float, scale: float, cap: float) -> list[float]:
         """The company's cost given any, in the probability slices, for a prompt not queued
@@ -1846,6 +2141,8 @@ class Engine:
         class's top slice plus its company's top slice (capped), the same arithmetic."""
         if st.busy <= 0:
             return 0.0
+        if st.chain is not None and self._chain_delay_weight(s) > 0.0:  # `_delay_chain`'s points
+            return float(self._delay(s, st)[0][-1])
         cap = self._company_cap_s()
         top = 0.0
         for cl in self._delay_classes(s, st)[1]:
@@ -2383,7 +2680,16 @@ class Engine:
         rho = s.lam * q0
         w = self._merge_weight(rho)
         dw = gamma_wait_probability_slope(rho, self._k, w) if 0.0 < rho < 1.0 else 0.0
-        return (a1 - a0) * (1.0 - w) + w * (f1 - f0) + dw * s.lam * (q1 - q0) * (f0 - a0)
+        slope = (a1 - a0) * (1.0 - w) + w * (f1 - f0) + dw * s.lam * (q1 - q0) * (f0 - a0)
+        wj = s.join_weight
+        if wj > 0.0:  # whole prompts sharing steps: A + j (Jc - A), the chain's steps one decode longer
+            jc0 = s.join_cost
+            jc1 = self._join_cost_s(n1, n1 * cbar)
+            t1 = self._decode_step_s(s.n_dec + 1.0)
+            j1, _ = join_share(s.lam, t1, a1, jc1, max(self.ca2, 1.0))
+            shared = a1 + j1 * (jc1 - a1) - (a0 + s.joined * (jc0 - a0))
+            slope = wj * shared + (1.0 - wj) * slope
+        return slope
 
     def _decode_others(self, s: State) -> tuple[float, float] | None:
         """The other decodes in the decode-only steps a decoder sees, as a lognormal's mean and
