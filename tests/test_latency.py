@@ -776,8 +776,11 @@ def test_prompts_admitted_in_the_same_step_share_its_time() -> None:
     assert classes_mean == pytest.approx(expected, rel=1e-9)
     # Whole prompts sharing steps (join_weight 1), D is read over the steps' chain itself
     # (`Engine._delay_chain`): the step under way j with chance pi_j L_j (length-biased), U
-    # uniform, the others that arrived during it Poisson(20 L_j), each a joiner's Jc up to the
-    # room's (room / 1000 prompts): E[D] = sum_j w_j (L_j / 2 + Jc E[min(K_j, room / 1000)]).
+    # uniform, the K others that arrived during it Poisson(20 L_j). This prompt is at a uniform
+    # place among the K + 1 (FIFO); past the room's floor(R) + 1 places (R = room / 1000 whole
+    # prompts) it is pushed to a later step (the queued branch), else its step carries min(K, R)
+    # others, each a joiner's Jc: q = sum_j w_j E[max(K - floor(R), 0) / (K + 1)], and D given
+    # not pushed has mean sum_j w_j E[(1 - pushed)(L_j / 2 + Jc min(K, R))] / (1 - q / busy).
     assert state.join_weight == 1.0 and st.chain is not None
     lengths, dist = st.chain
     w = dist * lengths
@@ -786,8 +789,15 @@ def test_prompts_admitted_in_the_same_step_share_its_time() -> None:
     lengths, w = lengths[seen], w[seen] * (1.0 - idle_share) / w[seen].sum()
     room = eng._room_after_tokens(state) / 1000.0
     ks = np.arange(200.0)
-    company = [float(stats.poisson.pmf(ks, state.lam * el) @ np.minimum(ks, room)) for el in lengths]
-    chain_mean = float(w @ (0.5 * lengths + state.join_cost * np.array(company)))
+    pushed = np.maximum(ks - math.floor(room), 0.0) / (ks + 1.0)
+    pmf = np.array([stats.poisson.pmf(ks, state.lam * el) for el in lengths])
+    q_push = float(w @ (pmf @ pushed))
+    assert state.chain_push == pytest.approx(q_push, rel=1e-9) and 0.0 < q_push < 1e-3
+    stay = pmf * (1.0 - pushed)
+    chain_mean = float(
+        w @ (0.5 * lengths * stay.sum(axis=1) + state.join_cost * (stay @ np.minimum(ks, room)))
+    )
+    chain_mean /= 1.0 - q_push / (1.0 - idle_share)
     assert float(d @ p) == pytest.approx(chain_mean, rel=1e-9)
     assert float(p.sum()) == pytest.approx(1.0, rel=1e-12)
     # More load: more company, never a shorter p99.

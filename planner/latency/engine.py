@@ -197,6 +197,7 @@ class State:
     join_weight: float = 0.0  # how far whole prompts share steps (`Engine._shared_rate`; 0: they do not)
     join_cost: float = 0.0  # a further whole prompt's time in a step with one (Jc)
     joined: float = 0.0  # the share of prompts that join a step another opened (j)
+    chain_push: float | None = None  # `Engine._delay_chain`: prompts pushed past their step (lazily)
 
 
 class Steps(NamedTuple):
@@ -1870,8 +1871,12 @@ class Engine:
         if s.ttft_mix is not None:
             return s.ttft_mix
         st = self._steps(s)
-        q = st.backlog if st.backlog >= QUEUED_MIN else 0.0
         delay, dprob = self._delay(s, st)
+        q = st.backlog
+        if s.chain_push is not None:  # D over the steps' chain: its pushed prompts are the queued
+            wc = self._chain_delay_weight(s)
+            q = wc * s.chain_push + (1.0 - wc) * q
+        q = q if q >= QUEUED_MIN else 0.0
         own = self._own_ttft_s(s)
         size = own.size * delay.size
         n_all = size + own.size if q > 0 else size
@@ -2071,16 +2076,18 @@ class Engine:
     def _delay_chain(self, s: State, st: Steps, idle: float) -> tuple[FloatArray, FloatArray] | None:
         """D where whole prompts share steps (`State.join_weight` > 0), over the steps' chain
         itself (`_chain_company`: lengths L_j, stationary pi_j) rather than the classes' two
-        lognormals paired by rank: the step under way is the chain's, length-biased (pi_j L_j),
-        U uniform in its slices, and the prompts that arrived during it besides this one (the
-        count the next step admits, size-biased: Poisson(lam L_j), or for the chain's negative
-        binomial of r = lam L_j / (d - 1) trials, one of r + 1) each add a joiner's time Jc up to
-        the room's whole prompts (FIFO: those beyond wait for a later step). Given L_j the count
-        and U are independent (Poisson), so D's points are their products, not their ranks'
-        pairing, whose perfect correlation had spread D both ways: constant 1,155-token prompts,
-        H100, budget 8192, 90% load, D's median 25 ms against the simulator's 33 (TTFT minus the
-        prompt's own step), its 99th percentile 196 against 210. Busy share 1 - idle. None where
-        the chain is out."""
+        lognormals paired by rank: the step under way is the chain's state j, length-biased
+        (pi_j L_j), U uniform in its slices, and the K others that arrived during it (the gamma
+        renewal count around an arrival at L_j, `_others_in_step`) each add a joiner's time Jc
+        up to the room's R whole prompts (the last in part: the step a full budget). FIFO puts
+        this prompt at a uniform place among the K + 1: past the room's floor(R) + 1 places
+        (chance max(K - floor(R), 0) / (K + 1)) it is pushed to a later step, the queued branch
+        (`State.chain_push`, `_ttft_mixture`); D is given it is not. Given L_j, K and U are
+        independent (Poisson), so D's points are their products, not their ranks' pairing,
+        whose perfect correlation had spread D both ways: constant 1,155-token prompts, H100,
+        budget 8192, 90% load, D's median 25 ms against the simulator's 33 (TTFT minus the
+        prompt's own step), its 99th percentile 196 against 210. Busy share 1 - idle. None
+        where the chain is out."""
         if not (s.join_weight > 0.0 and st.chain is not None):
             return None
         lengths, dist = st.chain
@@ -2092,19 +2099,27 @@ class Engine:
         keep = seen > DELAY_CHAIN_NEGLIGIBLE
         ls, ws = lengths[keep], seen[keep]
         ws *= (1.0 - idle) / float(np.add.reduce(ws))
-        jc = s.join_cost
         room = self._room_after_tokens(s) / self.mean_pe  # whole prompts' room beside this one
-        # the last one in part (the step a full budget), or as far as the count reaches
         cms = [company_count(self._k, s.lam, el, el * el) for el in ls.tolist()]
-        top = cms[-1]
+        top = cms[-1]  # the longest step's count reaches furthest
         reach = top.m1 + COUNT_REACH_SDS * math.sqrt(max(top.m2 - top.m1 * top.m1, 0.0)) + COUNT_REACH_SDS
-        fit = max(1, min(math.ceil(room), math.ceil(reach)))
-        k = np.arange(fit + 1, dtype=np.float64)
-        pk = np.empty((ls.size, fit + 1))
-        for i, cm in enumerate(cms):
-            pk[i] = _others_in_step(cm, fit, self._k == 1.0)
-        vals = ls[:, None, None] * _U_MIDS[None, :, None] + (jc * np.minimum(k, room))[None, None, :]
-        prob = ws[:, None, None] * np.asarray(_SLICE_P)[None, :, None] * pk[:, None, :]
+        k_max = max(1, min(math.ceil(reach), CHAIN_STATES * 4))
+        ks = np.arange(k_max + 1, dtype=np.float64)
+        pushed = np.maximum(ks - math.floor(room), 0.0) / (ks + 1.0)
+        pk = np.array([_others_in_step(cm, k_max, self._k == 1.0) for cm in cms])  # (J, K)
+        s.chain_push = float(ws @ (pk @ pushed))
+        # not pushed: the company is min(K, R); counts past ceil(R) cost the same, lumped there
+        stay = pk * (1.0 - pushed)
+        fit = min(math.ceil(room), k_max)
+        if fit < k_max:
+            stay[:, fit] += stay[:, fit + 1 :].sum(axis=1)
+            stay = stay[:, : fit + 1]
+        stay *= 1.0 / max(1.0 - s.chain_push / max(1.0 - idle, 1e-300), 1e-300)  # given not pushed
+        vals = (
+            ls[:, None, None] * _U_MIDS[None, :, None]
+            + (s.join_cost * np.minimum(ks[: fit + 1], room))[None, None, :]
+        )
+        prob = ws[:, None, None] * np.asarray(_SLICE_P)[None, :, None] * stay[:, None, :]
         v = np.concatenate((_ZERO, vals.ravel()))
         p = np.concatenate(([idle], prob.ravel()))
         order = v.argsort(kind="stable")
