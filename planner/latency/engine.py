@@ -2100,7 +2100,11 @@ class Engine:
         ls, ws = lengths[keep], seen[keep]
         ws *= (1.0 - idle) / float(np.add.reduce(ws))
         room = self._room_after_tokens(s) / self.mean_pe  # whole prompts' room beside this one
-        cms = [company_count(self._k, s.lam, el, el * el) for el in ls.tolist()]
+        by_length: dict[float, CountMoments] = {}  # the chain's states past the room share a length
+        cms = [
+            by_length.get(el) or by_length.setdefault(el, company_count(self._k, s.lam, el, el * el))
+            for el in ls.tolist()
+        ]
         top = cms[-1]  # the longest step's count reaches furthest
         reach = top.m1 + COUNT_REACH_SDS * math.sqrt(max(top.m2 - top.m1 * top.m1, 0.0)) + COUNT_REACH_SDS
         k_max = max(1, min(math.ceil(reach), CHAIN_STATES * 4))
