@@ -197,7 +197,8 @@ def steps_by_count(rate: float, lengths_s: np.ndarray, dispersion: float) -> np.
 
 
 JOIN_PASSES = 100  # Illinois steps of `join_share`'s fixed point (converges in ~10; bounded)
-JOIN_HINT_WIDTH = 1e-3  # `join_share`'s first bracket around a hint, widened 16-fold (<= 5 times)
+JOIN_HINT_WIDTH = 1e-3  # `join_share`'s first bracket around a hint, widened 16-fold ...
+JOIN_HINT_WIDENINGS = 4  # ... at most this many times (then [0, 1])
 
 
 def join_share(
@@ -224,10 +225,10 @@ def join_share(
     J - 1 given J >= 1 read as a negative binomial of its two moments. That p0 is the root of a
     falling map's fixed point in [0, 1] (regula falsi, Illinois). Against the chain's stationary
     vector (`steps_by_count`, no room cap) j is within 0.001 up to rate Jc = 0.6 and 0.004 up
-    to 0.85 at dispersion 1-4 (tests/test_latency_shared.py). At
-    rate Jc >= 1 the steps grow without bound and every prompt but the first joins: (1, 0).
-    `p0_hint`: a nearby call's P(J = 0), to start from a narrow bracket around it (widened
-    until it straddles the root; the same root)."""
+    to 0.85 at dispersion 1-4 (tests/test_latency_shared.py). At rate Jc >= 1 the steps grow
+    without bound and every prompt but the first joins: (1, 0). `p0_hint`: a nearby call's
+    P(J = 0), to start from a narrow bracket around it (widened until it straddles the root;
+    the same root)."""
     t, a, jc = decode_step_s, opener_s, joiner_s
     if not (rate > 0.0 and t >= 0.0 and jc > 0.0):
         return 0.0, 1.0
@@ -262,15 +263,17 @@ def join_share(
         return mixed / (1.0 - idle + mixed) - p0
 
     lo, hi = 0.0, 1.0
+    f_lo = f_hi = math.nan
     if p0_hint is not None and 0.0 < p0_hint < 1.0:  # a narrow bracket, widened until it straddles
         width = JOIN_HINT_WIDTH
-        while True:
+        for _ in range(JOIN_HINT_WIDENINGS):
             lo, hi = max(p0_hint - width, 0.0), min(p0_hint + width, 1.0)
             f_lo, f_hi = gap(lo), gap(hi)
-            if (f_lo > 0.0 > f_hi) or (lo == 0.0 and hi == 1.0):
+            if f_lo > 0.0 > f_hi:
                 break
             width *= 16.0
-    else:
+    if not f_lo > 0.0 > f_hi:
+        lo, hi = 0.0, 1.0
         f_lo, f_hi = gap(lo), gap(hi)
     p0 = hi if f_hi >= 0.0 else lo
     if f_lo > 0.0 > f_hi:
