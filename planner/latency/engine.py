@@ -606,6 +606,9 @@ class Engine:
         )
         self._unshared = False
         self._p0_mean = float(self.pw @ self.p0)
+        self._dispersion = max(self.ca2, 1.0)  # the steps' chain's count: Poisson or NB (`steps_by_count`)
+        lo, hi = CHAIN_DELAY_CA2
+        self._chain_fade = min(max((hi - self.ca2) / (hi - lo), 0.0), 1.0)  # `_chain_delay_weight`
         self._g = np.arange(CHUNK_GROUPS, dtype=np.float64)
         self._ones = np.ones((self.pe.size, 1))
         self._p0_col = self.p0[:, None]
@@ -626,9 +629,8 @@ class Engine:
         """The budget beside a prompt's mean last chunk with no decodes (`_room_after_tokens` at
         n = 0): the most room a step ever has for further whole prompts."""
         s_own = min(self.budget, self.threshold) if self.threshold > 0 else self.budget
-        s_own = max(s_own, 1.0)
-        k = np.maximum(np.ceil(self.pe / s_own - 1e-9), 1.0)
-        return self.budget - (self.mean_pe - (float(self.pw @ k) - 1.0) * s_own)
+        k = np.maximum(np.ceil(self.pe / max(s_own, 1.0) - 1e-9), 1.0)
+        return self._room_beside(self.budget, float(self.pw @ k), s_own)
 
     # ---- one concurrency (hot path) -------------------------------------------------------------
 
@@ -709,8 +711,7 @@ class Engine:
         busy = lam * (own_delta + self._merge_weight(rho) * (fluid - own_delta))
         wj = jc = joined = 0.0
         if self._shares and not self._unshared and lam > 0.0 and math.isfinite(lam):
-            room = s_f1 - (self.mean_pe - (mean_k - 1.0) * s_o1)  # `_room_after_tokens`
-            wj = self.atom_weight * _room_for_more(max(room, 0.0), self.mean_pe)
+            wj = self.atom_weight * _room_for_more(self._room_beside(s_f, mean_k, s_own), self.mean_pe)
             if wj > 0.0:
                 jc = self._join_cost_s(n_arr, ctx)
                 lam, busy, joined = self._shared_rate(n, lam, q, own_delta, fluid, t_dec, jc, wj)
@@ -748,7 +749,7 @@ class Engine:
         the steps' chain's share of joiners (`arrivals.join_share`, started from `hint`, its
         P(J = 0) at a nearby rate); blended by wj with the unshared form A + w(rho)(F - A)
         (`_merge_weight`)."""
-        j, p0 = join_share(lam, t_dec, a, jc, max(self.ca2, 1.0), hint)
+        j, p0 = join_share(lam, t_dec, a, jc, self._dispersion, hint)
         cost = a + j * (jc - a)
         if wj < 1.0:
             cost = wj * cost + (1.0 - wj) * (a + self._merge_weight(lam * q) * (f - a))
@@ -1577,21 +1578,20 @@ class Engine:
                     parts_v.append(np.array([full_step]))
                     parts_r.append(np.array([rb]))
                 mix_v, mix_r = np.concatenate(parts_v), np.concatenate(parts_r)
-        if atoms and pi > 0.0 and counts is not None:
-            # alike prompts: their count per step as the steps' chain sets it (`_chain_company`)
+        # Alike prompts: their count per step as the steps' chain sets it (`_chain_company`);
+        # without company in the passes D still reads the chain where whole prompts share steps.
+        chain_ratio, chain = 1.0, None
+        if atoms and ((pi > 0.0 and counts is not None) or s.join_weight > 0.0):
             wl_sum = float(np.add.reduce(w_last))
             v_bar = float(w_last @ vl) / wl_sum if wl_sum > 0.0 else float(vl[0])
             room_c = self._room_after_tokens(s)
-            pi, counts, chain_ratio, chain = self._chain_company(
-                lam, t, v_bar, tau, room_c, pi, counts, s.t_step
-            )
-            x, xp = self._company(x1, x2, counts)
-        else:
-            chain_ratio, chain = 1.0, None
-            if atoms and s.join_weight > 0.0:  # no company in the passes: D still reads the chain
-                wl_sum = float(np.add.reduce(w_last))
-                v_bar = float(w_last @ vl) / wl_sum if wl_sum > 0.0 else float(vl[0])
-                steps = self._chain_steps(lam, t, v_bar, tau, self._room_after_tokens(s))
+            if pi > 0.0 and counts is not None:
+                pi, counts, chain_ratio, chain = self._chain_company(
+                    lam, t, v_bar, tau, room_c, pi, counts, s.t_step
+                )
+                x, xp = self._company(x1, x2, counts)
+            else:
+                steps = self._chain_steps(lam, t, v_bar, tau, room_c)
                 chain = None if steps is None else (steps[1], steps[2])
         # The mix itself, for ITL's quantiles (the last pass): last chunks alone, full chunks,
         # last chunks with each company slice (timed exactly), the backlog's full steps.
@@ -1809,7 +1809,7 @@ class Engine:
         admits j, its length (t without prompts, v_bar plus tau per further prompt's token up to
         the room) and the stationary pi_j; None where counts past CHAIN_STATES matter."""
         pe = self.mean_pe
-        z = max(self.ca2, 1.0)
+        z = self._dispersion
         mu_top = lam * (v_bar + tau * room)
         # States: past the counts whose step still grows (the room's prompts, then L is flat and
         # the last state's lumped counts change nothing after them), and the count's reach: its
@@ -2019,8 +2019,8 @@ class Engine:
         if st.busy <= 0:
             return _ZERO, _ONE
         idle, classes = self._delay_classes(s, st)
-        exact = self._delay_chain(s, st, idle)
-        w_chain = self._chain_delay_weight(s) if exact is not None else 0.0
+        w_chain = self._chain_delay_weight(s)
+        exact = self._delay_chain(s, st, idle) if w_chain > 0.0 else None
         if exact is not None and w_chain >= 1.0:
             return exact
         # Not queued beyond the next step, the company fits in that step (more is what the
@@ -2069,9 +2069,7 @@ class Engine:
         steps its D would fall with burstiness (48-token prompts, MoE, H100: TTFT p99 -0.13% from
         c_a^2 1 to 3.3). Validated at the trace's c_a^2 1.19 (docs/accuracy.md); the classes'
         two lognormals (their company a gamma renewal count) take the bursts."""
-        lo, hi = CHAIN_DELAY_CA2
-        fade = min(max((hi - self.ca2) / (hi - lo), 0.0), 1.0)
-        return s.join_weight * fade
+        return s.join_weight * self._chain_fade
 
     def _delay_chain(self, s: State, st: Steps, idle: float) -> tuple[FloatArray, FloatArray] | None:
         """D where whole prompts share steps (`State.join_weight` > 0), over the steps' chain
@@ -2100,17 +2098,16 @@ class Engine:
         ls, ws = lengths[keep], seen[keep]
         ws *= (1.0 - idle) / float(np.add.reduce(ws))
         room = self._room_after_tokens(s) / self.mean_pe  # whole prompts' room beside this one
-        by_length: dict[float, CountMoments] = {}  # the chain's states past the room share a length
-        cms = [
-            by_length.get(el) or by_length.setdefault(el, company_count(self._k, s.lam, el, el * el))
-            for el in ls.tolist()
-        ]
-        top = cms[-1]  # the longest step's count reaches furthest
+        lens = ls.tolist()
+        # one count per distinct length (the chain's states past the room share the full step's)
+        counts = {el: company_count(self._k, s.lam, el, el * el) for el in lens}
+        top = counts[lens[-1]]  # the longest step's count reaches furthest
         reach = top.m1 + COUNT_REACH_SDS * math.sqrt(max(top.m2 - top.m1 * top.m1, 0.0)) + COUNT_REACH_SDS
         k_max = max(1, min(math.ceil(reach), CHAIN_STATES * 4))
         ks = np.arange(k_max + 1, dtype=np.float64)
         pushed = np.maximum(ks - math.floor(room), 0.0) / (ks + 1.0)
-        pk = np.array([_others_in_step(cm, k_max, self._k == 1.0) for cm in cms])  # (J, K)
+        rows = {el: _others_in_step(cm, k_max, self._k == 1.0) for el, cm in counts.items()}
+        pk = np.array([rows[el] for el in lens])  # (J, K)
         s.chain_push = float(ws @ (pk @ pushed))
         # not pushed: the company is min(K, R); counts past ceil(R) cost the same, lumped there
         stay = pk * (1.0 - pushed)
@@ -2303,7 +2300,12 @@ class Engine:
     def _room_after_tokens(self, s: State) -> float:
         """The budget left beside a prompt's last chunk, s_f - r (r the mean last chunk): what
         the prompts that arrive after it during the step under way can fill of its step."""
-        return max(max(s.share_full, 1.0) - self._mean_last_chunk(s), 0.0)
+        return self._room_beside(s.share_full, s.mean_chunks, s.share_own)
+
+    def _room_beside(self, share_full: float, mean_chunks: float, share_own: float) -> float:
+        """`_room_after_tokens` from its parts (`_build_state` and `_room_at_rest` have no
+        state yet)."""
+        return max(max(share_full, 1.0) - (self.mean_pe - (mean_chunks - 1.0) * max(share_own, 1.0)), 0.0)
 
     def _service_shape(self) -> ServiceShape:
         """The prefill queue's service X_i per prompt of the support, c_s^2 = Var X / E[X]^2 and
@@ -2705,7 +2707,7 @@ class Engine:
             jc0 = s.join_cost
             jc1 = self._join_cost_s(n1, n1 * cbar)
             t1 = self._decode_step_s(s.n_dec + 1.0)
-            j1, _ = join_share(s.lam, t1, a1, jc1, max(self.ca2, 1.0))
+            j1, _ = join_share(s.lam, t1, a1, jc1, self._dispersion)
             shared = a1 + j1 * (jc1 - a1) - (a0 + s.joined * (jc0 - a0))
             slope = wj * shared + (1.0 - wj) * slope
         return slope
