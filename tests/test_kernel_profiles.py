@@ -292,7 +292,8 @@ def test_shipped_profile_is_the_refit_plus_engine_cost(
     assert builtin_calibrated(gpu) == shipped
     fresh = kernel_fits[gpu].profile
     for k in PARAMS:
-        assert getattr(shipped, k) == pytest.approx(getattr(fresh, k), rel=1e-6), k
+        # abs: a parameter fitted to its bound (0) comes back as ~1e-11 or ~1e-22 by SciPy release
+        assert getattr(shipped, k) == pytest.approx(getattr(fresh, k), rel=1e-6, abs=1e-9), k
     engine = tool.engine_cost(_serving(), {g: kernel_fits[g].profile for g in SHIPPED}).seconds
     assert shipped.step_overhead_s == pytest.approx(fresh.step_overhead_s + engine, rel=1e-6)
     assert shipped.name == f"{gpu}-aiconfigurator-vllm" and shipped.gpu == gpu

@@ -47,6 +47,8 @@ SHORT_PROMPT = 512
 SHORT_ANSWER = 32
 ITL_DIP_SHORT = 2e-1
 TTFT_DIP_SHORT = 5e-2
+BURST_DIP = 1e-3
+BURST_DIP_SHORT = 5e-3
 
 
 def _mean_tokens(lengths: dict[str, Any]) -> float:
@@ -199,7 +201,11 @@ def test_more_burstiness_never_lowers_ttft_p99(
         # dips of ~1e-4 seen, e.g. 1-token prompts mixed with 1,470-token ones at 6% load); for MoE
         # models the mean step in progress can also shrink by ~1e-6 (a burstier batch spreads over
         # more experts per step). Both far below anything a plan could notice.
-        assert cur >= prev * (1 - 1e-3), f"burstiness {k}: TTFT p99 {cur} < {prev}"
+        # Short workloads dip more (docs/latency.md, "Approximations": 1-token prompts with
+        # 2-token answers on an MoE model read -0.23% from c_a^2 3.3 to 20).
+        short = _mean_tokens(prompts) < SHORT_PROMPT or _mean_tokens(outputs) < SHORT_ANSWER
+        dip = BURST_DIP_SHORT if short else BURST_DIP
+        assert cur >= prev * (1 - dip), f"burstiness {k}: TTFT p99 {cur} < {prev}"
         prev = cur
 
 

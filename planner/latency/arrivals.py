@@ -109,8 +109,11 @@ def company_count(k: float, rate: float, mean_s: float, second_s2: float) -> Cou
     p = special.gammainc(a[:, None], x * _U[None, :])  # P(N_b >= j | U) by node
     e_b = w @ p  # E[N_b | U] at each node; E[N_f | U] is the mirrored node's
     alone = 1.0 - p[0]
+    # P(K >= 1) <= E[K] (Markov): where the terms underflow to a zero mean, rounding must not
+    # leave a positive chance of company with none expected.
+    m1 = 2.0 * float(w @ over_u)
     return CountMoments(
-        1.0 - float(_W @ (alone * alone[::-1])),
+        min(1.0 - float(_W @ (alone * alone[::-1])), m1),
         float(over_u[0]),
         float(w @ over_u),
         float((w * (2.0 * j - 1.0)) @ over_u) + var_l / 3.0,
