@@ -5,9 +5,12 @@ forecast (docs/plan.md).
     report = plan(yaml.safe_load(open("examples/chat.yaml")), base_dir="examples")
 
 Modules: request (the schema), capacity (one configuration -> requests/s within the SLOs),
-pool (many, on the cores), memo (answers remembered across plans), search (which configurations to ask), solve (the MILP's data and
-exact single-configuration costs), explain (infeasible answers), verify (the simulator),
-run (the pipeline and the report), report (the report's schema).
+pool (many, on the cores), memo (answers remembered across plans), search (which configurations
+to ask), split (capacities for a bursty stream split over replicas), solve (the MILP's data and
+exact single-configuration costs), run (the pipeline), planning (what every part of the answer
+reads), flags (the vLLM flags), peak (the peak bucket's operating points), alternatives,
+warn (warnings), infeasible and explain (answers without a plan), verify (the simulator),
+report (the report's schema).
 """
 
 from planner.plan.report import PlanReport
