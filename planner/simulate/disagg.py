@@ -20,14 +20,15 @@ other: the prefill pool on the arrivals, then the decode pool on the hand-off ti
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from planner.costmodel.timer import StepTimer
 from planner.errors import InvalidInput
 from planner.scheduler_config import SchedulerConfig
-from planner.simulate.metrics import MinuteAccumulator, MinuteTotals, SimResult
+from planner.simulate.metrics import FloatArray, MinuteAccumulator, MinuteTotals, SimResult
 from planner.simulate.pool import (
     Feed,
     build_result,
@@ -50,6 +51,16 @@ def transfer_s_per_token(kv_bytes_per_token: float, link_bytes_per_s: float) -> 
     if not kv_bytes_per_token >= 0:
         raise InvalidInput("kv_bytes_per_token", f"must be >= 0, got {kv_bytes_per_token}")
     return kv_bytes_per_token / link_bytes_per_s
+
+
+@dataclass(frozen=True)
+class PoolPart:
+    """Replicas of one configuration in a pool: a pool may hold several (two GPU types, say),
+    routed by an `Assigned` router (planner/simulate/router.py)."""
+
+    timer: StepTimer
+    config: SchedulerConfig
+    replicas: int
 
 
 def simulate_disaggregated(
@@ -75,14 +86,56 @@ def simulate_disaggregated(
     for name, v in (("prefill_replicas", prefill_replicas), ("decode_replicas", decode_replicas)):
         if v < 1:
             raise InvalidInput(name, f"must be >= 1, got {v}")
-    if not callable(kv_transfer) and not (math.isfinite(kv_transfer) and kv_transfer >= 0):
+    return simulate_pools(
+        requests,
+        [PoolPart(prefill_timer, prefill_config, prefill_replicas)],
+        [PoolPart(decode_timer, decode_config, decode_replicas)],
+        kv_transfer=kv_transfer,
+        prefill_router=prefill_router,
+        decode_router=decode_router,
+        slo=slo,
+        fast_forward=fast_forward,
+        step_trace=step_trace,
+        request_overhead_s=request_overhead_s,
+    )
+
+
+def simulate_pools(
+    requests: RequestsLike | RequestStream,
+    prefill_pool: Sequence[PoolPart],
+    decode_pool: Sequence[PoolPart],
+    *,
+    kv_transfer: float | Callable[[int], float] | FloatArray = 0.0,
+    prefill_router: str | Router = "round_robin",
+    decode_router: str | Router = "round_robin",
+    slo: Slo | None = None,
+    fast_forward: bool = True,
+    step_trace: list[StepTrace] | None = None,
+    request_overhead_s: float = 0.0,
+) -> SimResult:
+    """`simulate_disaggregated` with pools of one or more parts (engines: the parts' replicas
+    in order). `kv_transfer` may also be an array: each request's hand-off seconds, by request
+    id (where the transfer depends on the prefill part that served it)."""
+    for name, parts in (("prefill_pool", prefill_pool), ("decode_pool", decode_pool)):
+        if not parts or min(p.replicas for p in parts) < 1:
+            raise InvalidInput(name, "every part needs at least one replica")
+    if isinstance(kv_transfer, np.ndarray):
+        if not (
+            np.all(np.isfinite(kv_transfer)) and (kv_transfer.size == 0 or float(kv_transfer.min()) >= 0)
+        ):
+            raise InvalidInput("kv_transfer", "per-request seconds must be finite and >= 0")
+    elif not callable(kv_transfer) and not (math.isfinite(kv_transfer) and kv_transfer >= 0):
         raise InvalidInput("kv_transfer", f"must be >= 0 seconds per token, got {kv_transfer}")
     reqs = requests.collect() if isinstance(requests, RequestStream) else as_request_arrays(requests)
-    reqs, _ = within_context(reqs, decode_config.max_model_len)  # the decode pool's outputs too
+    # the decode pool's outputs too
+    reqs, _ = within_context(reqs, min(p.config.max_model_len for p in decode_pool))
     n = len(reqs)
     prompt = reqs.prompt_tokens
-    feed = Feed(reqs, prefill_config, lambda p, o: p)
-    check_fits(np.arange(n), prompt + reqs.output_tokens - 1, decode_config)
+    feed = Feed(reqs, prefill_pool[0].config, lambda p, o: p)
+    for part in prefill_pool[1:]:
+        check_fits(np.arange(n), prompt, part.config)
+    for part in decode_pool:
+        check_fits(np.arange(n), prompt + reqs.output_tokens - 1, part.config)
     origin = feed.origin_s
     budget = EventBudget()
     totals = MinuteTotals(origin)
@@ -90,19 +143,7 @@ def simulate_disaggregated(
     # Prefill pool. A prefill replica's completion is the end of the prompt, not of the request:
     # its completions are not counted.
     p_table = RequestTable(n)
-    p_engines = [
-        Engine(
-            prefill_config,
-            prefill_timer,
-            p_table,
-            MinuteAccumulator(origin),
-            fast_forward,
-            i,
-            step_trace,
-            budget,
-        )
-        for i in range(prefill_replicas)
-    ]
+    p_engines = _engines(prefill_pool, p_table, origin, fast_forward, 0, step_trace, budget)
 
     def prefill(rid: int, prompt: int, output: int, t: float) -> None:
         p_table.add(rid, prompt, 1)
@@ -112,7 +153,13 @@ def simulate_disaggregated(
 
     # Hand-off.
     prefilled = times_of(p_table.finish)
-    if callable(kv_transfer):
+    if isinstance(kv_transfer, np.ndarray):
+        if kv_transfer.shape != (n,):
+            raise InvalidInput(
+                "kv_transfer", f"give one hand-off time per request ({n}), got {kv_transfer.shape}"
+            )
+        xfer = kv_transfer.astype(np.float64)
+    elif callable(kv_transfer):
         xfer = np.asarray([float(kv_transfer(p)) for p in prompt.tolist()], dtype=np.float64)
         if n and not (np.all(np.isfinite(xfer)) and float(xfer.min()) >= 0.0):
             raise InvalidInput("kv_transfer", "the callable must return finite seconds >= 0")
@@ -126,19 +173,7 @@ def simulate_disaggregated(
 
     # Decode pool: requests arrive with their prompt computed and one token out.
     d_table = RequestTable(n)
-    d_engines = [
-        Engine(
-            decode_config,
-            decode_timer,
-            d_table,
-            MinuteAccumulator(origin),
-            fast_forward,
-            prefill_replicas + i,
-            step_trace,
-            budget,
-        )
-        for i in range(decode_replicas)
-    ]
+    d_engines = _engines(decode_pool, d_table, origin, fast_forward, len(p_engines), step_trace, budget)
 
     def decode(rid: int, prompt: int, output: int, t: float) -> None:
         d_table.add(rid, prompt, output, prompt, 1, t)
@@ -167,3 +202,31 @@ def simulate_disaggregated(
         slo,
         request_overhead_s,
     )
+
+
+def _engines(
+    parts: Sequence[PoolPart],
+    table: RequestTable,
+    origin: float,
+    fast_forward: bool,
+    first: int,
+    step_trace: list[StepTrace] | None,
+    budget: EventBudget,
+) -> list[Engine]:
+    """The pool's engines, the parts' replicas in order, numbered from `first`."""
+    out: list[Engine] = []
+    for part in parts:
+        for _ in range(part.replicas):
+            out.append(
+                Engine(
+                    part.config,
+                    part.timer,
+                    table,
+                    MinuteAccumulator(origin),
+                    fast_forward,
+                    first + len(out),
+                    step_trace,
+                    budget,
+                )
+            )
+    return out

@@ -6,6 +6,9 @@ import sys
 from collections.abc import Sequence
 from typing import Protocol
 
+import numpy as np
+import numpy.typing as npt
+
 from planner.errors import InvalidInput
 from planner.simulate.scheduler import Engine
 
@@ -97,3 +100,48 @@ def make_router(policy: str | Router, field: str = "router") -> Router:
     if policy == "least_outstanding_tokens":
         return LeastOutstandingTokens()
     raise InvalidInput(field, f"unknown policy {policy!r}; expected one of {', '.join(ROUTER_POLICIES)}")
+
+
+# --- weighted routing: a gateway's weighted backends, a proxy's pick among configurations --------
+
+MAX_PARTS = 1_000  # parts one draw may split a stream over
+
+
+def draw_parts(count: int, weights: Sequence[float], seed: Sequence[int]) -> npt.NDArray[np.int64]:
+    """The part each of `count` requests goes to: part k with probability weights[k] / sum, drawn
+    independently per request (a gateway's weighted backends, Gateway API HTTPRoute `weight`,
+    pick at random per request), from a generator seeded with `seed`. Same arguments, same
+    draw. A part of weight 0 gets nothing."""
+    w = np.asarray(weights, dtype=np.float64)
+    if not 1 <= w.size <= MAX_PARTS:
+        raise InvalidInput("weights", f"give 1 .. {MAX_PARTS} parts, got {w.size}")
+    if not (np.all(np.isfinite(w)) and float(w.min()) >= 0.0 and float(w.sum()) > 0.0):
+        raise InvalidInput("weights", "must be finite, >= 0, and not all 0")
+    if count < 0:
+        raise InvalidInput("count", f"must be >= 0, got {count}")
+    edges = np.cumsum(w / w.sum())
+    u = np.random.default_rng(list(seed)).random(count)
+    # u < edges[k] first at part k; the last edge may round below 1: clip into range, onto the
+    # last part of positive weight.
+    last = int(np.flatnonzero(w > 0)[-1])
+    return np.minimum(np.searchsorted(edges, u, side="right"), last).astype(np.int64)
+
+
+class Assigned:
+    """Each request to the part drawn for it beforehand (`draw_parts`), round robin over that
+    part's replicas: a pool made of several configurations (e.g. two GPU types) behind a router
+    that splits by weight. The pool's engines are the parts' replicas in order."""
+
+    def __init__(self, part_of_request: npt.NDArray[np.int64], replicas: Sequence[int]) -> None:
+        if not replicas or min(replicas) < 1:
+            raise InvalidInput("replicas", "every part needs at least one replica")
+        self._part = part_of_request
+        self._replicas = list(replicas)
+        self._first = [0, *np.cumsum(self._replicas)[:-1].tolist()]
+        self._next = [0] * len(self._replicas)
+
+    def pick(self, engines: Sequence[Engine], rid: int, t: float) -> int:
+        k = int(self._part[rid])
+        i = self._next[k]
+        self._next[k] = (i + 1) % self._replicas[k]
+        return self._first[k] + i
