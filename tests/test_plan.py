@@ -418,12 +418,15 @@ def test_model_that_fits_nowhere() -> None:
 # --- verification, examples, schema ---------------------------------------------------------------
 
 
-def test_verify_simulates_the_peak() -> None:
+def test_verify_simulates_every_part() -> None:
+    """One bucket, one deployment: one group at bucket 0 (tests/test_plan_verify.py has the rest)."""
     rep = run(_with_rate(5.0), verify=True)
     sim = rep.simulated
     assert sim is not None and sim.requests >= 2000
     assert sim.ttft_p99_ms is not None and sim.itl_p99_ms is not None
     assert sim.slo_met == (sim.ttft_p99_ms <= 500 and sim.itl_p99_ms <= 50)
+    (g,) = sim.groups
+    assert g.bucket == 0 and g.deployments == [d.id for d in rep.deployments] and g.requests == sim.requests
 
 
 PLAN_EXAMPLES = [
@@ -458,7 +461,13 @@ SCHEMA_FIELDS = {
         "binding_limit", "usd_per_gpu_hour", "profile", "at_peak",
     ],
     "Predicted": ["requests_per_s", "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "e2e_p99_ms"],
-    "Simulated": ["requests", "seed", "ttft_p99_ms", "itl_p99_ms", "slo_met"],
+    "Simulated": ["requests", "seed", "ttft_p99_ms", "itl_p99_ms", "slo_met", "groups"],
+    "SimulatedGroup": [
+        "deployments", "replicas", "bucket", "bucket_requests_per_s", "requests_per_s", "predicted_slo_fraction",
+        "requests", "ttft_p50_ms", "ttft_p90_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p90_ms", "itl_p99_ms",
+        "e2e_p99_ms", "predicted_ttft_p50_ms", "predicted_ttft_p99_ms", "predicted_itl_p50_ms",
+        "predicted_itl_p99_ms", "predicted_e2e_p99_ms", "slo_met",
+    ],
     "Alternative": [
         "kind", "label", "feasible", "usd_per_month", "usd_per_hour_peak", "delta_usd_per_month",
         "delta_fraction", "gpu_count_peak", "deployments", "reason",

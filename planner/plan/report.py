@@ -112,14 +112,46 @@ class Predicted(_Report):
     e2e_p99_ms: float | None
 
 
+class SimulatedGroup(_Report):
+    """`--verify`: one part of the plan that serves its own share of the traffic (a colocated
+    deployment, or the prefill and decode pools together) at the bucket it is checked at: the
+    one where the latency model's p99s are worst against the targets (docs/plan.md). `requests`
+    of that bucket's stream, split at random by the plan's shares, reach this part; the
+    simulated latencies include vLLM's front end (the profile's `request_overhead_s`)."""
+
+    deployments: list[str]
+    replicas: list[int]
+    bucket: int
+    bucket_requests_per_s: float
+    requests_per_s: float
+    predicted_slo_fraction: float | None
+    requests: int
+    ttft_p50_ms: float | None
+    ttft_p90_ms: float | None
+    ttft_p99_ms: float | None
+    itl_p50_ms: float | None
+    itl_p90_ms: float | None
+    itl_p99_ms: float | None
+    e2e_p99_ms: float | None
+    predicted_ttft_p50_ms: float | None
+    predicted_ttft_p99_ms: float | None
+    predicted_itl_p50_ms: float | None
+    predicted_itl_p99_ms: float | None
+    predicted_e2e_p99_ms: float | None
+    slo_met: bool
+
+
 class Simulated(_Report):
-    """`--verify`: the chosen deployment at its peak bucket in the discrete-event simulator."""
+    """`--verify`: every part of the plan in the discrete-event simulator at its hardest bucket
+    (`groups`); the plan-level p99s are the worst of the groups', `slo_met` that every group
+    meets the targets, `requests` the requests simulated in all."""
 
     requests: int
     seed: int
     ttft_p99_ms: float | None
     itl_p99_ms: float | None
     slo_met: bool
+    groups: list[SimulatedGroup]
 
 
 class AlternativeDeployment(_Report):

@@ -5,7 +5,7 @@
       -> sizing (solvers.milp: replicas per bucket, reserved + on-demand GPUs, inventory caps)
       -> the plan: deployments with their exact vLLM flags, cost, predicted p99s at the peak,
          the reasons (binding limits, disaggregation), alternatives, warnings
-      -> optionally `verify`: the peak bucket in the discrete-event simulator.
+      -> optionally `verify`: each part at its hardest bucket in the discrete-event simulator.
 
 Same request, same report, byte for byte: candidates are sorted, capacities do not depend on
 the worker count, and CBC runs single-threaded.
@@ -25,7 +25,7 @@ from planner.plan.alternatives import Alternatives
 from planner.plan.capacity import CapacityPoint, Role, SearchContext
 from planner.plan.flags import NIXL_CONFIG, default_configs, vllm_args
 from planner.plan.infeasible import infeasible_report, milp_infeasible, no_candidate, too_many_replicas
-from planner.plan.peak import at_peak, ms, points_at, predicted, shares
+from planner.plan.peak import at_peak, points_at, predicted, shares
 from planner.plan.planning import Planning
 from planner.plan.pool import CapacityPool, default_workers
 from planner.plan.report import BucketCost, GpuUse, PlanDeployment, PlanReport, Simulated, SolverSummary
@@ -130,7 +130,7 @@ def plan(
     verify: bool = False,
     workers: int | None = None,
 ) -> PlanReport:
-    """The cheapest plan for `request` (docs/plan.md). `verify`: simulate the peak bucket.
+    """The cheapest plan for `request` (docs/plan.md). `verify`: simulate each part at its hardest bucket.
     `workers`: processes answering capacity questions (default 2; 1 = in this process, e.g.
     inside a threaded server). Bad input raises InvalidInput; an SLO no configuration meets is
     an answer (status INFEASIBLE with the reason and the nearest relaxation)."""
@@ -310,36 +310,11 @@ class _Answer:
         )
 
     def _verify(self) -> Simulated:
-        from planner.plan.verify import SEED, Group, verify
+        """Each part of the plan in the simulator at its hardest bucket (planner/plan/verify.py)."""
+        from planner.plan.verify import verify
 
-        pl, serving = self.pl, self.serving
-        groups: list[Group] = []
-        for s in serving:
-            if s.point.config.role == "colocated" and s.replicas > 0:
-                groups.append(Group(((s.point, s.replicas),), s.requests_per_s_per_replica * s.replicas))
-        pre = [s for s in serving if s.point.config.role == "prefill" and s.replicas > 0]
-        dec = [s for s in serving if s.point.config.role == "decode" and s.replicas > 0]
-        if pre and dec:
-            # One simulated pair per prefill configuration, with the decode pool in proportion.
-            p, d = pre[0], dec[0]
-            rate = sum(s.requests_per_s_per_replica * s.replicas for s in pre)
-            groups.append(
-                Group(
-                    ((p.point, sum(s.replicas for s in pre)), (d.point, sum(s.replicas for s in dec))), rate
-                )
-            )
-        v = verify(pl.ctx, pl.workload, groups)
-        t, i = pl.ctx.ttft_p99_s, pl.ctx.itl_p99_s
-        met = (t is None or (v.ttft_p99_s is not None and v.ttft_p99_s <= t)) and (
-            i is None or v.itl_p99_s is None or v.itl_p99_s <= i
-        )
-        return Simulated(
-            requests=v.requests,
-            seed=SEED,
-            ttft_p99_ms=ms(v.ttft_p99_s),
-            itl_p99_ms=ms(v.itl_p99_s),
-            slo_met=met,
-        )
+        pl = self.pl
+        return verify(pl.ctx, pl.workload, self.chosen, self.result.replicas, pl.forecast.rates_per_s)
 
     def _binding(self) -> list[str]:
         pl, result = self.pl, self.result

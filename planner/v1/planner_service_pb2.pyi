@@ -1783,19 +1783,65 @@ class Predicted(_message.Message):
     e2e_p99_ms: float
     def __init__(self, requests_per_s: _Optional[float] = ..., ttft_p50_ms: _Optional[float] = ..., ttft_p99_ms: _Optional[float] = ..., itl_p50_ms: _Optional[float] = ..., itl_p99_ms: _Optional[float] = ..., e2e_p99_ms: _Optional[float] = ...) -> None: ...
 
+class SimulatedGroup(_message.Message):
+    __slots__ = ("deployments", "replicas", "bucket", "bucket_requests_per_s", "requests_per_s", "predicted_slo_fraction", "requests", "ttft_p50_ms", "ttft_p90_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p90_ms", "itl_p99_ms", "e2e_p99_ms", "predicted_ttft_p50_ms", "predicted_ttft_p99_ms", "predicted_itl_p50_ms", "predicted_itl_p99_ms", "predicted_e2e_p99_ms", "slo_met")
+    DEPLOYMENTS_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    BUCKET_FIELD_NUMBER: _ClassVar[int]
+    BUCKET_REQUESTS_PER_S_FIELD_NUMBER: _ClassVar[int]
+    REQUESTS_PER_S_FIELD_NUMBER: _ClassVar[int]
+    PREDICTED_SLO_FRACTION_FIELD_NUMBER: _ClassVar[int]
+    REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    TTFT_P50_MS_FIELD_NUMBER: _ClassVar[int]
+    TTFT_P90_MS_FIELD_NUMBER: _ClassVar[int]
+    TTFT_P99_MS_FIELD_NUMBER: _ClassVar[int]
+    ITL_P50_MS_FIELD_NUMBER: _ClassVar[int]
+    ITL_P90_MS_FIELD_NUMBER: _ClassVar[int]
+    ITL_P99_MS_FIELD_NUMBER: _ClassVar[int]
+    E2E_P99_MS_FIELD_NUMBER: _ClassVar[int]
+    PREDICTED_TTFT_P50_MS_FIELD_NUMBER: _ClassVar[int]
+    PREDICTED_TTFT_P99_MS_FIELD_NUMBER: _ClassVar[int]
+    PREDICTED_ITL_P50_MS_FIELD_NUMBER: _ClassVar[int]
+    PREDICTED_ITL_P99_MS_FIELD_NUMBER: _ClassVar[int]
+    PREDICTED_E2E_P99_MS_FIELD_NUMBER: _ClassVar[int]
+    SLO_MET_FIELD_NUMBER: _ClassVar[int]
+    deployments: _containers.RepeatedScalarFieldContainer[str]
+    replicas: _containers.RepeatedScalarFieldContainer[int]
+    bucket: int
+    bucket_requests_per_s: float
+    requests_per_s: float
+    predicted_slo_fraction: float
+    requests: int
+    ttft_p50_ms: float
+    ttft_p90_ms: float
+    ttft_p99_ms: float
+    itl_p50_ms: float
+    itl_p90_ms: float
+    itl_p99_ms: float
+    e2e_p99_ms: float
+    predicted_ttft_p50_ms: float
+    predicted_ttft_p99_ms: float
+    predicted_itl_p50_ms: float
+    predicted_itl_p99_ms: float
+    predicted_e2e_p99_ms: float
+    slo_met: bool
+    def __init__(self, deployments: _Optional[_Iterable[str]] = ..., replicas: _Optional[_Iterable[int]] = ..., bucket: _Optional[int] = ..., bucket_requests_per_s: _Optional[float] = ..., requests_per_s: _Optional[float] = ..., predicted_slo_fraction: _Optional[float] = ..., requests: _Optional[int] = ..., ttft_p50_ms: _Optional[float] = ..., ttft_p90_ms: _Optional[float] = ..., ttft_p99_ms: _Optional[float] = ..., itl_p50_ms: _Optional[float] = ..., itl_p90_ms: _Optional[float] = ..., itl_p99_ms: _Optional[float] = ..., e2e_p99_ms: _Optional[float] = ..., predicted_ttft_p50_ms: _Optional[float] = ..., predicted_ttft_p99_ms: _Optional[float] = ..., predicted_itl_p50_ms: _Optional[float] = ..., predicted_itl_p99_ms: _Optional[float] = ..., predicted_e2e_p99_ms: _Optional[float] = ..., slo_met: _Optional[bool] = ...) -> None: ...
+
 class Simulated(_message.Message):
-    __slots__ = ("requests", "seed", "ttft_p99_ms", "itl_p99_ms", "slo_met")
+    __slots__ = ("requests", "seed", "ttft_p99_ms", "itl_p99_ms", "slo_met", "groups")
     REQUESTS_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
     TTFT_P99_MS_FIELD_NUMBER: _ClassVar[int]
     ITL_P99_MS_FIELD_NUMBER: _ClassVar[int]
     SLO_MET_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
     requests: int
     seed: int
     ttft_p99_ms: float
     itl_p99_ms: float
     slo_met: bool
-    def __init__(self, requests: _Optional[int] = ..., seed: _Optional[int] = ..., ttft_p99_ms: _Optional[float] = ..., itl_p99_ms: _Optional[float] = ..., slo_met: _Optional[bool] = ...) -> None: ...
+    groups: _containers.RepeatedCompositeFieldContainer[SimulatedGroup]
+    def __init__(self, requests: _Optional[int] = ..., seed: _Optional[int] = ..., ttft_p99_ms: _Optional[float] = ..., itl_p99_ms: _Optional[float] = ..., slo_met: _Optional[bool] = ..., groups: _Optional[_Iterable[_Union[SimulatedGroup, _Mapping]]] = ...) -> None: ...
 
 class AlternativeDeployment(_message.Message):
     __slots__ = ("gpu", "tensor_parallel_size", "role", "replicas_peak", "max_num_batched_tokens", "max_num_seqs")
