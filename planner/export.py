@@ -5,20 +5,29 @@ from the plan's `vllm_args` untouched, so what runs is the operating point the p
     from planner import api, export
     report = api.plan(request)
     print(export.vllm_commands(report))        # one `vllm serve` line per deployment
-    print(export.k8s_yaml(report))             # Deployment + Service per deployment
+    print(export.k8s_yaml(report))             # Deployment + Service per deployment (+ HTTPRoute)
 
 The manifests pin vLLM's image (VLLM_IMAGE), ask `nvidia.com/gpu` = tensor_parallel_size per pod
 (NVIDIA's device plugin), place pods on the catalog GPU through GPU Feature Discovery's
 `nvidia.com/gpu.product` label, probe vLLM's `/health`, mount a memory-backed /dev/shm (NCCL
 between tensor-parallel workers), and carry the plan's metrics to watch as annotations.
+
+A plan whose traffic is served by several parts at once (mixed GPU types: colocated
+configurations side by side, or beside prefill/decode pools) assumes a router that sends each
+part a share in proportion to the capacity it provides (planner/plan/peak.py `shares`; what
+`--verify` simulates). Separate Services behind no router, or one Service over every pod, split
+evenly instead and overload the slower parts, so those plans also get a Gateway API HTTPRoute
+whose backendRefs carry those shares as integer weights (`route_weights`).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 import shlex
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
@@ -30,13 +39,17 @@ if TYPE_CHECKING:
     from planner.plan.report import PlanDeployment
 
 __all__ = [
+    "GATEWAY_NAME",
     "GPU_PRODUCT_LABELS",
+    "ROUTE_WEIGHT_TOTAL",
     "VLLM_IMAGE",
     "VLLM_PORT",
     "Emit",
     "emit",
     "k8s_manifests",
     "k8s_yaml",
+    "route_backends",
+    "route_weights",
     "vllm_commands",
 ]
 
@@ -75,6 +88,14 @@ GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 GPU_RESOURCE = "nvidia.com/gpu"
 ANNOTATION_PREFIX = "capplan/"
 MAX_NAME = 63  # a Service name is a DNS-1035 label
+# Gateway API (gateway.networking.k8s.io/v1, GA since Gateway API v1.0): the HTTPRoute of a plan
+# served by several parts attaches to this Gateway (`k8s_manifests(report, gateway=...)`).
+GATEWAY_API_VERSION = "gateway.networking.k8s.io/v1"
+GATEWAY_NAME = "vllm-gateway"
+# Route weights are parts of this total (an HTTPRoute weight may be 0 .. 1,000,000): each part's
+# share is off the plan's by less than one part in 10,000 of the whole traffic.
+ROUTE_WEIGHT_TOTAL = 10_000
+PD_PROXY_COMPONENT = "pd-proxy"
 
 
 def _deployments(report: PlanReport) -> list[PlanDeployment]:
@@ -326,10 +347,15 @@ def _service(name: str, labels: dict[str, str]) -> dict[str, Any]:
     }
 
 
-def k8s_manifests(report: PlanReport, *, image: str = VLLM_IMAGE) -> list[dict[str, Any]]:
+def k8s_manifests(
+    report: PlanReport, *, image: str = VLLM_IMAGE, gateway: str = GATEWAY_NAME
+) -> list[dict[str, Any]]:
     """A Deployment and a Service per plan deployment, in the plan's order. Disaggregated plans
     get prefill and decode Deployments whose flags carry the plan's `--kv-transfer-config`; the
-    router that sends each request to a prefill and then a decode pod is not part of them."""
+    proxy that sends each request to a prefill and then a decode pod is not part of them. A plan
+    of several parts (`route_backends`) ends with the HTTPRoute that splits the traffic by their
+    capacity, attached to the Gateway `gateway` (and, beside prefill/decode pools, the Service
+    its share goes to: the pools' proxy)."""
     deps = _deployments(report)
     model = _slug(report.model.rsplit("/", 1)[-1])[:MAX_NAME].strip("-") or "model"
     docs: list[dict[str, Any]] = []
@@ -342,7 +368,139 @@ def k8s_manifests(report: PlanReport, *, image: str = VLLM_IMAGE) -> list[dict[s
             "app.kubernetes.io/managed-by": "capplan",
         }
         docs += [_deployment(report, dep, name, image, labels), _service(name, labels)]
+    backends = route_backends(report)
+    if len(backends) > 1:
+        if any(d.role != "colocated" for d in deps):
+            docs.append(_proxy_service(report, model))
+        docs.append(_route(report, backends, gateway, model))
     return docs
+
+
+# --- the router a plan of several parts assumes ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Backend:
+    """One part of the plan behind the route: a colocated deployment's Service, or the
+    prefill/decode pools' proxy Service. `requests_per_s` is the capacity within the SLOs it
+    provides with the manifests' replicas (each Deployment's `replicas_peak`)."""
+
+    service: str
+    deployments: tuple[str, ...]
+    requests_per_s: float
+
+
+def _part_capacity(deps: list[PlanDeployment], replicas: list[int]) -> float:
+    """What a part serves: colocated replicas add up; prefill/decode pools the smaller pool (as
+    the plan's `shares`)."""
+    cap = {"colocated": 0.0, "prefill": 0.0, "decode": 0.0}
+    for d, n in zip(deps, replicas, strict=True):
+        cap[d.role] += d.requests_per_s_per_replica * n
+    return cap["colocated"] + min(cap["prefill"], cap["decode"])
+
+
+def _proxy_name(report: PlanReport) -> str:
+    model = _slug(report.model.rsplit("/", 1)[-1]) or "model"
+    tail = f"-{PD_PROXY_COMPONENT}"
+    return f"vllm-{model[: MAX_NAME - len('vllm-') - len(tail)].strip('-')}{tail}"
+
+
+def route_backends(report: PlanReport) -> list[Backend]:
+    """The parts that share the plan's traffic, in the plan's order (the prefill/decode pools,
+    if any, last)."""
+    deps = _deployments(report)
+    names = _names(report)
+    out = [
+        Backend(name, (d.id,), _part_capacity([d], [d.replicas_peak]))
+        for d, name in zip(deps, names, strict=True)
+        if d.role == "colocated"
+    ]
+    pools = [d for d in deps if d.role != "colocated"]
+    if pools:
+        cap = _part_capacity(pools, [d.replicas_peak for d in pools])
+        out.append(Backend(_proxy_name(report), tuple(d.id for d in pools), cap))
+    return out
+
+
+def route_weights(requests_per_s: list[float], total: int = ROUTE_WEIGHT_TOTAL) -> list[int]:
+    """Integer weights in proportion to each part's capacity, summing to `total`: each part's
+    exact share x total rounded down, the parts left over given one more each in order of the
+    largest remainder (ties: the earlier part). So each weight / total is off the exact share by
+    less than 1 / total."""
+    whole = math.fsum(requests_per_s)
+    if not whole > 0:
+        raise Infeasible("the plan's parts have no capacity to route to")
+    exact = [total * r / whole for r in requests_per_s]
+    out = [math.floor(x) for x in exact]
+    left = total - sum(out)
+    order = sorted(range(len(exact)), key=lambda i: (-(exact[i] - out[i]), i))
+    for i in order[:left]:
+        out[i] += 1
+    return out
+
+
+def _route(report: PlanReport, backends: list[Backend], gateway: str, model: str) -> dict[str, Any]:
+    weights = route_weights([b.requests_per_s for b in backends])
+    how = {
+        "rule": "weight = the part's share of the capacity, capacity = requests_per_s_per_replica_capacity "
+        "x replicas (prefill/decode pools: the smaller pool), in parts of "
+        f"{ROUTE_WEIGHT_TOTAL}; a scaler that follows replicas_by_bucket sets the weights the same way",
+        "backends": [
+            {
+                "service": b.service,
+                "deployments": list(b.deployments),
+                "requests_per_s": _num(b.requests_per_s),
+            }
+            for b in backends
+        ],
+    }
+    name = f"vllm-{model}"[:MAX_NAME].rstrip("-")
+    return {
+        "apiVersion": GATEWAY_API_VERSION,
+        "kind": "HTTPRoute",
+        "metadata": {
+            "name": name,
+            "labels": {
+                "app.kubernetes.io/name": "vllm",
+                "app.kubernetes.io/part-of": model,
+                "app.kubernetes.io/managed-by": "capplan",
+            },
+            "annotations": {ANNOTATION_PREFIX + "route": _json(how)},
+        },
+        "spec": {
+            "parentRefs": [{"name": gateway}],
+            "rules": [
+                {
+                    "matches": [{"path": {"type": "PathPrefix", "value": "/"}}],
+                    "backendRefs": [
+                        {"group": "", "kind": "Service", "name": b.service, "port": VLLM_PORT, "weight": w}
+                        for b, w in zip(backends, weights, strict=True)
+                    ],
+                }
+            ],
+        },
+    }
+
+
+def _proxy_service(report: PlanReport, model: str) -> dict[str, Any]:
+    """The Service the route sends the prefill/decode pools' share to: it selects the pods of
+    the P/D proxy the operator runs (labelled `app.kubernetes.io/component: pd-proxy`); the proxy
+    itself is not emitted (docs/report.md)."""
+    name = _proxy_name(report)
+    labels = {
+        "app.kubernetes.io/component": PD_PROXY_COMPONENT,
+        "app.kubernetes.io/part-of": model,
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "labels": {**labels, "app.kubernetes.io/managed-by": "capplan"}},
+        "spec": {
+            "type": "ClusterIP",
+            "selector": labels,
+            "ports": [{"name": "http", "port": VLLM_PORT, "targetPort": "http", "protocol": "TCP"}],
+        },
+    }
 
 
 class _Dumper(yaml.SafeDumper):
@@ -352,7 +510,7 @@ class _Dumper(yaml.SafeDumper):
         return True
 
 
-def k8s_yaml(report: PlanReport, *, image: str = VLLM_IMAGE) -> str:
+def k8s_yaml(report: PlanReport, *, image: str = VLLM_IMAGE, gateway: str = GATEWAY_NAME) -> str:
     """The manifests as one multi-document YAML stream (`kubectl apply -f -`)."""
     header = (
         f"# capplan plan for {report.model}: {report.status}, {_plural(report.gpu_count_peak, 'GPU')} at the peak"
@@ -361,7 +519,14 @@ def k8s_yaml(report: PlanReport, *, image: str = VLLM_IMAGE) -> str:
     )
     if any(d.role != "colocated" for d in report.deployments):
         header += DISAGGREGATED_NOTE
-    docs = k8s_manifests(report, image=image)
+    if len(route_backends(report)) > 1:
+        header += (
+            f"# several parts share the traffic: the HTTPRoute (Gateway API) sends each its share of the plan\n"
+            f"# by weight; it attaches to the Gateway {gateway!r} (parentRefs), which a Gateway API\n"
+            "# implementation must serve. An even split (no router, or one Service over every pod) overloads\n"
+            "# the slower parts.\n"
+        )
+    docs = k8s_manifests(report, image=image, gateway=gateway)
     body = "---\n".join(yaml.dump(d, Dumper=_Dumper, sort_keys=False, width=2**16) for d in docs)
     return header + "---\n" + body
 
