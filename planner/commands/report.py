@@ -1,6 +1,7 @@
 """`capplan report FILE.yaml -o DIR`: the plan of a plan file as five figures (PNG and SVG) and
 one self-contained HTML page (planner/report.py, docs/report.md). The file and the SLO, time-limit
-and profile flags are `capplan plan`'s.
+and profile flags are `capplan plan`'s; the simulated figures are the plan's `--verify` (same
+requests, same numbers).
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ def register(sub: Any) -> None:
 
     p = sub.add_parser(
         "report",
-        help="plots (PNG, SVG) and an HTML page of a plan: cost curves, chunked prefill, capacity, cost, latency",
+        help="plots (PNG, SVG) and an HTML page of a plan: cost curves, chunked prefill, capacity, cost, "
+        "simulated latency; warnings, binding constraints, alternatives",
     )
     p.add_argument("file", metavar="FILE", help="a plan file (as `capplan plan`)")
     p.add_argument("-o", "--output-dir", required=True, metavar="DIR", help="where the files go (created)")
@@ -26,46 +28,18 @@ def register(sub: Any) -> None:
         p.add_argument(flag, help=help_)
     p.add_argument("--time-limit-s", help="MILP time limit in seconds (overrides solver.time_limit_s)")
     p.add_argument("--workers", help="processes answering capacity questions (default 2; 1: in-process)")
-    p.add_argument(
-        "--simulated-requests",
-        help="requests the peak-bucket simulation samples (default 3000)",
-    )
     c.add_profile_flag(p, "auto")
     p.set_defaults(handler=_report)
 
 
-def _count(text: str | None) -> int | None:
-    from planner.errors import InvalidInput
-    from planner.inputs import MAX_SIMULATED_REQUESTS
-
-    if text is None:
-        return None
-    try:
-        n = int(text)
-    except ValueError:
-        n = 0
-    if not 1 <= n <= MAX_SIMULATED_REQUESTS:
-        raise InvalidInput(
-            "--simulated-requests", f"must be an integer in [1, {MAX_SIMULATED_REQUESTS}], got {text!r}"
-        )
-    return n
-
-
 def _report(args: argparse.Namespace) -> None:
     from planner.commands.plan import _workers, request_from_args
-    from planner.report import SIMULATED_REQUESTS, write_report
+    from planner.report import write_report
 
     data, flags = request_from_args(args)
     workers = _workers(args.workers)
-    requests = _count(args.simulated_requests) or SIMULATED_REQUESTS
     with flags.named():
-        result = write_report(
-            data,
-            args.output_dir,
-            base_dir=Path(args.file).parent,
-            workers=workers,
-            simulated_requests=requests,
-        )
+        result = write_report(data, args.output_dir, base_dir=Path(args.file).parent, workers=workers)
     plan = result.plan
     cost = "" if plan.usd_per_month is None else f", ${plan.usd_per_month:,.0f}/month"
     sys.stdout.write(
