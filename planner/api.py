@@ -602,7 +602,7 @@ def plan(
     """The cheapest deployment that meets the SLOs for a traffic forecast (planner/plan,
     docs/plan.md): GPU type and count, TP, vLLM flags, colocated or disaggregated, replicas per
     bucket, cost, reasons and alternatives; an SLO nothing meets is an INFEASIBLE report with
-    the nearest relaxation. `verify`: simulate the chosen deployment at its peak bucket.
+    the nearest relaxation. `verify`: simulate each part of the plan at its hardest bucket.
     `workers`: processes answering capacity questions (None: 2; 1: in this process)."""
     from planner.plan import plan as plan_
 

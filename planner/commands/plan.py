@@ -4,7 +4,7 @@ disaggregated, replicas per bucket, the exact `vllm serve` flags, the cost and t
 
 The file is a PlanRequest (planner/plan/request.py, docs/plan.md, examples/chat.yaml). Flags
 override the file's SLOs; `planner.api.plan` answers. `--json` prints the PlanReport; `--verify`
-adds a simulation of the peak bucket; `--emit vllm-args|k8s` prints what a pipeline applies
+adds a simulation of each part at its hardest bucket; `--emit vllm-args|k8s` prints what a pipeline applies
 (planner/export.py, docs/report.md).
 """
 
@@ -33,7 +33,7 @@ def register(sub: Any) -> None:
                    "candidates:, pricing:, inventory:, headroom:, solver:")  # fmt: skip
     for flag, _, help_ in PLAN_SLO_FLAGS:
         p.add_argument(flag, help=help_)
-    p.add_argument("--verify", action="store_true", help="simulate the chosen deployment at its peak bucket")
+    p.add_argument("--verify", action="store_true", help="simulate each part at its hardest bucket")
     p.add_argument("--time-limit-s", help="MILP time limit in seconds (overrides solver.time_limit_s)")
     p.add_argument("--workers", help="processes answering capacity questions (default 2; 1: in-process)")
     p.add_argument(
@@ -209,10 +209,17 @@ def render(d: dict[str, Any]) -> str:
     sim = d["simulated"]
     if sim is not None:
         lines.append(
-            f"simulated at the peak ({sim['requests']:,} requests, seed {sim['seed']}): TTFT p99 "
-            f"{_ms(sim['ttft_p99_ms'])}, ITL p99 {_ms(sim['itl_p99_ms'], 2)}: "
+            f"simulated, each part at its hardest bucket ({sim['requests']:,} requests, seed {sim['seed']}): "
+            f"TTFT p99 {_ms(sim['ttft_p99_ms'])}, ITL p99 {_ms(sim['itl_p99_ms'], 2)}: "
             + ("SLO met" if sim["slo_met"] else "SLO MISSED")
         )
+        for g in sim["groups"]:
+            lines.append(
+                f"  {' + '.join(f'{n} x {i}' for i, n in zip(g['deployments'], g['replicas'], strict=True))} "
+                f"at b{g['bucket']} ({g['requests_per_s']:.4g} of {g['bucket_requests_per_s']:.4g} req/s): "
+                f"TTFT p99 {_ms(g['ttft_p99_ms'])}, ITL p99 {_ms(g['itl_p99_ms'], 2)}: "
+                + ("met" if g["slo_met"] else "MISSED")
+            )
     lines += ["", d["disaggregation_reason"]]
     if d["binding_constraints"]:
         lines.append("binding:")
