@@ -217,3 +217,24 @@ def test_the_emitted_split_meets_the_slos_and_an_even_split_does_not(
         if rep["ttft_p99_ms"] > SLO["ttft_p99_ms"] and rep["itl_p99_ms"] > SLO["itl_p99_ms"]
     ]
     assert missed and all("a100" in n for n in missed)
+
+
+def test_pools_beside_colocated_parts_route_through_their_proxys_service(mixed: PlanReport) -> None:
+    """A plan with colocated parts and prefill/decode pools (the mixed plan's deployments and a
+    P/D pair of another plan, put together): the pools' share goes to the Service of the proxy
+    the operator runs, weighted by the smaller pool's capacity."""
+    chat = yaml.safe_load((ROOT / "examples" / "chat.yaml").read_text())
+    chat["candidates"] = {"gpus": ["h100-sxm"], "tensor_parallel_sizes": [1], "disaggregation": "always"}
+    pd = api.plan(chat, base_dir=ROOT / "examples", workers=1)
+    both = mixed.model_copy(update={"deployments": [*mixed.deployments, *pd.deployments]})
+    docs = k8s_manifests(both)
+    route = _route(both)
+    jsonschema.validate(route, json.loads(SCHEMA.read_text()))
+    (proxy,) = [d for d in docs if d["kind"] == "Service" and d["metadata"]["name"].endswith("-pd-proxy")]
+    kubernetes_validate.validate(proxy, K8S_VERSION, strict=True)
+    assert proxy["spec"]["selector"]["app.kubernetes.io/component"] == "pd-proxy"
+    refs = route["spec"]["rules"][0]["backendRefs"]
+    assert [r["name"] for r in refs][-1] == proxy["metadata"]["name"] and len(refs) == 3
+    pools = {d.role: d.requests_per_s_per_replica * d.replicas_peak for d in pd.deployments}
+    caps = [d.requests_per_s_per_replica * d.replicas_peak for d in mixed.deployments]
+    assert [r["weight"] for r in refs] == route_weights([*caps, min(pools["prefill"], pools["decode"])])
