@@ -65,12 +65,13 @@ Group = tuple[str, ...]  # the configuration ids of a group
 
 def groups_of(chosen: Sequence[CapacityPoint]) -> list[Group]:
     """Each colocated configuration alone, then the prefill and decode pools as one group."""
-    out: list[Group] = [(p.config.id,) for p in chosen if p.config.role == "colocated"]
-    pd = tuple(p.config.id for p in chosen if p.config.role == "prefill") + tuple(
-        p.config.id for p in chosen if p.config.role == "decode"
-    )
-    if any(p.config.role == "prefill" for p in chosen) and any(p.config.role == "decode" for p in chosen):
-        out.append(pd)
+    ids = {
+        role: [p.config.id for p in chosen if p.config.role == role]
+        for role in ("colocated", "prefill", "decode")
+    }
+    out: list[Group] = [(i,) for i in ids["colocated"]]
+    if ids["prefill"] and ids["decode"]:
+        out.append((*ids["prefill"], *ids["decode"]))
     return out
 
 
