@@ -34,9 +34,13 @@ from planner.errors import Infeasible, InvalidInput
 from planner.export_route import (
     GATEWAY_API_VERSION,
     GATEWAY_NAME,
+    PD_PROXY_COMPONENT,
     ROUTE_WEIGHT_TOTAL,
-    route_backends,
-    route_documents,
+    Backend,
+    backends_of,
+    httproute,
+    proxy_service,
+    route_rule,
     route_weights,
 )
 
@@ -367,7 +371,40 @@ def k8s_manifests(
             "app.kubernetes.io/managed-by": "capplan",
         }
         docs += [_deployment(report, dep, name, image, labels), _service(name, labels)]
-    return docs + route_documents(report, gateway, model)
+    return docs + _route_documents(report, gateway, model)
+
+
+# --- the router a plan of several parts assumes (planner/export_route.py) -------------------------
+
+
+def _proxy_name(report: PlanReport) -> str:
+    model = _slug(report.model.rsplit("/", 1)[-1]) or "model"
+    tail = f"-{PD_PROXY_COMPONENT}"
+    return f"vllm-{model[: MAX_NAME - len('vllm-') - len(tail)].strip('-')}{tail}"
+
+
+def route_backends(report: PlanReport) -> list[Backend]:
+    """The parts that share the plan's traffic and the Services they sit behind."""
+    return backends_of(_deployments(report), _names(report), _proxy_name(report))
+
+
+def _route_documents(report: PlanReport, gateway: str, model: str) -> list[dict[str, Any]]:
+    """Nothing for a plan of one part; else the pools' proxy Service (if the plan has pools)
+    and the HTTPRoute."""
+    backends = route_backends(report)
+    if len(backends) < 2:
+        return []
+    docs = []
+    if any(d.role != "colocated" for d in report.deployments):
+        docs.append(proxy_service(_proxy_name(report), model, VLLM_PORT))
+    labels = {
+        "app.kubernetes.io/name": "vllm",
+        "app.kubernetes.io/part-of": model,
+        "app.kubernetes.io/managed-by": "capplan",
+    }
+    name = f"vllm-{model}"[:MAX_NAME].rstrip("-")
+    annotations = {ANNOTATION_PREFIX + "route": _json(route_rule(backends))}
+    return [*docs, httproute(backends, name, gateway, VLLM_PORT, labels, annotations)]
 
 
 class _Dumper(yaml.SafeDumper):

@@ -12,13 +12,13 @@ pools, the Service their share goes to (the pools' proxy, which the operator run
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from planner.errors import Infeasible
 
 if TYPE_CHECKING:
-    from planner.plan import PlanReport
     from planner.plan.report import PlanDeployment
 
 __all__ = [
@@ -26,8 +26,10 @@ __all__ = [
     "GATEWAY_NAME",
     "ROUTE_WEIGHT_TOTAL",
     "Backend",
-    "route_backends",
-    "route_documents",
+    "backends_of",
+    "httproute",
+    "proxy_service",
+    "route_rule",
     "route_weights",
 ]
 
@@ -52,7 +54,7 @@ class Backend:
     requests_per_s: float
 
 
-def _part_capacity(deps: list[PlanDeployment], replicas: list[int]) -> float:
+def _part_capacity(deps: Sequence[PlanDeployment], replicas: Sequence[int]) -> float:
     """What a part serves: colocated replicas add up; prefill/decode pools the smaller pool (as
     the plan's `shares`)."""
     cap = {"colocated": 0.0, "prefill": 0.0, "decode": 0.0}
@@ -61,34 +63,23 @@ def _part_capacity(deps: list[PlanDeployment], replicas: list[int]) -> float:
     return cap["colocated"] + min(cap["prefill"], cap["decode"])
 
 
-def _proxy_name(report: PlanReport) -> str:
-    from planner.export import MAX_NAME, _slug
-
-    model = _slug(report.model.rsplit("/", 1)[-1]) or "model"
-    tail = f"-{PD_PROXY_COMPONENT}"
-    return f"vllm-{model[: MAX_NAME - len('vllm-') - len(tail)].strip('-')}{tail}"
-
-
-def route_backends(report: PlanReport) -> list[Backend]:
-    """The parts that share the plan's traffic, in the plan's order (the prefill/decode pools,
-    if any, last)."""
-    from planner.export import _deployments, _names
-
-    deps = _deployments(report)
-    names = _names(report)
+def backends_of(deployments: Sequence[PlanDeployment], services: Sequence[str], proxy: str) -> list[Backend]:
+    """The parts that share the plan's traffic, in the plan's order: each colocated deployment
+    behind its Service (`services`, one per deployment), then the prefill/decode pools, if
+    any, behind their proxy's Service `proxy`."""
     out = [
         Backend(name, (d.id,), _part_capacity([d], [d.replicas_peak]))
-        for d, name in zip(deps, names, strict=True)
+        for d, name in zip(deployments, services, strict=True)
         if d.role == "colocated"
     ]
-    pools = [d for d in deps if d.role != "colocated"]
+    pools = [d for d in deployments if d.role != "colocated"]
     if pools:
         cap = _part_capacity(pools, [d.replicas_peak for d in pools])
-        out.append(Backend(_proxy_name(report), tuple(d.id for d in pools), cap))
+        out.append(Backend(proxy, tuple(d.id for d in pools), cap))
     return out
 
 
-def route_weights(requests_per_s: list[float], total: int = ROUTE_WEIGHT_TOTAL) -> list[int]:
+def route_weights(requests_per_s: Sequence[float], total: int = ROUTE_WEIGHT_TOTAL) -> list[int]:
     """Integer weights in proportion to each part's capacity, summing to `total`: each part's
     exact share x total rounded down, the parts left over given one more each in order of the
     largest remainder (ties: the earlier part). So each weight / total is off the exact share by
@@ -105,11 +96,10 @@ def route_weights(requests_per_s: list[float], total: int = ROUTE_WEIGHT_TOTAL) 
     return out
 
 
-def _route(backends: list[Backend], gateway: str, model: str) -> dict[str, Any]:
-    from planner.export import ANNOTATION_PREFIX, MAX_NAME, VLLM_PORT, _json, _num
-
-    weights = route_weights([b.requests_per_s for b in backends])
-    how = {
+def route_rule(backends: Sequence[Backend]) -> dict[str, Any]:
+    """What the route's weights are, for the `capplan/route` annotation (and for a scaler that
+    moves the replicas by bucket)."""
+    return {
         "rule": "weight = the part's share of the capacity, capacity = requests_per_s_per_replica_capacity "
         "x replicas (prefill/decode pools: the smaller pool), in parts of "
         f"{ROUTE_WEIGHT_TOTAL}; a scaler that follows replicas_by_bucket sets the weights the same way",
@@ -117,31 +107,35 @@ def _route(backends: list[Backend], gateway: str, model: str) -> dict[str, Any]:
             {
                 "service": b.service,
                 "deployments": list(b.deployments),
-                "requests_per_s": _num(b.requests_per_s),
+                "requests_per_s": float(f"{b.requests_per_s:.6g}"),
             }
             for b in backends
         ],
     }
-    name = f"vllm-{model}"[:MAX_NAME].rstrip("-")
+
+
+def httproute(
+    backends: Sequence[Backend],
+    name: str,
+    gateway: str,
+    port: int,
+    labels: Mapping[str, str],
+    annotations: Mapping[str, str],
+) -> dict[str, Any]:
+    """The HTTPRoute: every path to the backends' Services on `port`, weighted by capacity,
+    attached to the Gateway `gateway`."""
+    weights = route_weights([b.requests_per_s for b in backends])
     return {
         "apiVersion": GATEWAY_API_VERSION,
         "kind": "HTTPRoute",
-        "metadata": {
-            "name": name,
-            "labels": {
-                "app.kubernetes.io/name": "vllm",
-                "app.kubernetes.io/part-of": model,
-                "app.kubernetes.io/managed-by": "capplan",
-            },
-            "annotations": {ANNOTATION_PREFIX + "route": _json(how)},
-        },
+        "metadata": {"name": name, "labels": dict(labels), "annotations": dict(annotations)},
         "spec": {
             "parentRefs": [{"name": gateway}],
             "rules": [
                 {
                     "matches": [{"path": {"type": "PathPrefix", "value": "/"}}],
                     "backendRefs": [
-                        {"group": "", "kind": "Service", "name": b.service, "port": VLLM_PORT, "weight": w}
+                        {"group": "", "kind": "Service", "name": b.service, "port": port, "weight": w}
                         for b, w in zip(backends, weights, strict=True)
                     ],
                 }
@@ -150,17 +144,11 @@ def _route(backends: list[Backend], gateway: str, model: str) -> dict[str, Any]:
     }
 
 
-def _proxy_service(report: PlanReport, model: str) -> dict[str, Any]:
+def proxy_service(name: str, part_of: str, port: int) -> dict[str, Any]:
     """The Service the route sends the prefill/decode pools' share to: it selects the pods of
     the P/D proxy the operator runs (labelled `app.kubernetes.io/component: pd-proxy`); the proxy
     itself is not emitted (docs/report.md)."""
-    from planner.export import VLLM_PORT
-
-    name = _proxy_name(report)
-    labels = {
-        "app.kubernetes.io/component": PD_PROXY_COMPONENT,
-        "app.kubernetes.io/part-of": model,
-    }
+    labels = {"app.kubernetes.io/component": PD_PROXY_COMPONENT, "app.kubernetes.io/part-of": part_of}
     return {
         "apiVersion": "v1",
         "kind": "Service",
@@ -168,18 +156,6 @@ def _proxy_service(report: PlanReport, model: str) -> dict[str, Any]:
         "spec": {
             "type": "ClusterIP",
             "selector": labels,
-            "ports": [{"name": "http", "port": VLLM_PORT, "targetPort": "http", "protocol": "TCP"}],
+            "ports": [{"name": "http", "port": port, "targetPort": "http", "protocol": "TCP"}],
         },
     }
-
-
-def route_documents(report: PlanReport, gateway: str, model: str) -> list[dict[str, Any]]:
-    """Nothing for a plan of one part; else the pools' proxy Service (if the plan has pools)
-    and the HTTPRoute, attached to the Gateway `gateway`."""
-    backends = route_backends(report)
-    if len(backends) < 2:
-        return []
-    docs = []
-    if any(d.role != "colocated" for d in report.deployments):
-        docs.append(_proxy_service(report, model))
-    return [*docs, _route(backends, gateway, model)]
