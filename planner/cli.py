@@ -1,6 +1,9 @@
 """`capplan` entry point: argparse front end over the planner's Python API.
 
-Bad input becomes one line on stderr naming the field and the reason, exit code 2, no traceback.
+Exit status (README.md, docs/plan.md): 0 an answer; 3 no plan (an INFEASIBLE or NO_SOLUTION plan,
+whose report is printed all the same, or `--emit`/`report` of one: `Infeasible`); 2 bad input,
+one line on stderr naming the field and the reason, no traceback; 1 an internal error (any other
+exception: its traceback on stderr).
 """
 
 from __future__ import annotations
@@ -12,7 +15,11 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from planner.commands import COMMAND_MODULES
-from planner.errors import CapplanError, InvalidInput
+from planner.errors import CapplanError, Infeasible, InvalidInput
+
+EXIT_INTERNAL = 1
+EXIT_BAD_INPUT = 2
+EXIT_NO_PLAN = 3
 
 
 class _Parser(argparse.ArgumentParser):
@@ -46,10 +53,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         rc = args.handler(args)
     except InvalidInput as exc:
         print(_one_line(f"capplan: error: {exc.field}: {exc.reason}"), file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
+    except Infeasible as exc:
+        print(_one_line(f"capplan: error: {exc}"), file=sys.stderr)
+        return EXIT_NO_PLAN
     except CapplanError as exc:
         print(_one_line(f"capplan: error: {exc}"), file=sys.stderr)
-        return 1
+        return EXIT_INTERNAL
     except BrokenPipeError:
         return 0
     return int(rc or 0)

@@ -48,8 +48,6 @@ from functools import lru_cache
 
 import numpy as np
 import pulp
-from scipy.optimize import Bounds, LinearConstraint, milp
-from scipy.sparse import coo_array
 
 from solvers.milp_data import POOLS, Candidate, MilpData
 from solvers.milp_fastpath import COVER_RTOL, replicas_needed
@@ -355,6 +353,9 @@ def run_highs(model: Model, seconds: float) -> Raw:
     a CBC run costs a process start, a model file written and a solution file read (30-40 ms on
     two busy cores against 2-5 ms here). HiGHS's search is deterministic. Variables take the
     values found (varValue), as after CBC."""
+    from scipy.optimize import Bounds, LinearConstraint, milp  # here: importing SciPy costs ~0.2 s
+    from scipy.sparse import coo_array
+
     t0 = time.perf_counter()
     prob = model.problem
     variables = prob.variables()

@@ -58,7 +58,7 @@ def _report(args: argparse.Namespace) -> None:
     data, flags = request_from_args(args)
     workers = _workers(args.workers)
     requests = _count(args.simulated_requests) or SIMULATED_REQUESTS
-    with flags.named():
+    with flags.named(), c.computing():
         result = write_report(
             data,
             args.output_dir,
