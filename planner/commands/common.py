@@ -89,7 +89,8 @@ def computing() -> Iterator[None]:
     carries the command's answer and nothing else (`--json | python -m json.tool`). Descriptor 1
     is pointed at descriptor 2 and restored, C's stdio buffers flushed first, before the answer
     is printed. No descriptor 1 (closed): nothing to keep clean."""
-    sys.stdout.flush()
+    if sys.stdout is not None:
+        sys.stdout.flush()
     try:
         saved = os.dup(1)
     except OSError:
@@ -106,7 +107,8 @@ def computing() -> Iterator[None]:
             yield
     finally:
         _flush_c_stdio()
-        sys.stdout.flush()
+        if sys.stdout is not None:
+            sys.stdout.flush()
         os.dup2(saved, 1)
         os.close(saved)
 
