@@ -41,7 +41,13 @@ def capplan(*argv: str, script: str | None = None) -> subprocess.CompletedProces
     # As a shell runs it: C's stdout buffered (PYTHONUNBUFFERED would make C's stdio unbuffered too)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
     return subprocess.run(
-        [*head, *argv], capture_output=True, text=True, cwd=ROOT, timeout=120, stdin=subprocess.DEVNULL, env=env
+        [*head, *argv],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+        env=env,
     )
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from planner.errors import InvalidInput
+from planner.inputs import TraceWorkload
 from planner.latency import LatencyModel, WorkloadStats
 from planner.latency.engine import Point
 from planner.latency.model import per_replica_arrival_cv2
@@ -50,7 +51,7 @@ from planner.plan.solve import HOURS_PER_MONTH, Costed, Forecast, Prices, milp_d
 from planner.plan.split import Split, share_note
 from planner.workload import Workload
 from solvers.milp import MilpData, MilpResult, solve
-from solvers.milp_data import MAX_REPLICAS_PER_BUCKET, peak_replicas
+from solvers.milp_data import MAX_BUCKETS, MAX_REPLICAS_PER_BUCKET, peak_replicas
 
 LOW_UTILIZATION = 0.10
 PREEMPTION_WARN = 0.01
@@ -76,11 +77,20 @@ def _model_ref(name: str, base: Path | None) -> str:
     return name
 
 
-def _forecast(workload: Workload) -> Forecast:
+def _forecast(workload: Workload, req: PlanRequest) -> Forecast:
     a = workload.arrivals
     if a.buckets is None:
         assert a.requests_per_s is not None
         return Forecast((a.requests_per_s,), (3600.0,))
+    if len(a.buckets) > MAX_BUCKETS:  # the MILP's limit (a workload takes more: evaluate, simulate)
+        span_s = math.fsum(b.duration_s for b in a.buckets)
+        field, fix = "workload.arrivals.buckets", "merge buckets"
+        if isinstance(req.workload, TraceWorkload):
+            field, fix = "workload.bucket_s", f"give bucket_s >= {span_s / MAX_BUCKETS:.4g} s"
+        raise InvalidInput(
+            field,
+            f"{len(a.buckets):,} buckets over {span_s:.4g} s; a plan sizes at most {MAX_BUCKETS:,} ({fix})",
+        )
     return Forecast(tuple(b.requests_per_s for b in a.buckets), tuple(b.duration_s for b in a.buckets))
 
 
@@ -290,7 +300,7 @@ def plan(
     if len(gpus) < len(listed):
         notes.append("inventory 0 excludes " + ", ".join(g for g in listed if g not in gpus))
     ctx = _context(req, model, stats, listed, base)
-    forecast = _forecast(workload)
+    forecast = _forecast(workload, req)
     prices = [_prices(req, g) for g in sorted(listed)]
     with CapacityPool(ctx, default_workers() if workers is None else workers) as pool:
         unfit = unfit_shapes(model, req.candidates, gpus, ctx.profile)
