@@ -168,3 +168,16 @@ def test_the_examples_fail_loudly_before_their_fixes(tmp_path: Path) -> None:
         {"deployment": DEPLOYMENT, "workload": {"trace": "trace.csv", "bins": 2}}, base_dir=tmp_path
     )
     assert report.workload.p99_output_tokens <= 10_000_000  # binned: the top bin ends at the range
+
+
+def test_a_written_forecast_past_the_plans_buckets_names_its_field() -> None:
+    """The same limit for buckets written out (a workload takes 100,000; the plan's MILP 8,784)."""
+    buckets = [{"duration_s": 60, "requests_per_s": 1 + i % 3} for i in range(9000)]
+    workload = {
+        "arrivals": {"buckets": buckets},
+        "input_tokens": {"constant": 100},
+        "output_tokens": {"constant": 100},
+    }
+    with pytest.raises(InvalidInput, match="9,000 buckets over 5.4e") as exc:
+        _plan({**PLAN, "workload": workload}, base_dir=Path("."))
+    assert exc.value.field == "workload.arrivals.buckets"
