@@ -15,11 +15,12 @@ import sys
 from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
 from contextlib import contextmanager, redirect_stdout
 from pathlib import Path
-from typing import Any
-
-from pydantic import BaseModel
+from typing import TYPE_CHECKING, Any
 
 from planner.errors import InvalidInput
+
+if TYPE_CHECKING:  # `capplan --help` imports no pydantic
+    from pydantic import BaseModel
 
 
 def flag_name(field: str) -> str:
