@@ -9,6 +9,7 @@ exception: its traceback on stderr).
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import sys
 from collections.abc import Sequence
@@ -65,5 +66,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     return int(rc or 0)
 
 
+def run() -> NoReturn:
+    """The `capplan` program (its console script, `python -m planner.cli`): `main`, then exit.
+    Before the interpreter tears itself down, every object the command made is frozen out of
+    the garbage collector (`gc.freeze`): its last collections over them cost about 0.08 s of CPU,
+    a tenth of a small plan, and find nothing to do that exit does not do anyway (the command's
+    files are written and closed; stdout and atexit handlers still run). Not in `main`, which
+    tests and programs call in their own long-lived processes."""
+    rc = main()
+    gc.freeze()
+    sys.exit(rc)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()
