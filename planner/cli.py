@@ -16,11 +16,8 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from planner.commands import COMMAND_MODULES
+from planner.commands.common import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_NO_PLAN
 from planner.errors import CapplanError, Infeasible, InvalidInput
-
-EXIT_INTERNAL = 1
-EXIT_BAD_INPUT = 2
-EXIT_NO_PLAN = 3
 
 
 class _Parser(argparse.ArgumentParser):

@@ -178,6 +178,6 @@ def test_a_written_forecast_past_the_plans_buckets_names_its_field() -> None:
         "input_tokens": {"constant": 100},
         "output_tokens": {"constant": 100},
     }
-    with pytest.raises(InvalidInput, match="9,000 buckets over 5.4e") as exc:
+    with pytest.raises(InvalidInput, match=r"9,000 buckets over 5\.4e") as exc:
         _plan({**PLAN, "workload": workload}, base_dir=Path("."))
     assert exc.value.field == "workload.arrivals.buckets"

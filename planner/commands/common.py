@@ -23,6 +23,13 @@ if TYPE_CHECKING:  # `capplan --help` imports no pydantic
     from pydantic import BaseModel
 
 
+# The exit status of every command (README.md; `capplan plan --help`).
+EXIT_OK = 0  # an answer (for plan: a plan)
+EXIT_INTERNAL = 1  # a bug, or a service that failed
+EXIT_BAD_INPUT = 2  # one line on stderr naming the field
+EXIT_NO_PLAN = 3  # an INFEASIBLE or NO_SOLUTION plan (its report printed), or nothing to emit or draw
+
+
 def flag_name(field: str) -> str:
     """`context_tokens` -> `--context-tokens`."""
     return "--" + field.replace("_", "-")
@@ -121,7 +128,7 @@ def _flush_c_stdio() -> None:
         import ctypes
 
         ctypes.CDLL(None).fflush(None)
-    except (OSError, AttributeError):  # no C library to ask (not POSIX): nothing buffered there
+    except (OSError, AttributeError, TypeError):  # no C library to ask (not POSIX): nothing buffered there
         pass
 
 

@@ -17,9 +17,7 @@ from typing import Any
 
 from planner.commands import common as c
 
-# The exit status a pipeline reads (README.md, docs/plan.md).
-EXIT_PLAN = 0
-EXIT_NO_PLAN = 3
+# The exit status a pipeline reads (planner/commands/common.py, README.md, docs/plan.md).
 NO_PLAN_STATUSES = ("INFEASIBLE", "NO_SOLUTION")
 EXIT_CODES_HELP = """exit status:
   0  a plan (status OPTIMAL or FEASIBLE)
@@ -28,7 +26,7 @@ EXIT_CODES_HELP = """exit status:
      came before any plan; a longer --time-limit-s may find one). The report (--json or the
      summary) is printed all the same; --emit has nothing to emit and says so on stderr
   2  bad input (one line on stderr naming the flag or the file's field, and the reason)
-  1  internal error (a bug: the traceback on stderr)
+  1  internal error (a bug: the traceback on stderr), or a --server that failed
 stdout carries the answer alone: what solvers or libraries print while planning goes to stderr."""
 
 PLAN_SLO_FLAGS = (
@@ -115,9 +113,9 @@ def _plan(args: argparse.Namespace) -> int:
         from planner.export import emit
 
         sys.stdout.write(emit(report, args.emit))  # no plan: Infeasible, exit 3 (planner/cli.py)
-        return EXIT_PLAN
+        return c.EXIT_OK
     c.emit(report, args.json, render)
-    return EXIT_NO_PLAN if report.status in NO_PLAN_STATUSES else EXIT_PLAN
+    return c.EXIT_NO_PLAN if report.status in NO_PLAN_STATUSES else c.EXIT_OK
 
 
 def _remote_plan(server: str, data: dict[str, Any], base: Path, verify: bool) -> Any:
