@@ -44,29 +44,22 @@ from planner.inputs import (
     resolve_trace,
     validate_request,
 )
-from planner.reports import (
-    AnalyzeReport,
-    CalibrateReport,
-    CatalogReport,
-    ChunkedPrefillReport,
-    ConcurrencyReport,
-    EvaluateReport,
-    GpuCatalogReport,
-    KvCapacityReport,
-    ModelCatalogReport,
-    PrefillReport,
-    ReplicaInfo,
-    SimulateReport,
-    StaticBatchingReport,
-    UtilizationReport,
-)
 
 if TYPE_CHECKING:
+    # The reports are imported where they are built: a command imports only its own (and
+    # `capplan catalog` no latency model).
+    from planner.catalog.reports import CatalogReport
     from planner.costmodel.fit_data import Measurements
     from planner.costmodel.profile import Profile
     from planner.costmodel.roofline import Replica
     from planner.deployment import Deployment, ResolvedDeployment
     from planner.plan import PlanReport, PlanRequest
+    from planner.reports import (
+        AnalyzeReport,
+        CalibrateReport,
+        EvaluateReport,
+        SimulateReport,
+    )
     from planner.simulate.requests import RequestArrays
     from planner.slo import Slo
     from planner.workload import Workload
@@ -146,6 +139,7 @@ def evaluate(request: EvaluateRequest | Mapping[str, Any], *, base_dir: BaseDir 
     """Latency, KV use and cost of a deployment under a workload (the peak bucket's rate for
     bucketed arrivals, or `requests_per_s`); with an SLO, the most requests/s within it."""
     from planner.latency import LatencyModel, WorkloadStats
+    from planner.reports import EvaluateReport
 
     req = validate_request(EvaluateRequest, request)
     base = _dir(base_dir)
@@ -285,6 +279,7 @@ def simulate(request: SimulateRequest | Mapping[str, Any], *, base_dir: BaseDir 
     requests sampled from the workload or replayed from a trace. Same request, same report."""
     import numpy as np
 
+    from planner.reports import SimulateReport
     from planner.simulate.requests import within_context
     from planner.simulate.run import engine_config, run
 
@@ -413,6 +408,15 @@ def _context(field: str, value: int, replica: Replica) -> int:
 def analyze(request: AnalyzeRequest | Mapping[str, Any], *, base_dir: BaseDir = None) -> AnalyzeReport:
     """One of the seed article's roofline analyses (theoretical profile unless asked)."""
     from planner.costmodel import analyses as a
+    from planner.reports import (
+        ChunkedPrefillReport,
+        ConcurrencyReport,
+        KvCapacityReport,
+        PrefillReport,
+        ReplicaInfo,
+        StaticBatchingReport,
+        UtilizationReport,
+    )
 
     req = validate_request(AnalyzeRequest, request)
     which = req.analysis
@@ -499,6 +503,7 @@ def calibrate(request: CalibrateRequest | Mapping[str, Any], *, base_dir: BaseDi
     from planner.catalog.gpus import get_gpu
     from planner.catalog.models import get_model
     from planner.costmodel.fitting import fit_profile
+    from planner.reports import CalibrateReport
 
     req = validate_request(CalibrateRequest, request)
     base = _dir(base_dir)
@@ -556,6 +561,7 @@ def catalog(request: CatalogRequest | Mapping[str, Any], *, base_dir: BaseDir = 
     the sizes computed from config.json (and, for one MoE model, the experts a step reads)."""
     from planner.catalog.gpus import get_gpu, gpu_names
     from planner.catalog.models import get_model, model_names
+    from planner.catalog.reports import GpuCatalogReport, ModelCatalogReport
 
     req = validate_request(CatalogRequest, request)
     if req.kind == "gpus":

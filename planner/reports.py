@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
-from planner.catalog.gpus import GpuSpec
 from planner.catalog.models import Dtype
+from planner.catalog.reports import CatalogReport, GpuCatalogReport, ModelCatalogReport, Report
 from planner.costmodel.analyses import Reading
 from planner.costmodel.fit_data import StepKind
 from planner.costmodel.profile import Profile
@@ -42,8 +42,7 @@ __all__ = [
 ]
 
 
-class _Report(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+_Report = Report  # every report's base (planner/catalog/reports.py, which imports no latency model)
 
 
 # --- shared pieces -------------------------------------------------------------------------------
@@ -521,55 +520,4 @@ class CalibrateReport(_Report):
     output: str | None = None
 
 
-# --- catalog -------------------------------------------------------------------------------------
-
-
-class GpuCatalogReport(_Report):
-    gpus: list[GpuSpec]
-
-
-class ModelEntry(_Report):
-    """A catalog model: its config.json shape and the sizes computed from it."""
-
-    name: str
-    layers: int
-    hidden_size: int
-    attention_heads: int
-    kv_heads: int
-    head_dim: int
-    intermediate_size: int
-    vocab_size: int
-    tie_word_embeddings: bool
-    max_position_embeddings: int
-    attention_bias: bool
-    qk_norm: bool
-    num_experts: int
-    experts_per_token: int
-    total_params: int
-    active_params: int
-    kv_bytes_per_token_bf16: int
-    weight_bytes_bf16: int
-
-
-class ExpertRead(_Report):
-    tokens: int
-    experts_touched_per_layer: float
-    params_read: float
-
-
-class ModelCatalogReport(_Report):
-    """`expert_reads` (a step of N tokens, uniform routing) only for one MoE model; absent from
-    the JSON otherwise."""
-
-    models: list[ModelEntry]
-    expert_reads: list[ExpertRead] | None = None
-
-    @model_serializer(mode="wrap")
-    def _drop_absent_reads(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        out: dict[str, Any] = handler(self)
-        if out.get("expert_reads") is None:
-            out.pop("expert_reads", None)
-        return out
-
-
-CatalogReport = GpuCatalogReport | ModelCatalogReport
+# --- catalog: planner/catalog/reports.py (`capplan catalog` imports no latency model) -----------

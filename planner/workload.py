@@ -478,6 +478,9 @@ class LengthDistribution(BaseModel):
         cuts = np.unique(np.quantile(ints, _slice_levels(bins), method="inverted_cdf"))
         upper = cuts[1:] if cuts.size > 1 else cuts
         edges = np.concatenate((cuts[:1] - 0.5, upper + 0.5))  # bins of whole integers
+        # A sample at the longest length a workload takes ends its bin there, not half a token past
+        # the range (MAX_TOKENS samples, from a trace, made edges the Histogram refuses).
+        edges[-1] = min(edges[-1], MAX_TOKENS)
         counts, _ = np.histogram(ints, bins=edges)
         return cls(histogram=Histogram(edges=tuple(edges.tolist()), counts=tuple(int(c) for c in counts)))
 

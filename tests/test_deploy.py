@@ -81,7 +81,7 @@ def test_dockerfile_ports_and_command_match_the_deployment() -> None:
     assert grpc_port == next(p["containerPort"] for p in container["ports"] if p["name"] == "grpc")
     # `capplan` is the project's console script, and `serve` accepts those flags.
     pyproject = (ROOT / "pyproject.toml").read_text()
-    assert 'capplan = "planner.cli:main"' in pyproject
+    assert 'capplan = "planner.cli:run"' in pyproject
     from planner.cli import build_parser
 
     args = build_parser().parse_args([*entry[1:], *cmd])

@@ -1,7 +1,7 @@
 """Fuzz every `capplan` subcommand in-process with hostile input (issue 8): wrong types, NaN and
-infinities, 1e30, negatives, empty values, garbage files. Each call must exit 2 (or 1 for an
-answer such as "infeasible") with exactly one stderr line, or 0 with a sane answer; never a
-traceback, never over 20 s, never over 1 GiB (tests/fuzz_support.py states the contract).
+infinities, 1e30, negatives, empty values, garbage files. Each call must exit 2 (or 1) with
+exactly one stderr line, 0 with a sane answer, or 3 (no plan) with the plan's report or one
+stderr line; never a traceback, never over 20 s, never over 1 GiB (tests/fuzz_support.py states the contract).
 
 Derandomized (tests/conftest.py), so a red run is reproducible: the failure prints the argv.
 Examples are few per subcommand to keep the whole file near 30 s on two cores; explore more with

@@ -165,7 +165,10 @@ def test_plans_in_any_order_equal_their_cold_plans() -> None:
             assert plan_json(reqs[i]) == expected[i], (order, i)
 
 
-def test_worker_processes_fill_the_same_memo() -> None:
+def test_worker_processes_fill_the_same_memo(monkeypatch: pytest.MonkeyPatch) -> None:
+    from planner.plan import pool
+
+    monkeypatch.setattr(pool, "IN_PROCESS_S", 0.0)  # a small plan's batches go to the workers too
     req = request()
     expected = cold(req)
     clear_memo()

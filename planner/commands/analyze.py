@@ -153,7 +153,7 @@ def _run(args: argparse.Namespace) -> None:
     from planner.inputs import AnalyzeRequest, validate_request
 
     data, flags = request_from_args(args)
-    with flags.named():
+    with flags.named(), c.computing():
         req = validate_request(AnalyzeRequest, data)
         report = api.analyze(req)
     params = getattr(req, req.analysis)

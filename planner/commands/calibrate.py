@@ -90,7 +90,7 @@ def _calibrate(args: argparse.Namespace) -> None:
     from planner.costmodel.profile import save_profile_file
 
     data, flags = request_from_args(args)
-    with flags.named():
+    with flags.named(), c.computing():
         report = api.calibrate(data)
     if args.output:
         save_profile_file(report.profile, args.output, "--output")

@@ -10,15 +10,24 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, redirect_stdout
 from pathlib import Path
-from typing import Any
-
-from pydantic import BaseModel
+from typing import TYPE_CHECKING, Any
 
 from planner.errors import InvalidInput
+
+if TYPE_CHECKING:  # `capplan --help` imports no pydantic
+    from pydantic import BaseModel
+
+
+# The exit status of every command (README.md; `capplan plan --help`).
+EXIT_OK = 0  # an answer (for plan: a plan)
+EXIT_INTERNAL = 1  # a bug, or a service that failed
+EXIT_BAD_INPUT = 2  # one line on stderr naming the field
+EXIT_NO_PLAN = 3  # an INFEASIBLE or NO_SOLUTION plan (its report printed), or nothing to emit or draw
 
 
 def flag_name(field: str) -> str:
@@ -78,6 +87,49 @@ class Flags:
             if named is exc:
                 raise
             raise named from None
+
+
+@contextmanager
+def computing() -> Iterator[None]:
+    """While a command computes, whatever writes to standard output (a solver's C++ log line
+    written straight to file descriptor 1, a library's print, a subprocess, the worker processes
+    a plan forks, which inherit descriptor 1 as it is when they start) goes to stderr: stdout
+    carries the command's answer and nothing else (`--json | python -m json.tool`). Descriptor 1
+    is pointed at descriptor 2 and restored, C's stdio buffers flushed first, before the answer
+    is printed. No descriptor 1 (closed): nothing to keep clean."""
+    if sys.stdout is not None:
+        sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+    except OSError:
+        yield
+        return
+    try:
+        try:
+            os.dup2(2, 1)
+        except OSError:  # no stderr either: the output is dropped
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, 1)
+            os.close(null)
+        with redirect_stdout(sys.stderr):
+            yield
+    finally:
+        _flush_c_stdio()
+        if sys.stdout is not None:
+            sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def _flush_c_stdio() -> None:
+    """fflush(NULL): what native code printed is still in C's buffer (a pipe is fully buffered)
+    and would reach the restored stdout at exit."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).fflush(None)
+    except (OSError, AttributeError, TypeError):  # no C library to ask (not POSIX): nothing buffered there
+        pass
 
 
 def split_list(text: str | None, none_as: str | None = None) -> list[str] | None:

@@ -52,7 +52,7 @@ def _evaluate(args: argparse.Namespace) -> None:
     from planner import api
 
     data, flags = request_from_args(args)
-    with flags.named():
+    with flags.named(), c.computing():
         report = api.evaluate(data, base_dir=Path(args.file).parent)
     c.emit(report, args.json, render)
 

@@ -17,6 +17,18 @@ from typing import Any
 
 from planner.commands import common as c
 
+# The exit status a pipeline reads (planner/commands/common.py, README.md, docs/plan.md).
+NO_PLAN_STATUSES = ("INFEASIBLE", "NO_SOLUTION")
+EXIT_CODES_HELP = """exit status:
+  0  a plan (status OPTIMAL or FEASIBLE)
+  3  no plan: status INFEASIBLE (no deployment within the candidates meets the SLOs; the
+     report names the constraint and the nearest relaxation) or NO_SOLUTION (the time limit
+     came before any plan; a longer --time-limit-s may find one). The report (--json or the
+     summary) is printed all the same; --emit has nothing to emit and says so on stderr
+  2  bad input (one line on stderr naming the flag or the file's field, and the reason)
+  1  internal error (a bug: the traceback on stderr), or a --server that failed
+stdout carries the answer alone: what solvers or libraries print while planning goes to stderr."""
+
 PLAN_SLO_FLAGS = (
     ("--slo-ttft-p99-ms", "ttft_p99_ms", "TTFT p99 target (overrides the file's)"),
     ("--slo-itl-p99-ms", "itl_p99_ms", "ITL p99 target (overrides the file's)"),
@@ -28,6 +40,10 @@ def register(sub: Any) -> None:
     p = sub.add_parser(
         "plan",
         help="the cheapest deployment (GPU, count, TP, vLLM flags, disaggregation) meeting TTFT/ITL p99 SLOs",
+        description="The cheapest deployment (GPU type and count, TP, vLLM flags, colocated or "
+        "disaggregated, replicas per bucket) that meets the TTFT/ITL p99 SLOs for a traffic forecast.",
+        epilog=EXIT_CODES_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("file", metavar="FILE", help="YAML (or JSON) with model:, slo:, workload: and optional "
                    "candidates:, pricing:, inventory:, headroom:, solver:")  # fmt: skip
@@ -78,25 +94,28 @@ def _workers(text: str | None) -> int | None:
     return n
 
 
-def _plan(args: argparse.Namespace) -> None:
-    from planner import api
-
+def _plan(args: argparse.Namespace) -> int:
+    """Plan (here or on a `capplan serve`), print, and return the exit status (EXIT_CODES_HELP)."""
     data, flags = request_from_args(args)
     workers = _workers(args.workers)
-    with flags.named():
+    if args.emit is not None and args.json:
+        from planner.errors import InvalidInput
+
+        raise InvalidInput("--emit", "prints manifests or command lines, not JSON: drop --json")
+    with flags.named(), c.computing():
         if args.server:
             report = _remote_plan(args.server, data, Path(args.file).parent, args.verify)
         else:
+            from planner import api
+
             report = api.plan(data, base_dir=Path(args.file).parent, verify=args.verify, workers=workers)
     if args.emit is not None:
-        from planner.errors import InvalidInput
         from planner.export import emit
 
-        if args.json:
-            raise InvalidInput("--emit", "prints manifests or command lines, not JSON: drop --json")
-        sys.stdout.write(emit(report, args.emit))
-        return
+        sys.stdout.write(emit(report, args.emit))  # no plan: Infeasible, exit 3 (planner/cli.py)
+        return c.EXIT_OK
     c.emit(report, args.json, render)
+    return c.EXIT_NO_PLAN if report.status in NO_PLAN_STATUSES else c.EXIT_OK
 
 
 def _remote_plan(server: str, data: dict[str, Any], base: Path, verify: bool) -> Any:

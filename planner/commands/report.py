@@ -38,7 +38,7 @@ def _report(args: argparse.Namespace) -> None:
 
     data, flags = request_from_args(args)
     workers = _workers(args.workers)
-    with flags.named():
+    with flags.named(), c.computing():
         result = write_report(data, args.output_dir, base_dir=Path(args.file).parent, workers=workers)
     plan = result.plan
     cost = "" if plan.usd_per_month is None else f", ${plan.usd_per_month:,.0f}/month"

@@ -84,7 +84,7 @@ def _simulate(args: argparse.Namespace) -> None:
     from planner import api
 
     data, flags = request_from_args(args)
-    with flags.named():
+    with flags.named(), c.computing():
         report = api.simulate(data, base_dir=Path(args.file).parent)
     c.emit(report, args.json, lambda d: render(d, args.series))
 

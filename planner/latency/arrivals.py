@@ -36,7 +36,8 @@ import math
 from typing import NamedTuple
 
 import numpy as np
-from scipy import special
+
+from planner.latency.scipy_special import special
 
 GL_NODES = 16
 _GL_X, _GL_W = np.polynomial.legendre.leggauss(GL_NODES)

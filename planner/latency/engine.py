@@ -65,7 +65,6 @@ from typing import Any, Literal, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
-from scipy import special
 
 from planner.costmodel.steptime import StepCoefficients, batch_time_s, step_time_s
 from planner.latency.arrivals import (
@@ -92,6 +91,7 @@ from planner.latency.queueing import (
     wait_beyond,
     wait_spread,
 )
+from planner.latency.scipy_special import special
 from planner.latency.stats import WorkloadStats
 from planner.scheduler_config import SchedulerConfig
 from solvers.rootfind import RootResult, find_root
@@ -250,7 +250,21 @@ ATOM_CV = 0.5  # prompt-length CV at which the company's count atoms have faded 
 
 SLICE_EDGES = np.array([0.0, 0.25, 0.5, 0.75, 0.9, 0.95, 0.98, 0.99, 1.0])
 SLICE_PROBS = np.diff(SLICE_EDGES)
-_SLICE_Z = special.ndtri(SLICE_EDGES)
+# Phi^-1 at SLICE_EDGES, as scipy.special.ndtri gives them (tests/test_startup.py holds them to
+# it): written out so that importing the engine imports no SciPy (planner/latency/scipy_special.py).
+_SLICE_Z = np.array(
+    [
+        -np.inf,
+        -0.6744897501960817,
+        0.0,
+        0.6744897501960817,
+        1.2815515655446004,
+        1.6448536269514722,
+        2.0537489106318225,
+        2.3263478740408408,
+        np.inf,
+    ]
+)
 _SQRT_HALF = math.sqrt(0.5)
 _SIGMA_UNIFORM = math.sqrt(math.log(4.0 / 3.0))  # U L at a fixed L: E[D^2] / E[D]^2 = (1/3) / (1/4)
 

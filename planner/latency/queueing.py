@@ -46,7 +46,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from scipy import special
+
+from planner.latency.scipy_special import special
 
 FloatArray = npt.NDArray[np.float64]
 

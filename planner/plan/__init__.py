@@ -13,8 +13,32 @@ warn (warnings), infeasible and explain (answers without a plan), verify (the si
 report (the report's schema).
 """
 
-from planner.plan.report import PlanReport
-from planner.plan.request import PlanRequest, load_plan_file, parse_plan_request
-from planner.plan.run import plan, vllm_args
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from planner.plan.report import PlanReport
+    from planner.plan.request import PlanRequest, load_plan_file, parse_plan_request
+    from planner.plan.run import plan, vllm_args
 
 __all__ = ["PlanReport", "PlanRequest", "load_plan_file", "parse_plan_request", "plan", "vllm_args"]
+
+# Each name from its module on first use: reading a request (`capplan plan --server`, the
+# service's schema) imports neither the search nor the solvers.
+_HOMES = {
+    "PlanReport": "planner.plan.report",
+    "PlanRequest": "planner.plan.request",
+    "load_plan_file": "planner.plan.request",
+    "parse_plan_request": "planner.plan.request",
+    "plan": "planner.plan.run",
+    "vllm_args": "planner.plan.run",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'planner.plan' has no attribute {name!r}")
+    return getattr(importlib.import_module(home), name)

@@ -17,7 +17,7 @@ from functools import lru_cache
 
 from planner.catalog.models import Dtype
 from planner.costmodel.profile import Profile
-from planner.deployment import Deployment, Disaggregation, ResolvedDeployment
+from planner.deployment import MAX_NUM_SEQS, Deployment, Disaggregation, ResolvedDeployment
 from planner.errors import InvalidInput
 from planner.latency import LatencyModel, Slo, WorkloadStats
 from planner.latency.engine import HUGE, Point, Role
@@ -149,9 +149,10 @@ class CapacityPoint:
 
 def kv_limit_seqs(resolved: ResolvedDeployment, stats: WorkloadStats) -> int:
     """Sequences of the mean decode context (plus half a block) the KV cache holds: above it
-    vLLM preempts, so `max_num_seqs` need not go higher."""
+    vLLM preempts, so `max_num_seqs` need not go higher; nor above MAX_NUM_SEQS, a deployment's
+    range (requests of a few tokens fit more in the cache)."""
     per_seq = stats.decode_context + BLOCK_SIZE_TOKENS / 2
-    return max(1, int(resolved.kv.kv_cache_tokens // per_seq))
+    return max(1, min(MAX_NUM_SEQS, int(resolved.kv.kv_cache_tokens // per_seq)))
 
 
 def kv_limit_at(ctx: SearchContext, cfg: ReplicaConfig) -> int:

@@ -5,7 +5,9 @@ planner/plan/search.py) or single configurations, each task carrying its plan's 
 few kilobytes); results come back in the order asked, so the plan is the same whatever the
 worker count. The worker processes are started once per process and kept for later plans
 (starting them costs about as much as a small plan); `shutdown_workers` (also at exit) stops
-them. `workers=1` answers in this process: no fork, what a threaded server should use.
+them. `workers=1` answers in this process: no fork, what a threaded server should use. Until
+the workers run, a batch starts in this process and only its rest after IN_PROCESS_S of CPU
+goes to them: a small plan starts none.
 
 Every answer is first looked up in this process's capacity memo (planner/plan/memo.py) and
 only the misses are computed (then remembered): a later plan with the same capacity inputs,
@@ -18,6 +20,7 @@ import atexit
 import multiprocessing as mp
 import os
 import threading
+import time
 from collections.abc import Hashable, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import replace
@@ -40,6 +43,11 @@ from planner.plan.split import Split, split_capacity, split_key
 # Below this many tasks a batch is answered in-process: handing them out costs more.
 MIN_PARALLEL_TASKS = 2
 DEFAULT_WORKERS = 2
+# Before the worker processes exist, a batch starts in this process and hands to them only what
+# is left after this much CPU: starting them costs about 0.06 s of CPU (fork, then copy-on-write
+# faults), more than a small plan's whole search (`capplan plan examples/chat.yaml`: 0.17 s).
+# The answers are the same either way (bench/bench_cli.py measures the whole command).
+IN_PROCESS_S = 0.25
 
 _EXECUTORS: dict[int, ProcessPoolExecutor] = {}
 _LOCK = threading.Lock()
@@ -63,6 +71,11 @@ def _executor(workers: int) -> Executor:
             ex = ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context(method))
             _EXECUTORS[workers] = ex
         return ex
+
+
+def _running(workers: int) -> bool:
+    with _LOCK:
+        return workers in _EXECUTORS
 
 
 def shutdown_workers() -> None:
@@ -112,10 +125,26 @@ class CapacityPool:
         return [a for a in out if a is not None]
 
     def _compute(self, tasks: Sequence[Shape | ReplicaConfig]) -> list[ShapeResult | CapacityPoint]:
-        if self.workers > 1 and len(tasks) >= MIN_PARALLEL_TASKS:
-            items = [(self.ctx, t) for t in tasks]
-            return list(_executor(self.workers).map(_answer, items, chunksize=1))
-        return [_answer((self.ctx, t)) for t in tasks]
+        """Answers in the order asked: on the worker processes once they run, else here until
+        IN_PROCESS_S of this thread's CPU has passed since the first answer (which pays the
+        latency model's one-off imports), and the rest on them (started then)."""
+        out: list[ShapeResult | CapacityPoint] = []
+        clock: float | None = None
+        for i, task in enumerate(tasks):
+            if (
+                self.workers > 1
+                and len(tasks) - i >= MIN_PARALLEL_TASKS
+                and (
+                    _running(self.workers)
+                    or (clock is not None and time.thread_time() - clock >= IN_PROCESS_S)
+                )
+            ):
+                items = [(self.ctx, t) for t in tasks[i:]]
+                return out + list(_executor(self.workers).map(_answer, items, chunksize=1))
+            out.append(_answer((self.ctx, task)))
+            if clock is None:
+                clock = time.thread_time()
+        return out
 
     def search(
         self, shapes: Sequence[Shape], also: Sequence[ReplicaConfig] = (), split: Split | None = None

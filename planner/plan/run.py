@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from planner.errors import InvalidInput
+from planner.inputs import TraceWorkload
 from planner.latency import WorkloadStats
 from planner.plan.alternatives import Alternatives
 from planner.plan.capacity import CapacityPoint, Role, SearchContext
@@ -36,6 +37,7 @@ from planner.plan.split import Split
 from planner.plan.warn import plan_warnings
 from planner.workload import Workload
 from solvers.milp import MilpData, MilpResult, solve
+from solvers.milp_data import MAX_BUCKETS
 
 __all__ = ["NIXL_CONFIG", "default_configs", "plan", "vllm_args"]
 
@@ -55,11 +57,20 @@ def _model_ref(name: str, base: Path | None) -> str:
     return name
 
 
-def _forecast(workload: Workload) -> Forecast:
+def _forecast(workload: Workload, req: PlanRequest) -> Forecast:
     a = workload.arrivals
     if a.buckets is None:
         assert a.requests_per_s is not None
         return Forecast((a.requests_per_s,), (3600.0,))
+    if len(a.buckets) > MAX_BUCKETS:  # the MILP's limit (a workload takes more: evaluate, simulate)
+        span_s = math.fsum(b.duration_s for b in a.buckets)
+        field, fix = "workload.arrivals.buckets", "merge buckets"
+        if isinstance(req.workload, TraceWorkload):
+            field, fix = "workload.bucket_s", f"give bucket_s >= {span_s / MAX_BUCKETS:.4g} s"
+        raise InvalidInput(
+            field,
+            f"{len(a.buckets):,} buckets over {span_s:.4g} s; a plan sizes at most {MAX_BUCKETS:,} ({fix})",
+        )
     return Forecast(tuple(b.requests_per_s for b in a.buckets), tuple(b.duration_s for b in a.buckets))
 
 
@@ -149,7 +160,7 @@ def plan(
     if len(gpus) < len(listed):
         notes.append("inventory 0 excludes " + ", ".join(g for g in listed if g not in gpus))
     ctx = _context(req, model, stats, listed, base)
-    forecast = _forecast(workload)
+    forecast = _forecast(workload, req)
     prices = [_prices(req, g) for g in sorted(listed)]
     with CapacityPool(ctx, default_workers() if workers is None else workers) as pool:
         unfit = unfit_shapes(model, req.candidates, gpus, ctx.profile)
