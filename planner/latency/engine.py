@@ -53,7 +53,9 @@ decode pool: decode steps only). With n the mean number of decoding sequences:
   the excess of the GI/G/1 wait (exponential phases with M/G/1's second moment, never decaying
   faster than the exact GI/G/1 tail: queueing.wait_beyond, queueing.wait_decay_s) + the
   prompt's steps topped up to full. A disaggregated prefill pool: GI/G/1 wait + own steps
-  + the KV transfer.
+  + the KV transfer. Where every `max_num_seqs` seat may be taken, a prompt also waits for one
+  (`seats.py`: Erlang C in Hayward's form, the drain of full seats; `_seat_wait`), and where the
+  KV cache may be full, for blocks (`_kv_full`): branches of TTFT's mixture.
 """
 
 from __future__ import annotations
@@ -92,6 +94,7 @@ from planner.latency.queueing import (
     wait_spread,
 )
 from planner.latency.scipy_special import special
+from planner.latency.seats import NO_SEAT_WAIT, SeatWait, seat_wait, with_seat_wait
 from planner.latency.stats import WorkloadStats
 from planner.scheduler_config import SchedulerConfig
 from solvers.rootfind import RootResult, find_root
@@ -198,6 +201,7 @@ class State:
     join_cost: float = 0.0  # a further whole prompt's time in a step with one (Jc)
     joined: float = 0.0  # the share of prompts that join a step another opened (j)
     chain_push: float | None = None  # `Engine._delay_chain`: prompts pushed past their step (lazily)
+    seats: SeatWait | None = None  # Engine._seat_wait (lazily)
 
 
 class Steps(NamedTuple):
@@ -246,6 +250,7 @@ CHAIN_DELAY_CA2 = (1.5, 3.0)  # c_a^2 from which D's chain part fades out, and w
 COUNT_REACH_SDS = 12.0  # `_delay_chain`'s company counts end this many sds (and counts) past the mean
 DELAY_CHAIN_NEGLIGIBLE = 1e-7  # steps under way seen less often are left out of D (`_delay_chain`)
 ATOM_CV = 0.5  # prompt-length CV at which the company's count atoms have faded into the lognormal
+PEAKEDNESS_FLOOR = 1e-3  # the seat queue's count peakedness Z is at least this (`_seat_wait`)
 
 
 SLICE_EDGES = np.array([0.0, 0.25, 0.5, 0.75, 0.9, 0.95, 0.98, 0.99, 1.0])
@@ -547,6 +552,8 @@ class Point:
     preemption_risk: float
     running_requests: float
     kv_full_wait_s: float = 0.0  # mean wait of an arrival that finds the KV cache full (`_kv_full`)
+    seat_wait_probability: float = 0.0  # P(an arrival finds every seat taken) (`_seat_wait`)
+    seat_wait_s: float = 0.0  # and its mean wait for one, given that
 
 
 def _bound_past_waits(top: float, queued: float, m_max: float, mass: float) -> float:
@@ -1368,6 +1375,7 @@ class Engine:
             worst = self._itl_worst(s)
         seats, kv_mean = self._load(s)
         risk = self._kv_risk(s)
+        seat = self._seat_wait(s)
         # the steps that carry prompt tokens, company sharing one: the mix ITL reads
         mixed = self._steps(s).mixed_share if self.has_decode and self.has_prefill else 0.0
         return Point(
@@ -1389,6 +1397,8 @@ class Engine:
             preemption_risk=risk,
             running_requests=seats,
             kv_full_wait_s=self._kv_full(s)[1],
+            seat_wait_probability=seat.probability,
+            seat_wait_s=seat.mean_s,
         )
 
     def _kv_risk(self, s: State) -> float:
@@ -1425,6 +1435,32 @@ class Engine:
                 )
                 s.kv_full = (f, rest)
         return s.kv_full
+
+    def _seat_wait(self, s: State) -> SeatWait:
+        """The wait for a sequence slot (`seats.seat_wait`, docs/latency.md, "Waiting for a
+        seat"), once per state, for the engines whose prompts arrive (colocated, prefill pool):
+        S = max_num_seqs seats, offered the running requests a (`_load`). The count's
+        peakedness Z: the decode count's variance over its mean (`_decode_var`: burstiness and
+        the count's feedback) where decodes run, else the arrivals' burst factor 1 + (c_a^2 - 1)
+        a / (1 + a) (as z). The residence with every seat taken, R_full: a / lam with each of
+        its d decode steps carrying the S - a decodes more (the decode-only step timed at
+        n_dec + S - a, over 1 - busy as t_step); a prefill pool's, a / lam."""
+        if s.seats is None:
+            s.seats = NO_SEAT_WAIT
+            running = self._load(s)[0] if self.has_prefill and s.lam > 0.0 else 0.0
+            if running > 0.0:
+                full = running / s.lam
+                if self.has_decode and s.n > 0.0:
+                    peak = self._decode_var(s) / s.n
+                    more = max(self.seats_max - running, 0.0)
+                    longer = self._decode_step_s(s.n_dec + more) - s.t_dec
+                    full += self.d * longer * s.t_step / s.t_dec  # t_step / t_dec = 1 / (1 - busy)
+                else:
+                    peak = 1.0 + (self.ca2 - 1.0) * running / (1.0 + running)
+                s.seats = seat_wait(
+                    self.seats_max, running, max(peak, PEAKEDNESS_FLOOR), s.lam, full, self.ca2
+                )
+        return s.seats
 
     def ttft_p99_s(self, s: State) -> float:
         return float(self._ttft(s)[0][1])
@@ -1912,6 +1948,9 @@ class Engine:
         f, rest = self._kv_full(s)
         if f > 0.0:
             values, probs, phases, waiting = self._with_kv_full(values, probs, phases, waiting, size, f, rest)
+        seat = self._seat_wait(s)
+        if seat.probability > 0.0:
+            values, probs, phases, waiting = with_seat_wait(values, probs, phases, waiting, seat)
         s.ttft_mix = TtftMixture(values, probs, phases, waiting, size, q, shown)
         return s.ttft_mix
 
@@ -1970,7 +2009,8 @@ class Engine:
         if not self.has_decode:
             return math.inf
         st = self._steps(s)
-        if s.ttft_mix is None and st.backlog < _TAIL_EPS[-1] and self._kv_full(s)[0] == 0.0:
+        quiet = self._kv_full(s)[0] == 0.0 and self._seat_wait(s).probability == 0.0
+        if s.ttft_mix is None and st.backlog < _TAIL_EPS[-1] and quiet:
             # The largest own service after the largest delay: without the mixture's delays,
             # full steps and products (~85% of the bound's cost; the capacity search asks this
             # at most of its states once ITL is met).
@@ -2011,6 +2051,12 @@ class Engine:
             service = service + rc * (full - service)
         if self.extra_ttft is not None:
             service = service + self.extra_ttft
+        seat = self._seat_wait(s)
+        if seat.probability > 0.0:
+            m = wait.mean_if_waiting_s
+            queue: Phases = ((wait.prob, m),) if wait.prob > 0.0 and m > 0.0 else ()
+            values, probs, phases, waiting = with_seat_wait(service, self.pw, queue, None, seat)
+            return response_quantiles_phases(values, probs, phases, LEVELS, waiting)
         return response_quantiles(service, self.pw, wait, LEVELS)
 
     def _delay(self, s: State, st: Steps) -> tuple[FloatArray, FloatArray]:

@@ -515,6 +515,13 @@ class LatencyModel:
                     f"preemption risk{where}: KV use is {p.kv_cache_usage:.0%} of the cache on average; "
                     f"it overflows {p.preemption_risk:.1%} of the time (watch vllm:num_preemptions){wait}"
                 )
+            if p is not None and p.seat_wait_probability > 0.01:
+                out.append(
+                    f"seats{where}: {p.seat_wait_probability:.0%} of prompts find all {d.max_num_seqs} "
+                    f"max_num_seqs seats taken ({p.running_requests:.1f} running on average) and wait "
+                    f"~{p.seat_wait_s * 1e3:,.0f} ms for one, counted in TTFT "
+                    "(watch vllm:num_requests_waiting)"
+                )
         return out
 
     def _buckets(self) -> tuple[BucketPoint, ...]:
