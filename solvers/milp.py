@@ -48,10 +48,10 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from solvers.milp_bucketwise import plan_cost, solve_bucketwise, with_candidates
 from solvers.milp_data import (
     LIMIT_PREFIX,
     POOLS,
@@ -63,20 +63,25 @@ from solvers.milp_data import (
     prune_dominated,
     select_buckets,
 )
-from solvers.milp_diagnose import Violation, diagnose
 from solvers.milp_fastpath import Option, enumerate_options, evaluate_options, fluid_bound, shortlist
-from solvers.milp_model import (
-    Model,
+from solvers.milp_plan import (
     Raw,
+    Violation,
     bucket_needs,
-    build,
     check_plan,
-    run_model,
-    set_initial,
+    plan_cost,
+    proved,
     totals,
+    with_candidates,
 )
 from solvers.milp_report import binding
-from solvers.milp_solver import MIN_SOLVER_S, proved
+
+if TYPE_CHECKING:
+    from solvers.milp_model import Model
+
+# What runs a solver (PuLP and highspy, and the models built for them) is imported where a model is
+# built or solved: the closed form answers one configuration alone, and a plan that needs no MILP
+# (the usual one) then loads no solver.
 
 __all__ = [
     "MAX_MODEL_VARIABLES",
@@ -91,7 +96,6 @@ __all__ = [
     "Resource",
     "SolveStats",
     "Violation",
-    "build",
     "prune_dominated",
     "solve",
     "solve_model",
@@ -180,6 +184,8 @@ class _Mapping:
 def solve_model(model: Model, *, time_limit_s: float | None = None, warm: bool = False) -> MilpResult:
     """Solve a built model (solvers.milp_solver) and read it; no reductions. `warm`: hand the
     solver the variables' initial values (setInitialValue) as a start."""
+    from solvers.milp_model import run_model
+
     started = time.perf_counter()
     seconds = model.data.time_limit_s if time_limit_s is None else time_limit_s
     raw = run_model(model, seconds, warm=warm)
@@ -191,6 +197,8 @@ def solve_model(model: Model, *, time_limit_s: float | None = None, warm: bool =
 
 
 def _empty(raw: Raw, orig: MilpData, stats: SolveStats, started: float) -> MilpResult:
+    from solvers.milp_diagnose import diagnose
+
     zeros = tuple(0 for _ in orig.buckets)
     return MilpResult(
         status=raw.status,
@@ -302,6 +310,8 @@ def solve(data: MilpData, *, reduce: bool = True) -> MilpResult:
     started = time.perf_counter()
     deadline = started + data.time_limit_s
     if not reduce:
+        from solvers.milp_model import build
+
         _refuse_if_large(data)
         model = build(data)
         result = solve_model(model, time_limit_s=deadline - time.perf_counter() - model.build_s)
@@ -344,6 +354,9 @@ def _mixed(
     deadline: float,
 ) -> tuple[Raw, SolveStats]:  # fmt: skip
     """Any mix: one model over few buckets, else bucket by bucket (module docstring)."""
+    from solvers.milp_bucketwise import solve_bucketwise
+    from solvers.milp_model import build, run_model, set_initial
+
     warm = None
     try:
         options = evaluate_options(sub, enumerate_options(sub, range(len(sub.candidates))))
@@ -387,6 +400,9 @@ def _attempt(model: Model, deadline: float) -> Raw | None:
     left): forecasts of a few distinct levels and replicas are proved in a few nodes. None when
     the time ran out first: what the solver had then depends on the machine's speed, and a plan
     must not (a node count stops it at the same place everywhere)."""
+    from solvers.milp_model import run_model
+    from solvers.milp_solver import MIN_SOLVER_S
+
     seconds = min(ATTEMPT_MAX_S, (deadline - time.perf_counter()) / 4) - model.build_s
     if seconds < MIN_SOLVER_S:
         return None
@@ -448,3 +464,12 @@ def _option_reserved(data: MilpData, option: Option) -> np.ndarray:
     for t, units in option.reserved:
         rs[t] = units
     return rs
+
+
+def __getattr__(name: str) -> object:
+    """`build` and `Model` (solvers.milp_model) on first use: importing them loads PuLP."""
+    if name in ("build", "Model"):
+        from solvers import milp_model
+
+        return getattr(milp_model, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -32,18 +32,8 @@ from solvers.milp_fastpath import (
     fluid_bound_by_bucket,
     shortlist,
 )
-from solvers.milp_model import (
-    Raw,
-    Relaxation,
-    bucket_needs,
-    build,
-    covered,
-    live_pairs,
-    lp_relaxation,
-    matrices,
-    run_model,
-    totals,
-)
+from solvers.milp_model import Relaxation, build, lp_relaxation, run_model
+from solvers.milp_plan import Raw, bucket_needs, covered, live_pairs, matrices, with_candidates
 from solvers.milp_solver import MIN_SOLVER_S
 
 __all__ = [
@@ -73,14 +63,6 @@ MAX_FAMILIES = 16
 # With reserved prices, the buckets are sized twice: with the reserved units fixed (the plan) in at
 # most this share of the time limit, then at reserved-rate prices (the bound) in the rest.
 FIXED_PASS_SHARE = 0.6
-
-
-def with_candidates(data: MilpData, keep: Sequence[int]) -> MilpData:
-    """`data` over the candidates `keep` (indices), with the pairs among them."""
-    cands = tuple(data.candidates[k] for k in keep)
-    ids = {c.id for c in cands}
-    pairs = tuple(p for p in data.incompatible_pairs if p[0] in ids and p[1] in ids)
-    return derive(data, candidates=cands, incompatible_pairs=pairs)
 
 
 def reserved_for(data: MilpData, xs: np.ndarray) -> np.ndarray:
@@ -470,9 +452,3 @@ def size_buckets(
         proved |= in_todo & (upper <= lower * (1.0 + 1e-12) + 1e-12)
     xs[keep] = plan
     return Sized(np.isfinite(upper), proved & np.isfinite(upper), lower * hours, False)
-
-
-def plan_cost(data: MilpData, xs: np.ndarray, rs: np.ndarray) -> float:
-    """The bill of replicas `xs` and reserved units `rs` over `data`'s buckets."""
-    _, _, rate = totals(data, xs, np.asarray(rs, dtype=np.int64))
-    return math.fsum(float(v) * b.hours for v, b in zip(rate, data.buckets, strict=True))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -14,26 +14,13 @@ import pulp
 
 from solvers.milp_data import Bucket, MilpData, Resource, capacity_matrix, prune_dominated
 from solvers.milp_fastpath import COVER_RTOL, deployment_replicas
-from solvers.milp_model import layout
+from solvers.milp_plan import Violation, layout
 from solvers.milp_solver import MIN_SOLVER_S, run
 
 if TYPE_CHECKING:
     from solvers.milp import MilpResult
 
 __all__ = ["Violation", "diagnose"]
-
-
-@dataclass(frozen=True)
-class Violation:
-    """Why a problem is infeasible, in the model's own terms: the named constraint that cannot
-    hold, what it would need and the most it allows (`unit`: "per_s" for demand, "units" for a
-    resource, "configs" for the one-configuration rule), and what the numbers are."""
-
-    constraint: str
-    needed: float
-    limit: float
-    unit: str
-    note: str
 
 
 def diagnose(

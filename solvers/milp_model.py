@@ -60,6 +60,17 @@ import pulp
 
 from solvers.milp_data import POOLS, Candidate, MilpData, capacity_matrix
 from solvers.milp_fastpath import COVER_RTOL, deployment_replicas
+from solvers.milp_plan import (
+    Raw,
+    bucket_needs,
+    check_plan,
+    covered,
+    layout,
+    live_pairs,
+    matrices,
+    served,
+    totals,
+)
 from solvers.milp_solver import run
 
 __all__ = [
@@ -107,25 +118,6 @@ class Model:
     def n_variables(self) -> int:
         parts = (self.x, self.r, self.o, self.y, self.a, self.z, self.s_col, self.s_dis)
         return sum(len(d) for d in parts)
-
-
-def layout(candidates: Sequence[Candidate]) -> tuple[bool, bool]:
-    """(any colocated candidate, any prefill or decode candidate): which coverage rows exist."""
-    pools = {c.pool for c in candidates}
-    return "colocated" in pools, bool(pools & {"prefill", "decode"})
-
-
-def live_pairs(data: MilpData) -> list[tuple[int, int]]:
-    """The incompatible pairs as candidate indices, each once, in input order."""
-    index = {c.id: k for k, c in enumerate(data.candidates)}
-    seen: set[frozenset[int]] = set()
-    out = []
-    for a, b in data.incompatible_pairs:
-        pair = (index[a], index[b])
-        if frozenset(pair) not in seen:
-            seen.add(frozenset(pair))
-            out.append(pair)
-    return out
 
 
 class _Rows:
@@ -312,20 +304,6 @@ def _incompatible(model: Model, rows: _Rows, bound: dict[tuple[int, int], int], 
 # Solving a built model and reading it back
 
 
-@dataclass(frozen=True)
-class Raw:
-    """A solver's answer in the model's own indices (None arrays when it has no solution)."""
-
-    status: str
-    x: np.ndarray | None  # model candidates x model buckets
-    r: np.ndarray | None  # per resource
-    y: np.ndarray | None  # per model candidate (single configuration)
-    bound_usd: float | None
-    bound_source: str | None
-    solver_s: float
-    timed_out: bool = False  # stopped on its time limit (not on optimality or a node limit)
-
-
 def run_model(
     model: Model, seconds: float, *, warm: bool = False, max_nodes: int | None = None, gap: bool = True
 ) -> Raw:
@@ -382,68 +360,6 @@ def lp_relaxation(model: Model, seconds: float) -> Relaxation:
 
 # ---------------------------------------------------------------------------------------------
 # Plans as arrays (candidates x buckets): what they use, serve and cost
-
-
-def matrices(data: MilpData) -> tuple[np.ndarray, np.ndarray]:
-    """units (resources x candidates) and capacity (candidates x buckets) matrices (cached on the
-    data, read-only: a solve reads them a few times)."""
-    units = data._cache.get("units")
-    if units is None:
-        units = np.zeros((len(data.resources), len(data.candidates)))
-        for k, c in enumerate(data.candidates):
-            units[data.resource_index(c.resource), k] = c.units_per_replica
-        units.setflags(write=False)
-        data._cache["units"] = units
-    return units, capacity_matrix(data)
-
-
-def served(data: MilpData, xs: np.ndarray) -> np.ndarray:
-    """Per pool (POOLS order) and bucket, what the replicas `xs` serve as the coverage rows count
-    it: c_kb (x[k,b] - S) for each deployment with replicas."""
-    _, capacity = matrices(data)
-    effective = capacity * np.where(xs > 0, xs - data.spare_replicas, 0)
-    pool = np.array([POOLS.index(c.pool) for c in data.candidates])
-    out = np.zeros((len(POOLS), xs.shape[1]))
-    for p in range(len(POOLS)):
-        out[p] = effective[pool == p].sum(axis=0)
-    return out
-
-
-def covered(data: MilpData, xs: np.ndarray) -> np.ndarray:
-    """The demand per bucket the replicas `xs` cover: colocated + min(prefill, decode)."""
-    col, pre, dec = served(data, xs)
-    return col + np.minimum(pre, dec)
-
-
-def check_plan(data: MilpData, xs: np.ndarray) -> None:
-    """A plan read back must cover every bucket and keep the availability rule and the
-    incompatible pairs (else a solver or tolerance slip)."""
-    short = np.asarray(covered(data, xs) < bucket_needs(data) * (1.0 - 1e-6))
-    few = np.asarray((xs > 0) & (xs < data.min_replicas)).any(axis=0)
-    if short.any() or few.any():
-        b = int(np.flatnonzero(short | few)[0])
-        raise RuntimeError(f"the solver's replicas do not cover bucket {b} under the availability rule")
-    used: list[bool] = [bool(row.any()) for row in xs]
-    for i, j in live_pairs(data):
-        if used[i] and used[j]:
-            raise RuntimeError(
-                f"the solver deployed the incompatible pair {data.candidates[i].id}, {data.candidates[j].id}"
-            )
-
-
-def totals(data: MilpData, xs: np.ndarray, rs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Units used and on-demand units per (resource, bucket), and the bill rate per bucket."""
-    units, _ = matrices(data)
-    used = np.rint(units @ xs).astype(np.int64)
-    on_demand = np.maximum(used - rs[:, None], 0)
-    reserved_usd = np.array([res.reserved_usd_per_hour or 0.0 for res in data.resources])
-    od_usd = np.array([res.on_demand_usd_per_hour for res in data.resources])
-    rate = float(reserved_usd @ rs) + od_usd @ on_demand
-    return used, on_demand, rate
-
-
-def bucket_needs(data: MilpData) -> np.ndarray:
-    return np.array([data.need_per_s(b) for b in range(len(data.buckets))])
 
 
 def set_initial(model: Model, xs: np.ndarray, rs: np.ndarray, chosen: Sequence[int] = ()) -> None:

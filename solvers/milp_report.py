@@ -9,7 +9,7 @@ import numpy as np
 
 from solvers.milp_data import MilpData
 from solvers.milp_fastpath import COVER_RTOL
-from solvers.milp_model import bucket_needs, layout, live_pairs, served, totals
+from solvers.milp_plan import bucket_needs, layout, live_pairs, served, totals
 
 __all__ = ["BINDING_RTOL", "FAMILIES", "binding"]
 

@@ -31,6 +31,8 @@ from typing import Any
 
 import pulp
 
+from solvers.milp_plan import PROOF_ABS_USD, PROOF_REL, proved
+
 try:  # the solver of choice; CBC when it is missing
     import highspy
 except ImportError:  # pragma: no cover - the tests force the fallback through SOLVER
@@ -56,11 +58,6 @@ SOLVER = "highs" if highspy is not None and pulp.HiGHS().available() else "cbc"
 # once would say nothing).
 MIN_SOLVER_S = 0.05
 
-# An objective within this of the bound is proved optimal: HiGHS's mip_abs_gap (set explicitly
-# below, its default) plus float noise on large bills.
-PROOF_ABS_USD = 1e-6
-PROOF_REL = 1e-9
-
 
 @dataclass(frozen=True)
 class Solved:
@@ -72,10 +69,6 @@ class Solved:
     bound: float | None  # no solution costs less; equal to objective when OPTIMAL
     timed_out: bool  # stopped by its time limit
     solver_s: float
-
-
-def proved(objective: float, bound: float | None) -> bool:
-    return bound is not None and objective - bound <= PROOF_ABS_USD + PROOF_REL * abs(objective)
 
 
 def run(

@@ -16,7 +16,7 @@ import numpy as np
 import pulp
 import pytest
 
-from solvers import milp, milp_solver
+from solvers import milp, milp_model, milp_solver
 from solvers.milp import (
     Bucket,
     Candidate,
@@ -508,19 +508,19 @@ def test_an_attempt_cut_by_time_is_discarded(monkeypatch):
     rng = np.random.default_rng(50)
     random_many_buckets(rng, False)
     data = random_many_buckets(rng, True)  # seed 50's priced instance: the attempt proves it
-    real_run = milp.run_model
+    real_run = milp_model.run_model  # solve() reads it there when it runs a model
     attempts = []
 
     def on_time(*a, **k):
         attempts.append(k.get("max_nodes"))
         return replace(real_run(*a, **k), status="FEASIBLE", timed_out=True)
 
-    monkeypatch.setattr(milp, "run_model", on_time)
+    monkeypatch.setattr(milp_model, "run_model", on_time)
     out = solve(data)
     assert attempts == [milp.ATTEMPT_NODES]
     assert out.stats.method == "bucketwise"
     assert out.status == "FEASIBLE"
-    monkeypatch.setattr(milp, "run_model", real_run)
+    monkeypatch.setattr(milp_model, "run_model", real_run)
     monkeypatch.setattr(milp, "ATTEMPT_MAX_REPLICAS", 0)  # no attempt at all: the same answer
     assert same_answer(out, solve(data))
 

@@ -33,17 +33,24 @@ PROBE = textwrap.dedent(
         rc = exc.code
     loaded = sorted(m for m in sys.modules if m == "scipy" or m.startswith("scipy."))
     print("SCIPY " + " ".join(loaded), file=sys.stderr)
+    print("SOLVER " + " ".join(sorted(m for m in sys.modules if m in ("pulp", "highspy"))), file=sys.stderr)
     sys.exit(rc)
     """
 )
 
 
 def _probe(*argv: str) -> tuple[int, str, list[str]]:
+    rc, out, loaded = _probe_all(*argv)
+    return rc, out, loaded["SCIPY"]
+
+
+def _probe_all(*argv: str) -> tuple[int, str, dict[str, list[str]]]:
+    """Exit code, stdout, and the SciPy ("SCIPY") and solver ("SOLVER": PuLP, highspy) modules loaded."""
     done = subprocess.run(
         [sys.executable, "-c", PROBE, *argv], capture_output=True, text=True, cwd=ROOT, timeout=120
     )
-    line = next(x for x in done.stderr.splitlines() if x.startswith("SCIPY"))
-    return done.returncode, done.stdout, line.split()[1:]
+    lines = [x.split() for x in done.stderr.splitlines() if x.startswith(("SCIPY", "SOLVER"))]
+    return done.returncode, done.stdout, {x[0]: x[1:] for x in lines}
 
 
 @pytest.mark.parametrize(
@@ -62,6 +69,20 @@ def test_the_probe_sees_scipy_where_a_command_computes() -> None:
     rc, out, scipy = _probe("plan", "examples/chat.yaml", "--json", "--workers", "1")
     assert rc == 0 and json.loads(out)["status"] == "OPTIMAL"
     assert "scipy.special" in scipy
+
+
+def test_a_plan_of_one_configuration_loads_no_solver(tmp_path: Path) -> None:
+    """The closed form answers one configuration (solvers.milp_plan): PuLP, which loads highspy
+    (~0.1 s of CPU), comes in only where a model is solved: a mix of GPU types."""
+    rc, out, loaded = _probe_all("plan", "examples/chat.yaml", "--json", "--workers", "1")
+    assert rc == 0 and json.loads(out)["solver"]["status"] == "OPTIMAL"
+    assert loaded["SOLVER"] == []
+    mixed = yaml.safe_load((ROOT / "examples" / "chat.yaml").read_text())
+    mixed["candidates"]["mixed_gpu_types"] = True
+    path = tmp_path / "mixed.yaml"
+    path.write_text(yaml.safe_dump(mixed))
+    rc, out, loaded = _probe_all("plan", str(path), "--json", "--workers", "1")
+    assert rc == 0 and "pulp" in loaded["SOLVER"]
 
 
 @pytest.fixture(scope="module")
