@@ -23,12 +23,25 @@ from planner.errors import InvalidInput
 from planner.latency import WorkloadStats
 from planner.plan.alternatives import Alternatives
 from planner.plan.capacity import CapacityPoint, Role, SearchContext
-from planner.plan.flags import NIXL_CONFIG, default_configs, vllm_args
+from planner.plan.flags import (
+    default_configs,
+    nixl_pairing_error,
+    plan_max_model_len,
+    vllm_args,
+)
 from planner.plan.infeasible import infeasible_report, milp_infeasible, no_candidate, too_many_replicas
 from planner.plan.peak import at_peak, ms, points_at, predicted, shares
 from planner.plan.planning import Planning
 from planner.plan.pool import CapacityPool, default_workers
-from planner.plan.report import BucketCost, GpuUse, PlanDeployment, PlanReport, Simulated, SolverSummary
+from planner.plan.report import (
+    BucketCost,
+    GpuUse,
+    Infeasibility,
+    PlanDeployment,
+    PlanReport,
+    Simulated,
+    SolverSummary,
+)
 from planner.plan.request import PlanRequest, parse_plan_request
 from planner.plan.search import SearchResult, shapes_of, unfit_shapes
 from planner.plan.solve import HOURS_PER_MONTH, Forecast, Prices, milp_data, single_configurations
@@ -37,7 +50,7 @@ from planner.plan.warn import plan_warnings
 from planner.workload import Workload
 from solvers.milp import MilpData, MilpResult, solve
 
-__all__ = ["NIXL_CONFIG", "default_configs", "plan", "vllm_args"]
+__all__ = ["default_configs", "plan", "vllm_args"]
 
 TIGHT_RTOL = 1e-6  # a bucket whose capacity meets demand within this is reported as binding
 
@@ -97,7 +110,12 @@ def _roles(req: PlanRequest, notes: list[str]) -> list[Role]:
 
 
 def _context(
-    req: PlanRequest, model: str, stats: WorkloadStats, gpus: Sequence[str], base: Path | None
+    req: PlanRequest,
+    model: str,
+    stats: WorkloadStats,
+    gpus: Sequence[str],
+    base: Path | None,
+    max_model_len: int,
 ) -> SearchContext:
     from planner.costmodel.profiles import BUILTIN_NAMES, resolve_profile
     from planner.inputs import local_path
@@ -117,6 +135,7 @@ def _context(
         gpu_memory_utilization=c.gpu_memory_utilization,
         kv_transfer_bandwidth_bytes_per_s=c.kv_transfer_bandwidth_bytes_per_s,
         kv_transfer_latency_s=c.kv_transfer_latency_s,
+        max_model_len=max_model_len,
     )
 
 
@@ -135,12 +154,14 @@ def plan(
     inside a threaded server). Bad input raises InvalidInput; an SLO no configuration meets is
     an answer (status INFEASIBLE with the reason and the nearest relaxation)."""
     from planner.catalog.gpus import gpu_names
+    from planner.catalog.models import get_model
     from planner.inputs import build_workload
 
     req = parse_plan_request(request)
     base = None if base_dir is None else Path(base_dir)
     workload = build_workload(req.workload, "workload", base)
     model = _model_ref(req.model, base)
+    spec = get_model(model, "model")
     stats = WorkloadStats.of(workload)
     notes: list[str] = []
     roles = _roles(req, notes)
@@ -148,11 +169,11 @@ def plan(
     gpus = [g for g in listed if req.inventory.get(g) != 0]
     if len(gpus) < len(listed):
         notes.append("inventory 0 excludes " + ", ".join(g for g in listed if g not in gpus))
-    ctx = _context(req, model, stats, listed, base)
+    ctx = _context(req, model, stats, listed, base, plan_max_model_len(req.max_model_len, workload, spec))
     forecast = _forecast(workload)
     prices = [_prices(req, g) for g in sorted(listed)]
     with CapacityPool(ctx, default_workers() if workers is None else workers) as pool:
-        unfit = unfit_shapes(model, req.candidates, gpus, ctx.profile)
+        unfit = unfit_shapes(model, req.candidates, gpus, ctx.profile, ctx.max_model_len)
         also = default_configs(gpus, req.candidates.tensor_parallel_sizes, unfit)  # for the alternatives
         shapes = shapes_of(req.candidates, gpus, roles, unfit)
         split = Split.of(forecast.rates_per_s, req.headroom)
@@ -162,6 +183,12 @@ def plan(
         )
         pl = Planning(req, ctx, workload, stats, forecast, prices, roles, notes, pool, found, split)
         return _build(pl, verify)
+
+
+def _kv_heads(pl: Planning) -> int:
+    from planner.catalog.models import get_model
+
+    return get_model(pl.ctx.model).kv_heads
 
 
 def _servable(pl: Planning) -> bool:
@@ -175,9 +202,44 @@ def _servable(pl: Planning) -> bool:
     return bool(pre and dec) if pl.req.candidates.mixed_gpu_types else bool(pre & dec)
 
 
+def _unpairable(pl: Planning) -> Infeasibility | None:
+    """Prefill and decode candidates only, none of which NixlConnector can join (a decode TP
+    that is no multiple of every prefill TP on offer): why, and what to change. None when some
+    pair can be deployed."""
+    best = pl.found.best
+    if any(p.config.role == "colocated" for p in best):
+        return None
+    kv = _kv_heads(pl)
+    mixed = pl.req.candidates.mixed_gpu_types
+    pre = [p.config for p in best if p.config.role == "prefill"]
+    dec = [p.config for p in best if p.config.role == "decode"]
+    for a in pre:
+        for b in dec:
+            if (mixed or a.gpu == b.gpu) and nixl_pairing_error(
+                a.tensor_parallel_size, b.tensor_parallel_size, kv
+            ) is None:
+                return None
+    a, b = pre[0], dec[0]
+    why = nixl_pairing_error(a.tensor_parallel_size, b.tensor_parallel_size, kv) or "different GPU types"
+    return Infeasibility(
+        constraint="kv_connector",
+        reason=(
+            f"the prefill candidates ({', '.join(c.id for c in pre)}) and decode candidates "
+            f"({', '.join(c.id for c in dec)}) make no pair vLLM can run: {why}"
+        ),
+        relaxation=(
+            "offer larger decode TPs in candidates.tensor_parallel_sizes (a multiple of the prefill TP), "
+            "or let colocated replicas compete (candidates.disaggregation: auto)"
+        ),
+    )
+
+
 def _build(pl: Planning, verify: bool) -> PlanReport:
     if not _servable(pl):
         return infeasible_report(pl, too_many_replicas(pl) if pl.oversized else no_candidate(pl), None)
+    unpairable = _unpairable(pl)
+    if unpairable is not None:
+        return infeasible_report(pl, unpairable, None)
     data = milp_data(
         pl.found.best,
         pl.forecast,
