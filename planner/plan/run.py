@@ -25,7 +25,6 @@ from planner.plan.alternatives import Alternatives
 from planner.plan.capacity import CapacityPoint, Role, SearchContext
 from planner.plan.flags import (
     default_configs,
-    nixl_pairing_error,
     plan_max_model_len,
     vllm_args,
 )
@@ -36,7 +35,6 @@ from planner.plan.pool import CapacityPool, default_workers
 from planner.plan.report import (
     BucketCost,
     GpuUse,
-    Infeasibility,
     PlanDeployment,
     PlanReport,
     Simulated,
@@ -185,12 +183,6 @@ def plan(
         return _build(pl, verify)
 
 
-def _kv_heads(pl: Planning) -> int:
-    from planner.catalog.models import get_model
-
-    return get_model(pl.ctx.model).kv_heads
-
-
 def _servable(pl: Planning) -> bool:
     """Some colocated candidate, or a prefill and a decode candidate (of one GPU type unless
     mixing is allowed)."""
@@ -202,44 +194,9 @@ def _servable(pl: Planning) -> bool:
     return bool(pre and dec) if pl.req.candidates.mixed_gpu_types else bool(pre & dec)
 
 
-def _unpairable(pl: Planning) -> Infeasibility | None:
-    """Prefill and decode candidates only, none of which NixlConnector can join (a decode TP
-    that is no multiple of every prefill TP on offer): why, and what to change. None when some
-    pair can be deployed."""
-    best = pl.found.best
-    if any(p.config.role == "colocated" for p in best):
-        return None
-    kv = _kv_heads(pl)
-    mixed = pl.req.candidates.mixed_gpu_types
-    pre = [p.config for p in best if p.config.role == "prefill"]
-    dec = [p.config for p in best if p.config.role == "decode"]
-    for a in pre:
-        for b in dec:
-            if (mixed or a.gpu == b.gpu) and nixl_pairing_error(
-                a.tensor_parallel_size, b.tensor_parallel_size, kv
-            ) is None:
-                return None
-    a, b = pre[0], dec[0]
-    why = nixl_pairing_error(a.tensor_parallel_size, b.tensor_parallel_size, kv) or "different GPU types"
-    return Infeasibility(
-        constraint="kv_connector",
-        reason=(
-            f"the prefill candidates ({', '.join(c.id for c in pre)}) and decode candidates "
-            f"({', '.join(c.id for c in dec)}) make no pair vLLM can run: {why}"
-        ),
-        relaxation=(
-            "offer larger decode TPs in candidates.tensor_parallel_sizes (a multiple of the prefill TP), "
-            "or let colocated replicas compete (candidates.disaggregation: auto)"
-        ),
-    )
-
-
 def _build(pl: Planning, verify: bool) -> PlanReport:
     if not _servable(pl):
         return infeasible_report(pl, too_many_replicas(pl) if pl.oversized else no_candidate(pl), None)
-    unpairable = _unpairable(pl)
-    if unpairable is not None:
-        return infeasible_report(pl, unpairable, None)
     data = milp_data(
         pl.found.best,
         pl.forecast,
