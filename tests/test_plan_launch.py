@@ -8,19 +8,23 @@ from __future__ import annotations
 
 import copy
 import math
+from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from planner.catalog.models import get_model
 from planner.costmodel.feasibility import feasibility
 from planner.deployment import Deployment
 from planner.errors import InvalidInput
-from planner.plan import plan
+from planner.plan import PlanReport, plan
 from planner.plan.capacity import CapacityPoint, ReplicaConfig
 from planner.plan.flags import incompatible_pairs, nixl_pairing_error
 from planner.plan.search import prune_divisible
 
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 LLAMA70 = "meta-llama/Llama-3.1-70B-Instruct"
 GIB = 2**30
 
@@ -229,3 +233,69 @@ def test_a_decode_replica_the_prefill_pool_needs_is_not_pruned() -> None:
     pre2 = _point("h100-sxm", 2, "prefill", 6)  # a TP 2 prefill: pairs with both decode TPs
     kept, _ = prune_divisible([pre2, dec2, dec4], lambda p, d: nixl_pairing_error(p, d, 8) is None)
     assert dec4 not in kept
+
+
+def _pairs_ok(report: PlanReport, kv_heads: int) -> None:
+    """No deployed prefill pool beside a decode pool NixlConnector refuses, in the plan or in any
+    alternative it reports."""
+    plans = [report.deployments, *(a.deployments for a in report.alternatives)]
+    for deps in plans:
+        pre = [d.tensor_parallel_size for d in deps if d.role == "prefill"]
+        dec = [d.tensor_parallel_size for d in deps if d.role == "decode"]
+        for p in pre:
+            for d in dec:
+                assert d % p == 0, (p, d)  # the audit's rule, as the test reads it
+                assert nixl_pairing_error(p, d, kv_heads) is None
+
+
+def test_azure_code_bursty_pairs_only_what_nixl_accepts() -> None:
+    """The audit's example: its cheapest pools were prefill TP 4 with decode TP 1 or 2."""
+    from planner.plan.request import load_plan_file
+
+    req = load_plan_file(EXAMPLES / "azure-code-bursty.yaml")
+    report = plan(req, base_dir=EXAMPLES, workers=1)
+    assert report.deployments
+    _pairs_ok(report, get_model(req.model).kv_heads)
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    model=st.sampled_from(["Qwen/Qwen3-8B", "Qwen/Qwen3-30B-A3B", "meta-llama/Llama-3.1-8B-Instruct"]),
+    tps=st.sets(st.sampled_from([1, 2, 4, 8]), min_size=1, max_size=4),
+    rate=st.floats(0.5, 60.0),
+    prompt=st.integers(64, 6000),
+    answer=st.integers(2, 1500),
+    ttft_ms=st.sampled_from([150.0, 400.0, 1500.0]),
+    itl_ms=st.sampled_from([8.0, 15.0, 40.0]),
+    mixed=st.booleans(),
+)
+def test_disaggregated_plans_pair_only_what_nixl_accepts(
+    model: str,
+    tps: set[int],
+    rate: float,
+    prompt: int,
+    answer: int,
+    ttft_ms: float,
+    itl_ms: float,
+    mixed: bool,
+) -> None:
+    req = {
+        "model": model,
+        "slo": {"ttft_p99_ms": ttft_ms, "itl_p99_ms": itl_ms},
+        "workload": {
+            "arrivals": {"requests_per_s": rate},
+            "input_tokens": {"pairs": [[prompt, 0.8], [prompt * 2, 0.2]]},
+            "output_tokens": {"constant": answer},
+        },
+        "candidates": {
+            "gpus": ["h100-sxm", "a100-80gb-sxm"] if mixed else ["h100-sxm"],
+            "tensor_parallel_sizes": sorted(tps),
+            "disaggregation": "always",
+            "mixed_gpu_types": mixed,
+        },
+    }
+    report = plan(req, workers=1)
+    if report.deployments:
+        _pairs_ok(report, get_model(model).kv_heads)
+    else:
+        assert report.infeasibility is not None and report.infeasibility.reason

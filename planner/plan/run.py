@@ -23,11 +23,7 @@ from planner.errors import InvalidInput
 from planner.latency import WorkloadStats
 from planner.plan.alternatives import Alternatives
 from planner.plan.capacity import CapacityPoint, Role, SearchContext
-from planner.plan.flags import (
-    default_configs,
-    plan_max_model_len,
-    vllm_args,
-)
+from planner.plan.flags import default_configs, incompatible_pairs, plan_max_model_len, vllm_args
 from planner.plan.infeasible import infeasible_report, milp_infeasible, no_candidate, too_many_replicas
 from planner.plan.peak import at_peak, ms, points_at, predicted, shares
 from planner.plan.planning import Planning
@@ -183,6 +179,12 @@ def plan(
         return _build(pl, verify)
 
 
+def _kv_heads(pl: Planning) -> int:
+    from planner.catalog.models import get_model
+
+    return get_model(pl.ctx.model).kv_heads
+
+
 def _servable(pl: Planning) -> bool:
     """Some colocated candidate, or a prefill and a decode candidate (of one GPU type unless
     mixing is allowed)."""
@@ -205,6 +207,7 @@ def _build(pl: Planning, verify: bool) -> PlanReport:
         not pl.req.candidates.mixed_gpu_types,
         pl.req.solver.time_limit_s,
         pl.req.solver.relative_gap,
+        incompatible_pairs=incompatible_pairs(pl.found.best, _kv_heads(pl)),
     )
     result = solve(data)
     if result.status in ("INFEASIBLE", "NO_SOLUTION"):
