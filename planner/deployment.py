@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from planner.catalog.gpus import GpuSpec
-from planner.catalog.models import Dtype, ModelSpec
+from planner.catalog.models import MAX_POSITION_EMBEDDINGS, Dtype, ModelSpec
 from planner.costmodel.memory import KvCapacity
 from planner.costmodel.profile import Profile
 from planner.costmodel.roofline import Replica
@@ -50,6 +50,10 @@ MAX_USD_PER_GPU_HOUR = 1_000.0  # exclusive of 0
 MIN_KV_TRANSFER_BANDWIDTH_BYTES_PER_S = 1e6  # 1 MB/s: slower is no serving link
 MAX_KV_TRANSFER_BANDWIDTH_BYTES_PER_S = 1e13  # 10 TB/s: beyond any NIC or NVLink
 MAX_KV_TRANSFER_LATENCY_S = 10.0
+# max_model_len: a prompt token and an output token at least; at most the model's context
+# (max_position_embeddings, checked by `resolve`) and the catalog's largest context.
+MIN_MAX_MODEL_LEN = 2
+MAX_MAX_MODEL_LEN = MAX_POSITION_EMBEDDINGS
 
 _CONFIG = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
@@ -77,14 +81,17 @@ class Deployment(BaseModel):
     """One serving deployment. Unset scheduler flags take vLLM V1's defaults for the GPU
     (planner.vllm_defaults: `max_num_batched_tokens` 8192 / `max_num_seqs` 1024 on >= 70 GiB
     GPUs other than A100, 2048 / 256 otherwise; `gpu_memory_utilization` 0.92);
-    `long_prefill_token_threshold` 0 (off). `usd_per_gpu_hour` defaults to the catalog's
+    `long_prefill_token_threshold` 0 (off); `max_model_len` the model's context
+    (max_position_embeddings, vLLM's default: a given value is also checked to fit one sequence
+    in the KV cache, as vLLM checks it at startup; the default is not, as before). `usd_per_gpu_hour` defaults to the catalog's
     on-demand price. `replicas` counts colocated replicas; with `disaggregated` the pool sizes
     are given there instead.
 
     Ranges: tp 1..64, replicas 1..100,000, max_num_seqs 1..65,536, max_num_batched_tokens and
     long_prefill_token_threshold up to 1,048,576 (the threshold from 0), gpu_memory_utilization
-    in (0, 1], usd_per_gpu_hour in (0, 1000]. Whether vLLM can run the combination (heads over
-    TP, node size, budget vs seqs, memory) is `planner.costmodel.feasibility`, checked by
+    in (0, 1], usd_per_gpu_hour in (0, 1000], max_model_len in [2, the model's context]. Whether
+    vLLM can run the combination (heads over TP, node size, budget vs seqs, memory, one
+    max_model_len sequence in the KV cache) is `planner.costmodel.feasibility`, checked by
     `resolve`."""
 
     model_config = _CONFIG
@@ -98,6 +105,7 @@ class Deployment(BaseModel):
     max_num_batched_tokens: int | None = Field(default=None, ge=1, le=MAX_NUM_BATCHED_TOKENS)
     long_prefill_token_threshold: int = Field(default=0, ge=0, le=MAX_NUM_BATCHED_TOKENS)
     gpu_memory_utilization: float = Field(default=GPU_MEMORY_UTILIZATION, gt=0, le=1)
+    max_model_len: int | None = Field(default=None, ge=MIN_MAX_MODEL_LEN, le=MAX_MAX_MODEL_LEN)
     usd_per_gpu_hour: float | None = Field(default=None, gt=0, le=MAX_USD_PER_GPU_HOUR)
     disaggregated: Disaggregation | None = None
 
@@ -142,6 +150,12 @@ class Deployment(BaseModel):
             prof = profile
         if prof.gpu is not None and prof.gpu != gpu.name:
             raise InvalidInput("profile", f"profile {prof.name} was fitted on {prof.gpu}, not {gpu.name}")
+        if self.max_model_len is not None and self.max_model_len > model.max_position_embeddings:
+            raise InvalidInput(
+                f"{root}.max_model_len",
+                f"{self.max_model_len:,} tokens exceeds {model.name}'s context (max_position_embeddings "
+                f"{model.max_position_embeddings:,}), which vLLM refuses",
+            )
         problems = feasibility(
             model,
             gpu,
@@ -152,6 +166,7 @@ class Deployment(BaseModel):
             self.max_num_seqs,
             self.gpu_memory_utilization,
             prof,
+            self.max_model_len,  # unset: the model's context, not checked (evaluate's defaults as before)
         )
         if problems:
             raise InvalidInput(f"{root}.{problems[0].field}", problems[0].reason)
@@ -180,7 +195,9 @@ class Deployment(BaseModel):
                 max_num_seqs=seqs,
                 max_num_batched_tokens=budget,
                 long_prefill_token_threshold=self.long_prefill_token_threshold,
-                max_model_len=model.max_position_embeddings,
+                max_model_len=model.max_position_embeddings
+                if self.max_model_len is None
+                else self.max_model_len,
             ),
             usd_per_gpu_hour=self.usd_per_gpu_hour if self.usd_per_gpu_hour is not None else gpu.price,
             replicas=self.replicas if d is None else 0,

@@ -76,12 +76,13 @@ VLLM_PORT = 8000  # `vllm serve`'s default --port
 NIXL_SIDE_CHANNEL_PORT = 5600
 SHM_SIZE_LIMIT = "2Gi"
 DISAGGREGATED_NOTE = (
-    "# prefill/decode pools: --kv-transfer-config is the plan's NixlConnector JSON. vLLM's NixlConnector\n"
-    "# usage guide (docs/features/nixl_connector_usage.md) names kv_role kv_producer for prefill and\n"
-    "# kv_consumer for decode instances, kv_both for either, and says NixlConnector does not act on it:\n"
-    "# a proxy in front (its toy_proxy_server.py, or a P/D router) picks the prefill pod, then the decode\n"
-    "# pod, which pulls the KV cache over NIXL (VLLM_NIXL_SIDE_CHANNEL_HOST/PORT set below). The image\n"
-    "# needs NIXL: vLLM's Dockerfile installs it with --build-arg INSTALL_KV_CONNECTORS=true.\n"
+    "# prefill/decode pools: --kv-transfer-config is NixlConnector's, kv_role kv_producer on prefill and\n"
+    "# kv_consumer on decode pods, as vLLM's NixlConnector usage guide (docs/features/nixl_connector_usage.md)\n"
+    "# names them; the decode TP is a multiple of the prefill TP, as NixlConnector requires. NixlConnector\n"
+    "# does not act on the role: a proxy in front (its toy_proxy_server.py, or a P/D router) picks the\n"
+    "# prefill pod, then the decode pod, which pulls the KV cache over NIXL (VLLM_NIXL_SIDE_CHANNEL_HOST/PORT\n"
+    "# set below). The image needs NIXL: vLLM's Dockerfile installs it with --build-arg\n"
+    "# INSTALL_KV_CONNECTORS=true.\n"
 )
 
 # `nvidia.com/gpu.product` as NVIDIA GPU Feature Discovery sets it: the name nvidia-smi reports,

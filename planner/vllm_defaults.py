@@ -39,3 +39,20 @@ def default_max_num_batched_tokens(memory_bytes: float, gpu_name: str) -> int:
 def default_max_num_seqs(memory_bytes: float, gpu_name: str) -> int:
     """vLLM V1's online default cap on running sequences for a GPU of this memory and name."""
     return LARGE_GPU_MAX_NUM_SEQS if _large(memory_bytes, gpu_name) else OTHER_GPU_MAX_NUM_SEQS
+
+
+# --max-model-len unset: the model's context (max_position_embeddings of its config.json):
+# vllm/config/model.py, ModelConfig.max_model_len -> _get_and_verify_max_len. At startup vLLM
+# refuses a KV cache that cannot hold one sequence of max_model_len tokens, counted in whole
+# blocks (ceil(max_model_len / block_size) x the page size): vllm/v1/core/kv_cache_utils.py,
+# check_enough_kv_cache_memory, and vllm/v1/kv_cache_interface.py, max_memory_usage_bytes.
+
+# Prefill/decode disaggregation over NIXL: the connector's name in --kv-transfer-config, and the
+# kv_role of each side. vllm/config/kv_transfer.py accepts kv_producer, kv_consumer and kv_both
+# (KVRole) and requires one whenever kv_connector is set; vLLM's NixlConnector usage guide
+# (docs/features/nixl_connector_usage.md, "Multi-Instance Setup") names kv_producer for prefill
+# instances and kv_consumer for decode instances. NixlConnector itself does not read the role
+# (vllm/distributed/kv_transfer/kv_connector/v1/nixl_connector.py): a proxy routes each request.
+NIXL_CONNECTOR = "NixlConnector"
+NIXL_PREFILL_KV_ROLE = "kv_producer"
+NIXL_DECODE_KV_ROLE = "kv_consumer"

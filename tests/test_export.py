@@ -180,11 +180,12 @@ def test_disaggregated_pools_carry_the_kv_connector(disaggregated: PlanReport) -
         args = container["args"]
         config = json.loads(args[args.index("--kv-transfer-config") + 1])
         assert config["kv_connector"] == "NixlConnector"
-        # vLLM's NixlConnector guide: kv_producer (prefill), kv_consumer (decode) or kv_both.
-        assert (
-            config["kv_role"]
-            in {"prefill": {"kv_producer", "kv_both"}, "decode": {"kv_consumer", "kv_both"}}[dep.role]
-        )
+        # vLLM's NixlConnector guide ("Multi-Instance Setup"): kv_producer on prefill instances,
+        # kv_consumer on decode instances (planner.vllm_defaults).
+        assert config == {
+            "kv_connector": "NixlConnector",
+            "kv_role": f"kv_{'producer' if dep.role == 'prefill' else 'consumer'}",
+        }
         env = {e["name"]: e for e in container["env"]}
         assert env["VLLM_NIXL_SIDE_CHANNEL_HOST"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
         assert any(p["name"] == "nixl" for p in container["ports"])
@@ -195,6 +196,10 @@ def test_disaggregated_pools_carry_the_kv_connector(disaggregated: PlanReport) -
         roles[dep.role] = dm
     assert roles.keys() == {"prefill", "decode"}
     assert "NixlConnector" in k8s_yaml(disaggregated).split("---", 1)[0]  # the header cites the guide
+    # NixlConnector pairs a decode pod only with prefill pods whose TP divides its own
+    pre = {d.tensor_parallel_size for d in disaggregated.deployments if d.role == "prefill"}
+    dec = {d.tensor_parallel_size for d in disaggregated.deployments if d.role == "decode"}
+    assert all(d % p == 0 for p in pre for d in dec), (pre, dec)
 
 
 def test_infeasible_plan_has_nothing_to_emit(colocated: PlanReport) -> None:

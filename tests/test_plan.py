@@ -117,6 +117,7 @@ def _deployment_from_args(model: str, gpu: str, role: str, args: list[str]) -> D
         "max_num_seqs": int(flags.pop("--max-num-seqs")),
         "gpu_memory_utilization": float(flags.pop("--gpu-memory-utilization")),
         "long_prefill_token_threshold": int(flags.pop("--long-prefill-token-threshold", "0")),
+        "max_model_len": int(flags.pop("--max-model-len")),
     }
     if flags.pop("--quantization", None) == "fp8":
         kw["weight_dtype"] = "fp8"

@@ -131,7 +131,7 @@ def test_key_is_per_gpu_and_ignores_the_other_gpus_profiles() -> None:
         r["workload"]["arrivals"]["requests_per_s"] = rate
         req = parse_plan_request(r)
         stats = WorkloadStats.of(build_workload(req.workload, "workload", None))
-        return _context(req, req.model, stats, gpus, None)
+        return _context(req, req.model, stats, gpus, None, 16384)
 
     one, two = ctx(["h100-sxm"], 20.0), ctx(["h100-sxm", "h200-sxm"], 33.0)
     assert capacity_key(one, "h100-sxm") == capacity_key(two, "h100-sxm")

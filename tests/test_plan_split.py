@@ -186,12 +186,15 @@ def test_split_capacity_is_self_consistent() -> None:
 
 
 def _context(req: dict[str, Any]) -> Any:
+    from planner.catalog.models import get_model
     from planner.inputs import build_workload
+    from planner.plan.flags import plan_max_model_len
     from planner.plan.request import parse_plan_request
 
     r = parse_plan_request(req)
-    stats = WorkloadStats.of(build_workload(r.workload, "workload", None))
-    return plan_run._context(r, "Qwen/Qwen3-8B", stats, ["h100-sxm"], None)
+    w = build_workload(r.workload, "workload", None)
+    length = plan_max_model_len(r.max_model_len, w, get_model("Qwen/Qwen3-8B"))
+    return plan_run._context(r, "Qwen/Qwen3-8B", WorkloadStats.of(w), ["h100-sxm"], None, length)
 
 
 def test_bursty_plan_needs_fewer_gpus_and_the_simulator_meets_the_slo(

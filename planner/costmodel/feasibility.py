@@ -4,8 +4,10 @@
 workload, no profile: catalog look-ups already done, a few multiplications) and the one
 `Deployment.resolve` raises from, naming the field at fault. vLLM refuses each of these at
 startup: heads that do not split over the TP group, a TP group larger than one node,
-`max_num_batched_tokens < max_num_seqs`, weights that do not fit the memory it may use, and a
-KV cache with no room left after the activations of a full budget. Memory is counted by
+`max_num_batched_tokens < max_num_seqs`, weights that do not fit the memory it may use, a
+KV cache with no room left after the activations of a full budget, and a KV cache that cannot
+hold one sequence of `max_model_len` tokens (vLLM's `check_enough_kv_cache_memory`,
+vllm/v1/core/kv_cache_utils.py: it needs ceil(max_model_len / block_size) whole blocks). Memory is counted by
 `memory_budget` (planner.costmodel.memory, docs/kv-capacity.md), the budget Deployment.resolve
 sizes the cache with, so the screen and the resolve agree: vLLM's accounting for measured
 profiles, the seed's idealized budget for the theoretical one.
@@ -33,7 +35,8 @@ GIB = 2**30
 @dataclass(frozen=True)
 class Infeasibility:
     """One reason: `field` is the deployment field to change (`tp`, `max_num_seqs`,
-    `max_num_batched_tokens`, `gpu_memory_utilization`), as written under `deployment`."""
+    `max_num_batched_tokens`, `gpu_memory_utilization`, `max_model_len`), as written under
+    `deployment`."""
 
     field: str
     reason: str
@@ -49,11 +52,14 @@ def feasibility(
     max_num_seqs: int | None = None,
     gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION,
     profile: Profile | None = None,
+    max_model_len: int | None = None,
 ) -> list[Infeasibility]:
     """Every reason vLLM could not serve `model` on `tp` x `gpu` with these limits (empty: it can).
     Unset limits take vLLM's defaults for the GPU; a limit a caller left unset is never the one
     blamed when a given one can be. `profile` picks the memory budget as for the deployment
-    (theoretical: the seed's); None: vLLM's, as for every measured or transferred profile."""
+    (theoretical: the seed's); None: vLLM's, as for every measured or transferred profile.
+    `max_model_len`: the longest sequence vLLM must hold (None: not checked; vLLM's default, the
+    model's context, is checked only where a caller passes it)."""
     out: list[Infeasibility] = []
     if tp > gpu.max_gpus_per_node:
         out.append(
@@ -77,15 +83,22 @@ def feasibility(
         profile=THEORETICAL if profile is None else profile,
     )
     version = DEFAULT_VLLM_VERSION if profile is None else None  # None: as the profile implies
-    out += _memory(r, budget, seqs, gpu_memory_utilization, max_num_batched_tokens, version)
+    out += _memory(r, budget, seqs, gpu_memory_utilization, max_num_batched_tokens, version, max_model_len)
     return out
 
 
 def _memory(
-    r: Replica, budget: int, seqs: int, utilization: float, budget_given: int | None, version: str | None
+    r: Replica,
+    budget: int,
+    seqs: int,
+    utilization: float,
+    budget_given: int | None,
+    version: str | None,
+    max_model_len: int | None,
 ) -> list[Infeasibility]:
     """Weights and the fixed reserves, then the activations of a full step, against the memory
-    vLLM may use, as memory_budget counts them."""
+    vLLM may use, as memory_budget counts them; then one `max_model_len` sequence against the
+    whole blocks left."""
     b = memory_budget(r, utilization, budget, seqs, version)
     fixed = b.weight_bytes + b.non_torch_bytes + b.cuda_graph_bytes
     block = r.kv_bytes_per_token * BLOCK_SIZE_TOKENS
@@ -109,6 +122,21 @@ def _memory(
                 f"{where}: the weights ({b.weight_bytes / GIB:.1f} GiB per GPU) and the activations of a "
                 f"{budget}-token step ({b.activation_bytes / GIB:.1f} GiB) leave no KV cache (not one "
                 "block); lower max_num_batched_tokens or raise tp",
+            )
+        ]
+    if max_model_len is None:
+        return []
+    blocks = int(b.available_bytes // block)
+    need = -(-max_model_len // BLOCK_SIZE_TOKENS)
+    if blocks < need:
+        return [
+            Infeasibility(
+                "max_model_len",
+                f"{where} and max_num_batched_tokens {budget}: the KV cache "
+                f"({b.available_bytes / GIB:.2f} GiB, {blocks * BLOCK_SIZE_TOKENS:,} tokens) cannot hold one "
+                f"sequence of max_model_len {max_model_len:,} tokens ({need:,} blocks of "
+                f"{BLOCK_SIZE_TOKENS}, {need * block / GIB:.2f} GiB) and vLLM refuses to start; lower "
+                "max_model_len or max_num_batched_tokens, or raise tp",
             )
         ]
     return []

@@ -66,6 +66,9 @@ class SearchContext:
     gpu_memory_utilization: float
     kv_transfer_bandwidth_bytes_per_s: float
     kv_transfer_latency_s: float
+    # vLLM's --max-model-len of every replica (planner.plan.flags.plan_max_model_len): a
+    # configuration whose KV cache cannot hold one such sequence does not fit.
+    max_model_len: int
 
     def profile(self, gpu: str) -> Profile:
         for name, prof in self.profiles:
@@ -96,6 +99,7 @@ class SearchContext:
             max_num_batched_tokens=cfg.max_num_batched_tokens,
             long_prefill_token_threshold=cfg.long_prefill_token_threshold,
             gpu_memory_utilization=self.gpu_memory_utilization,
+            max_model_len=self.max_model_len,
             disaggregated=dis,
         )
         # `replicas` counts colocated replicas only (the pools' sizes are in `disaggregated`).

@@ -21,7 +21,7 @@ import multiprocessing as mp
 import os
 import threading
 import time
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import replace
 from types import TracebackType
@@ -166,7 +166,8 @@ class CapacityPool:
             for p in r.points:
                 self.cache.setdefault(p.config, p)
         results = [r if r.best is None else replace(r, best=self.split([r.best], split)[0]) for r in results]
-        survivors, _ = prune_divisible([r.best for r in results if r.best is not None])
+        pairable = _pairable(self.ctx)
+        survivors, _ = prune_divisible([r.best for r in results if r.best is not None], pairable)
         alive = {p.config for p in survivors}
         todo: dict[int, ReplicaConfig] = {}
         for i, r in enumerate(results):
@@ -181,7 +182,7 @@ class CapacityPool:
             assert best is not None
             if keep_lowered(best, p):
                 final[i] = replace(results[i], best=p)
-        out = combine(final, lowered)
+        out = combine(final, lowered, pairable)
         self.questions += out.evaluated - len(lowered)  # `evaluate` counted those
         return out
 
@@ -210,6 +211,15 @@ class CapacityPool:
                 assert isinstance(point, CapacityPoint)
                 self.cache[cfg] = point
         return [self.cache[c] for c in cfgs]
+
+
+def _pairable(ctx: SearchContext) -> Callable[[int, int], bool]:
+    """Which prefill and decode TPs NixlConnector can join for this model."""
+    from planner.catalog.models import get_model
+    from planner.plan.flags import nixl_pairing_error
+
+    kv_heads = get_model(ctx.model).kv_heads
+    return lambda prefill_tp, decode_tp: nixl_pairing_error(prefill_tp, decode_tp, kv_heads) is None
 
 
 def default_workers() -> int:

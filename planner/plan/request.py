@@ -10,6 +10,7 @@ is an InvalidInput naming the dotted key the user wrote (`candidates.tensor_para
     inventory: {h200-sxm: 16}
     headroom: 0.1
     solver: {time_limit_s: 10}
+    max_model_len: 16384                    # optional; default: the workload's longest request, rounded up
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from planner.catalog.models import Dtype
 from planner.costmodel.profiles import DEFAULT_PROFILE
+from planner.deployment import MAX_MAX_MODEL_LEN, MIN_MAX_MODEL_LEN
 from planner.errors import InvalidInput
 from planner.inputs import (
     MAX_LATENCY_MS,
@@ -217,6 +219,15 @@ class PlanRequest(BaseModel):
         min_length=1,
         description="auto (calibrated where a profile exists for the GPU, else theoretical), theoretical, "
         "calibrated, or a profile file",
+    )
+    max_model_len: int | None = Field(
+        default=None,
+        ge=MIN_MAX_MODEL_LEN,
+        le=MAX_MAX_MODEL_LEN,
+        description=f"vLLM's --max-model-len, tokens (prompt + answer) of the longest request a replica "
+        f"accepts; [{MIN_MAX_MODEL_LEN}, the model's max_position_embeddings]; every prompt of the workload "
+        "must be shorter (answers are cut at it, as vLLM cuts them). Default: the workload's longest prompt "
+        "plus its longest answer, rounded up to a multiple of 1,024, at most the model's context",
     )
 
     @field_validator("pricing")

@@ -24,12 +24,19 @@ from planner.inputs import TraceWorkload
 from planner.latency import WorkloadStats
 from planner.plan.alternatives import Alternatives
 from planner.plan.capacity import CapacityPoint, Role, SearchContext
-from planner.plan.flags import NIXL_CONFIG, default_configs, vllm_args
+from planner.plan.flags import default_configs, incompatible_pairs, plan_max_model_len, vllm_args
 from planner.plan.infeasible import infeasible_report, milp_infeasible, no_candidate, too_many_replicas
 from planner.plan.peak import at_peak, points_at, predicted, shares
 from planner.plan.planning import Planning
 from planner.plan.pool import CapacityPool, default_workers
-from planner.plan.report import BucketCost, GpuUse, PlanDeployment, PlanReport, Simulated, SolverSummary
+from planner.plan.report import (
+    BucketCost,
+    GpuUse,
+    PlanDeployment,
+    PlanReport,
+    Simulated,
+    SolverSummary,
+)
 from planner.plan.request import PlanRequest, parse_plan_request
 from planner.plan.search import SearchResult, shapes_of, unfit_shapes
 from planner.plan.solve import HOURS_PER_MONTH, Forecast, Prices, milp_data, single_configurations
@@ -39,7 +46,7 @@ from planner.workload import Workload
 from solvers.milp import MilpData, MilpResult, solve
 from solvers.milp_data import MAX_BUCKETS
 
-__all__ = ["NIXL_CONFIG", "default_configs", "plan", "vllm_args"]
+__all__ = ["default_configs", "plan", "vllm_args"]
 
 TIGHT_RTOL = 1e-6  # a bucket whose capacity meets demand within this is reported as binding
 
@@ -108,7 +115,12 @@ def _roles(req: PlanRequest, notes: list[str]) -> list[Role]:
 
 
 def _context(
-    req: PlanRequest, model: str, stats: WorkloadStats, gpus: Sequence[str], base: Path | None
+    req: PlanRequest,
+    model: str,
+    stats: WorkloadStats,
+    gpus: Sequence[str],
+    base: Path | None,
+    max_model_len: int,
 ) -> SearchContext:
     from planner.costmodel.profiles import BUILTIN_NAMES, resolve_profile
     from planner.inputs import local_path
@@ -128,6 +140,7 @@ def _context(
         gpu_memory_utilization=c.gpu_memory_utilization,
         kv_transfer_bandwidth_bytes_per_s=c.kv_transfer_bandwidth_bytes_per_s,
         kv_transfer_latency_s=c.kv_transfer_latency_s,
+        max_model_len=max_model_len,
     )
 
 
@@ -146,12 +159,14 @@ def plan(
     inside a threaded server). Bad input raises InvalidInput; an SLO no configuration meets is
     an answer (status INFEASIBLE with the reason and the nearest relaxation)."""
     from planner.catalog.gpus import gpu_names
+    from planner.catalog.models import get_model
     from planner.inputs import build_workload
 
     req = parse_plan_request(request)
     base = None if base_dir is None else Path(base_dir)
     workload = build_workload(req.workload, "workload", base)
     model = _model_ref(req.model, base)
+    spec = get_model(model, "model")
     stats = WorkloadStats.of(workload)
     notes: list[str] = []
     roles = _roles(req, notes)
@@ -159,11 +174,11 @@ def plan(
     gpus = [g for g in listed if req.inventory.get(g) != 0]
     if len(gpus) < len(listed):
         notes.append("inventory 0 excludes " + ", ".join(g for g in listed if g not in gpus))
-    ctx = _context(req, model, stats, listed, base)
+    ctx = _context(req, model, stats, listed, base, plan_max_model_len(req.max_model_len, workload, spec))
     forecast = _forecast(workload, req)
     prices = [_prices(req, g) for g in sorted(listed)]
     with CapacityPool(ctx, default_workers() if workers is None else workers) as pool:
-        unfit = unfit_shapes(model, req.candidates, gpus, ctx.profile)
+        unfit = unfit_shapes(model, req.candidates, gpus, ctx.profile, ctx.max_model_len)
         also = default_configs(gpus, req.candidates.tensor_parallel_sizes, unfit)  # for the alternatives
         shapes = shapes_of(req.candidates, gpus, roles, unfit)
         split = Split.of(forecast.rates_per_s, req.headroom)
@@ -173,6 +188,12 @@ def plan(
         )
         pl = Planning(req, ctx, workload, stats, forecast, prices, roles, notes, pool, found, split)
         return _build(pl, verify)
+
+
+def _kv_heads(pl: Planning) -> int:
+    from planner.catalog.models import get_model
+
+    return get_model(pl.ctx.model).kv_heads
 
 
 def _servable(pl: Planning) -> bool:
@@ -197,6 +218,7 @@ def _build(pl: Planning, verify: bool) -> PlanReport:
         not pl.req.candidates.mixed_gpu_types,
         pl.req.solver.time_limit_s,
         pl.req.solver.relative_gap,
+        incompatible_pairs=incompatible_pairs(pl.found.best, _kv_heads(pl)),
     )
     result = solve(data)
     if result.status in ("INFEASIBLE", "NO_SOLUTION"):

@@ -221,11 +221,16 @@ def keep_lowered(best: CapacityPoint, lowered: CapacityPoint) -> bool:
 
 
 def unfit_shapes(
-    model: str, space: CandidateSpace, gpus: Sequence[str], profile: Callable[[str], Profile] | None = None
+    model: str,
+    space: CandidateSpace,
+    gpus: Sequence[str],
+    profile: Callable[[str], Profile] | None = None,
+    max_model_len: int | None = None,
 ) -> list[tuple[str, int, str]]:
     """(gpu, tp, reason) for the GPU x TP pairs vLLM cannot run the model on at all (the cheap
     feasibility check at the smallest budget and `max_num_seqs` the search would use, with each
-    GPU's `profile` so the memory budget is the one its deployments resolve with)."""
+    GPU's `profile` so the memory budget is the one its deployments resolve with, and a KV cache
+    that holds one `max_model_len` sequence)."""
     from planner.catalog.gpus import get_gpu
     from planner.catalog.models import get_model
     from planner.costmodel.feasibility import feasibility
@@ -247,6 +252,7 @@ def unfit_shapes(
                 seqs,
                 space.gpu_memory_utilization,
                 None if profile is None else profile(gpu),
+                max_model_len,
             )
             if why:
                 out.append((gpu, tp, why[0].reason))
@@ -272,10 +278,17 @@ def shapes_of(
     return out
 
 
-def prune_divisible(points: Sequence[CapacityPoint]) -> tuple[list[CapacityPoint], int]:
+def prune_divisible(
+    points: Sequence[CapacityPoint], pairable: Callable[[int, int], bool] | None = None
+) -> tuple[list[CapacityPoint], int]:
     """Drop a configuration when one of the same GPU type and role, on a divisor m of its GPUs,
     has at least 1/m of its capacity: m of those serve as much on the same GPUs, at the same
-    price and inventory, in every bucket. Ties keep the smaller replica. Returns (kept, dropped)."""
+    price and inventory, in every bucket. Ties keep the smaller replica. `pairable(prefill_tp,
+    decode_tp)`: which pools the KV connector can join (planner.plan.flags.nixl_pairing_error);
+    then a prefill or decode replica is dropped only for one that pairs with every TP of the
+    other role it pairs with (a smaller decode TP may not pair with the plan's prefill pool).
+    Returns (kept, dropped)."""
+    partners = _partners(points, pairable)
     kept = []
     for p in points:
         c = p.config
@@ -285,7 +298,7 @@ def prune_divisible(points: Sequence[CapacityPoint]) -> tuple[list[CapacityPoint
             if q is p or (d.gpu, d.role) != (c.gpu, c.role):
                 continue
             tp_p, tp_q = c.tensor_parallel_size, d.tensor_parallel_size
-            if tp_q <= tp_p and tp_p % tp_q == 0:
+            if tp_q <= tp_p and tp_p % tp_q == 0 and partners(d) >= partners(c):
                 m = tp_p // tp_q
                 if q.requests_per_s * m >= p.requests_per_s and (
                     tp_q < tp_p or (q.requests_per_s, d) > (p.requests_per_s, c)
@@ -295,6 +308,27 @@ def prune_divisible(points: Sequence[CapacityPoint]) -> tuple[list[CapacityPoint
         if not beaten:
             kept.append(p)
     return kept, len(points) - len(kept)
+
+
+def _partners(
+    points: Sequence[CapacityPoint], pairable: Callable[[int, int], bool] | None
+) -> Callable[[ReplicaConfig], frozenset[int]]:
+    """The TPs of the other role among `points` a configuration pairs with (none for colocated
+    ones, or without a pairing rule)."""
+    tps = {
+        role: sorted({p.config.tensor_parallel_size for p in points if p.config.role == role})
+        for role in ("prefill", "decode")
+    }
+
+    def of(c: ReplicaConfig) -> frozenset[int]:
+        t = c.tensor_parallel_size
+        if pairable is None or c.role == "colocated":
+            return frozenset()
+        if c.role == "prefill":
+            return frozenset(d for d in tps["decode"] if pairable(t, d))
+        return frozenset(u for u in tps["prefill"] if pairable(u, t))
+
+    return of
 
 
 @dataclass(frozen=True)
@@ -311,15 +345,20 @@ class SearchResult:
     evaluated: int = 0  # root-finds and screens
 
 
-def combine(results: Sequence[ShapeResult], extra: Sequence[CapacityPoint] = ()) -> SearchResult:
+def combine(
+    results: Sequence[ShapeResult],
+    extra: Sequence[CapacityPoint] = (),
+    pairable: Callable[[int, int], bool] | None = None,
+) -> SearchResult:
     """The search's answer from the shapes' results (`best` already final, e.g. with lowered
-    `max_num_seqs`); `extra`: further root-finds made (counted and listed)."""
+    `max_num_seqs`); `extra`: further root-finds made (counted and listed); `pairable` as for
+    `prune_divisible`."""
     points = sorted(
         {p.config: p for p in [*(p for r in results for p in r.points), *extra]}.values(),
         key=lambda p: p.config,
     )
     best = [r.best for r in results if r.best is not None]
-    kept, dropped = prune_divisible(best)
+    kept, dropped = prune_divisible(best, pairable)
     feasible_points = sum(1 for p in points if p.feasible)
     screened = sum(r.screened for r in results)
     unfit: dict[tuple[str, int], str] = {}
