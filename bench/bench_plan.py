@@ -9,7 +9,7 @@ Cases (targets from issue 10, on the 2-core development machine):
   colocated and disaggregated, one bucket: under 200 ms.
 * catalog-week: the whole GPU catalog x TP 1/2/4/8 x budgets x colocated/disaggregated, over 168
   hourly buckets (examples/week-forecast.yaml's diurnal week, reserved prices): under 3 s.
-* bursty: examples/azure-code-bursty.yaml as it stands (144 ten-minute buckets of a bursty trace,
+* bursty: examples/azure-code-bursty.yaml as it stands (two ten-minute buckets of a bursty trace,
   CV² ~168: each candidate's capacity per replica count, planner/plan/split.py); no target,
   measured for the per-bucket sizing's cost.
 
