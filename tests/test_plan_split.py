@@ -238,34 +238,39 @@ def test_replicas_per_bucket_follow_the_construction_and_rise_with_the_need() ->
     assert len(visited.lines) <= 2 + math.ceil(math.log2(top + 1)) < top
 
 
-def test_refined_counts_are_exact_at_need_over_replicas() -> None:
-    """The plan's candidate refined: in every bucket its count n meets the SLOs at need / n with
-    the CV² of n's grid point, and n - 1 replicas miss them at need / (n - 1) (one steady state
-    each, planner/plan/capacity.meets_at): the count is exact, not the root-find's."""
-    from planner.plan.capacity import meets_at
+@pytest.mark.parametrize("burstiness", [0.02, 1.0])
+def test_refined_counts_are_exact_at_need_over_replicas(burstiness: float) -> None:
+    """Needs placed a hair (1e-7) above n x the capacity the root-find gave n replicas (n = 2, 3,
+    4, 6: grid points): from the root-found capacities each takes n + 1 replicas, but the edge
+    lies up to CAPACITY_PRECISION above them, so n replicas meet the SLOs at need / n. Refined,
+    every count is exact: n meets at need / n with n's grid point's CV² (one steady state,
+    planner/plan/capacity.meets_at) and n - 1 misses at need / (n - 1)."""
+    from planner.plan.capacity import ReplicaConfig, meets_at
     from planner.plan.pool import CapacityPool
 
-    req = _buckets([3.0, 7.5, 18.0, 40.0])
-    rep = plan(req, workers=1)
-    dep = rep.deployments[0]
+    req = _bursty_request(burstiness)
     ctx = _context(req)
-    split = Split.of((3.0, 7.5, 18.0, 40.0), 0.1)
-    assert split is not None
-    from planner.plan.capacity import ReplicaConfig
-
-    cfg = ReplicaConfig("h100-sxm", 1, "colocated", dep.max_num_batched_tokens, dep.max_num_seqs)
+    cv2 = ctx.stats.arrival_cv2
+    cfg = ReplicaConfig("h100-sxm", 1, "colocated", 4096, 256)  # TTFT binds at every n here
     with CapacityPool(ctx, 1) as pool:
         (point,) = pool.evaluate([cfg])
-        sizing = pool.sizing(pool.reference(point), split)
+        ref = pool.reference(point)
+        probe = Sizing(ctx, ref, Split((1.0,)), pool.line)
+        grid = (2, 3, 4, 6)
+        needs = tuple(n * probe.line(line_key(cv2, n)).met * (1 + 1e-7) for n in grid)
+        assert all(probe.line(line_key(cv2, n)).point.binding_limit in ("ttft", "itl") for n in grid)
+        before = Sizing(ctx, ref, Split(needs), pool.line).counts()
+        sizing = Sizing(ctx, ref, Split(needs), pool.line)
         sizing.refine()
         counts = sizing.counts()
-    assert list(counts) == sorted(counts) and counts[-1] > 1
-    for need, n in zip(split.needs_per_s, counts, strict=True):
-        c, b = built_at(ctx, cfg, line_cv2(50.0, grid_floor(n)))
+    assert before == tuple(n + 1 for n in grid)
+    assert counts == grid
+    for need, n in zip(needs, counts, strict=True):
+        c, b = built_at(ctx, cfg, line_cv2(cv2, grid_floor(n)))
         assert meets_at(c, cfg, need / n, b)
-        if n > 1:
-            c, b = built_at(ctx, cfg, line_cv2(50.0, grid_floor(n - 1)))
-            assert not meets_at(c, cfg, need / (n - 1), b)
+        c, b = built_at(ctx, cfg, line_cv2(cv2, grid_floor(n - 1)))
+        assert not meets_at(c, cfg, need / (n - 1), b)
+    assert sizing.questions <= 4 * (2 + 1)  # a bisection over one or two rates per line, one check
 
 
 def test_raising_the_smallest_bucket_never_lowers_the_cost() -> None:

@@ -160,24 +160,6 @@ def slo_bound(p: CapacityPoint) -> bool:
     return p.feasible and p.binding_limit in SLO_LIMITS
 
 
-SLO_LIMITS = frozenset({"ttft", "itl", "e2e"})
-
-
-def slo_bound(p: CapacityPoint) -> bool:
-    """An SLO sets `p`'s capacity (a root-find's edge, within its precision); otherwise a stability
-    limit does, exactly (nothing above it is stable)."""
-    return p.feasible and p.binding_limit in SLO_LIMITS
-
-
-SLO_LIMITS = frozenset({"ttft", "itl", "e2e"})
-
-
-def slo_bound(p: CapacityPoint) -> bool:
-    """An SLO sets `p`'s capacity (a root-find's edge, within its precision); otherwise a stability
-    limit does, exactly (nothing above it is stable)."""
-    return p.feasible and p.binding_limit in SLO_LIMITS
-
-
 def kv_limit_seqs(resolved: ResolvedDeployment, stats: WorkloadStats) -> int:
     """Sequences of the mean decode context (plus half a block) the KV cache holds: above it
     vLLM preempts, so `max_num_seqs` need not go higher."""

@@ -41,13 +41,21 @@ from planner.plan.capacity import CapacityPoint, ReplicaConfig
 from planner.plan.planning import Planning
 from planner.plan.split import Sizing
 from solvers.milp import MilpData, MilpResult
-from solvers.milp_data import MAX_REPLICAS_PER_BUCKET
-from solvers.milp_fastpath import best_reserved
+from solvers.milp_data import MAX_REPLICAS_PER_BUCKET, Candidate, Resource
+from solvers.milp_fastpath import MAX_OPTION_CELLS, best_reserved, evaluate_options
 
 MAX_OPTIONS = 32  # single configurations refined at most per plan
 SAME_COST_RTOL = 1e-12  # bills this close are equal (float sums in another order)
 
 Counts = tuple[int, ...]
+
+
+def _optimistic(s: Sizing) -> Counts:
+    return s.counts(optimistic=True)
+
+
+def _pessimistic(s: Sizing) -> Counts:
+    return s.counts()
 
 
 @dataclass(frozen=True)
@@ -65,15 +73,15 @@ class Exact:
 
 
 class _Recheck:
-    def __init__(self, pl: Planning, result: MilpResult) -> None:
-        self.pl, self.result = pl, result
-        assert pl.split is not None
+    def __init__(self, pl: Planning, data: MilpData, result: MilpResult) -> None:
+        self.pl, self.data, self.result = pl, data, result
+        assert pl.split is not None and result.objective_usd is not None
+        self.cost = result.objective_usd
         self.split = pl.split
-        self.hours = np.asarray(pl.forecast.hours, dtype=float)
         self.sizings: dict[ReplicaConfig, Sizing] = {}
         for p in (*pl.found.best, *pl.pool.runners_up):
             s = self._sizing(p)
-            if max(s.counts(), default=0) <= MAX_REPLICAS_PER_BUCKET:
+            if s.exact_point().feasible and max(s.counts(), default=0) <= MAX_REPLICAS_PER_BUCKET:
                 self.sizings[p.config] = s
 
     def _sizing(self, point: CapacityPoint) -> Sizing:
@@ -84,61 +92,105 @@ class _Recheck:
 
     # -- single configurations and their bills --------------------------------------------------
 
-    def options(self) -> list[tuple[ReplicaConfig, ...]]:
-        """Each colocated contender; each prefill and decode pair (of one GPU type unless mixing
-        is allowed), in a fixed order."""
-        cfgs = sorted(self.sizings)
-        out: list[tuple[ReplicaConfig, ...]] = [(c,) for c in cfgs if c.role == "colocated"]
-        mixed = self.pl.req.candidates.mixed_gpu_types
-        for p in (c for c in cfgs if c.role == "prefill"):
-            out.extend((p, d) for d in cfgs if d.role == "decode" and (mixed or d.gpu == p.gpu))
-        return out
-
-    def bills(
-        self, options: Sequence[tuple[ReplicaConfig, ...]], counts: Callable[[Sizing], Counts]
-    ) -> list[float]:
-        """Each option's bill over the horizon with these replicas per bucket (reserved GPUs at
-        their best level, solvers.milp_fastpath.best_reserved; inf past an inventory cap): one
-        array call per GPU type."""
-        n_b = len(self.hours)
-        total = np.zeros(len(options))
-        rows: dict[str, list[int]] = {}
-        for i, option in enumerate(options):
-            for gpu in sorted({c.gpu for c in option}):
-                rows.setdefault(gpu, []).append(i)
-        per: dict[ReplicaConfig, np.ndarray] = {}
-        for gpu in sorted(rows):
-            units = np.zeros((len(rows[gpu]), n_b), dtype=np.int64)
-            for j, i in enumerate(rows[gpu]):
-                for cfg in options[i]:
-                    if cfg.gpu == gpu:
-                        if cfg not in per:
-                            per[cfg] = np.asarray(counts(self.sizings[cfg]), dtype=np.int64)
-                        units[j] += per[cfg] * cfg.tensor_parallel_size
-            price = self.pl.price_of[gpu]
-            cost, _ = best_reserved(
-                units, self.hours, price.reserved_usd_per_gpu_hour, price.usd_per_gpu_hour
+    def priced(self, cfgs: Sequence[ReplicaConfig], counts: Callable[[Sizing], Counts]) -> MilpData:
+        """The answer's problem (its buckets, headroom, availability rule) over `cfgs`, each with
+        the capacity D_b / n_b in bucket b for these replica counts: costed by
+        solvers.milp_fastpath exactly as the MILP counts (n_b back, then availability, reserved
+        levels and inventory caps)."""
+        data, needs = self.data, self.split.needs_per_s
+        cands = []
+        for cfg in cfgs:
+            s = self.sizings[cfg]
+            whole = max(s.exact_point().requests_per_s, 1e-9)
+            by_bucket = tuple(d / n if n > 0 else whole for d, n in zip(needs, counts(s), strict=True))
+            cands.append(
+                Candidate(
+                    id=cfg.id,
+                    resource=cfg.gpu,
+                    units_per_replica=cfg.tensor_parallel_size,
+                    capacity_per_s=max(by_bucket),
+                    pool=cfg.role,
+                    group=cfg.gpu,
+                    capacity_by_bucket_per_s=by_bucket,
+                )
             )
+        gpus = {c.resource for c in cands}
+        resources = [
+            Resource(pr.gpu, pr.usd_per_gpu_hour, pr.reserved_usd_per_gpu_hour, pr.inventory)
+            for pr in self.pl.prices
+            if pr.gpu in gpus
+        ]
+        ids = {c.id for c in cands}
+        pairs = tuple(pair for pair in data.incompatible_pairs if set(pair) <= ids)
+        return replace(
+            data,
+            resources=tuple(resources),
+            candidates=tuple(cands),
+            single_config=True,
+            incompatible_pairs=pairs,
+        )
+
+    def alone(self, cfgs: Sequence[ReplicaConfig]) -> list[float]:
+        """Each configuration's bill from its optimistic counts as the only deployment (as
+        solvers.milp_fastpath costs it: the availability rule, the best reserved level, inf past
+        an inventory cap), a few array calls per GPU type: a lower bound on any option's bill
+        that holds it (one more member never costs less)."""
+        data = self.data
+        hours = np.asarray(self.pl.forecast.hours, dtype=float)
+        has_demand = np.asarray(self.split.needs_per_s) > 0
+        out = np.zeros(len(cfgs))
+        for gpu in sorted({c.gpu for c in cfgs}):
+            rows = [i for i, c in enumerate(cfgs) if c.gpu == gpu]
+            n = np.asarray([_optimistic(self.sizings[cfgs[i]]) for i in rows], dtype=np.int64)
+            n = np.where(has_demand, np.maximum(n + data.spare_replicas, data.min_replicas), 0)
+            units = n * np.asarray([cfgs[i].tensor_parallel_size for i in rows], dtype=np.int64)[:, None]
+            price = self.pl.price_of[gpu]
+            cost, _ = best_reserved(units, hours, price.reserved_usd_per_gpu_hour, price.usd_per_gpu_hour)
             if price.inventory is not None:
                 cost = np.where(units.max(axis=1) > price.inventory, math.inf, cost)
-            total[rows[gpu]] += cost
-        return [float(v) for v in total]
+            out[rows] = cost
+        return [float(v) for v in out]
 
-    @staticmethod
-    def optimistic(s: Sizing) -> Counts:
-        return s.counts(optimistic=True)
-
-    @staticmethod
-    def pessimistic(s: Sizing) -> Counts:
-        return s.counts()
+    def options(self) -> list[tuple[ReplicaConfig, ...]]:
+        """The single configurations of contenders that could cost less than the answer: each
+        colocated one, each prefill and decode pair of one GPU type the answer's data lets
+        deploy together, with a member whose counts the root-finds' precision leaves open or
+        that the MILP did not see (an option of candidates the MILP saw, every count settled,
+        costs what the MILP's optimum over them already beat). In a fixed order."""
+        seen = {p.config for p in self.pl.found.best}
+        exact_milp = self.data.single_config and self.result.status == "OPTIMAL"
+        loose = {c for c, s in self.sizings.items() if c not in seen or s.counts(True) != s.counts()}
+        banned = {frozenset(pair) for pair in self.data.incompatible_pairs}
+        # an option's bill is at least each member's alone: drop those no bound puts below it
+        cfgs = sorted(self.sizings)
+        alone = self.alone(cfgs)
+        cfgs = [c for c, bill in zip(cfgs, alone, strict=True) if bill < self.cost * (1.0 - SAME_COST_RTOL)]
+        out: list[tuple[ReplicaConfig, ...]] = [(c,) for c in cfgs if c.role == "colocated"]
+        for p in (c for c in cfgs if c.role == "prefill"):
+            out.extend(
+                (p, d)
+                for d in cfgs
+                if d.role == "decode" and d.gpu == p.gpu and frozenset((p.id, d.id)) not in banned
+            )
+        return [o for o in out if not exact_milp or any(c in loose for c in o)]
 
     # -- the re-check -------------------------------------------------------------------------------
 
-    def run(self, cost: float) -> tuple[float, int, bool]:
+    def run(self) -> tuple[float, int, bool]:
         """Refine options in the order of their lower bounds while one is below the least bill
         known; returns (that bill, options refined, whether MAX_OPTIONS cut in)."""
+        cost = self.cost
         options = self.options()
-        bounds = self.bills(options, self.optimistic)
+        if not options:
+            return cost, 0, False
+        members = sorted({c for o in options for c in o})
+        if len(options) * len(self.split.needs_per_s) > MAX_OPTION_CELLS:
+            return cost, 0, True  # more than the closed form costs at once
+        index = {c: k for k, c in enumerate(members)}
+        optimistic = self.priced(members, _optimistic)
+        bounds = [
+            o.cost_usd for o in evaluate_options(optimistic, [tuple(index[c] for c in o) for o in options])
+        ]
         order = sorted(range(len(options)), key=lambda i: (bounds[i], options[i]))
         best, refined = cost, 0
         for i in order:
@@ -151,12 +203,14 @@ class _Recheck:
                 if not s.refined:
                     s.refine()
             refined += 1
-            best = min(best, self.bills([options[i]], self.pessimistic)[0])
+            exact = evaluate_options(self.priced(options[i], _pessimistic), [tuple(range(len(options[i])))])
+            best = min(best, exact[0].cost_usd)
         return best, refined, False
 
     def refine_answer(self, data: MilpData) -> bool:
         """A mixed answer: refine its candidates, a one-capacity stream's also at the rates where
-        one replica fewer would do. True when one of them now serves more than the MILP read."""
+        one replica fewer would do. True when one of them can now do with one replica fewer
+        somewhere (it meets the SLOs at such a rate, or a bucket's count fell)."""
         changed = False
         for cid in sorted(self.result.selected):
             p = self.pl.by_id.get(cid)
@@ -164,8 +218,10 @@ class _Recheck:
                 continue
             s = self.sizings[p.config]
             before = s.counts()
-            s.refine(self._one_fewer(cid, data) if s.cv2 <= 1.0 else ())
-            changed = changed or s.counts() != before or s.exact_point().requests_per_s > p.requests_per_s
+            fewer = self._one_fewer(cid, data) if s.cv2 <= 1.0 else []
+            s.refine(fewer)
+            met = s.exact_point().requests_per_s
+            changed = changed or s.counts() != before or any(r <= met for r in fewer)
         return changed
 
     def _one_fewer(self, cid: str, data: MilpData) -> list[float]:
@@ -215,8 +271,8 @@ def exact_answer(
     if pl.split is None or cost is None or not math.isfinite(cost):
         return Exact(pl, data, result, 0, False, False)
     before = sum(s.questions for s in pl.pool.sizings.values())
-    rc = _Recheck(pl, result)
-    best, refined, truncated = rc.run(cost)
+    rc = _Recheck(pl, data, result)
+    best, refined, truncated = rc.run()
     changed = (not data.single_config) and rc.refine_answer(data)
     pl.pool.questions += sum(s.questions for s in pl.pool.sizings.values()) - before
     if not (best < cost * (1.0 - SAME_COST_RTOL) or changed):

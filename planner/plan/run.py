@@ -188,7 +188,7 @@ def _milp_data(pl: Planning, points: Sequence[CapacityPoint]) -> MilpData:
         not pl.req.candidates.mixed_gpu_types,
         pl.req.solver.time_limit_s,
         pl.req.solver.relative_gap,
-        **({"capacity_by_bucket": by_bucket} if by_bucket else {}),
+        capacity_by_bucket=by_bucket or None,
     )
 
 

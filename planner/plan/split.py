@@ -39,7 +39,7 @@ import math
 from bisect import bisect_right
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from functools import cached_property
 
 from planner.latency import LatencyModel
 from planner.latency.model import per_replica_arrival_cv2
@@ -99,9 +99,15 @@ class Split:
             return None
         return cls(tuple(r * (1.0 + headroom) for r in rates_per_s))
 
-    @property
+    @cached_property
     def distinct_needs(self) -> tuple[float, ...]:
         return tuple(sorted({d for d in self.needs_per_s if d > 0}))
+
+    @cached_property
+    def positions(self) -> tuple[int, ...]:
+        """Each bucket's need's place in `distinct_needs` (-1: no demand)."""
+        where = {d: i for i, d in enumerate(self.distinct_needs)}
+        return tuple(where.get(d, -1) for d in self.needs_per_s)
 
 
 def line_cv2(cv2: float, n: int) -> float:
@@ -177,8 +183,10 @@ class Sizing:
         self._built: dict[int, tuple[SearchContext, Built]] = {}
         self.questions = 0
         self.refined = False
-        # (need, optimistic) -> count and ("all", optimistic) -> every bucket's, while no line moves
-        self._counts: dict[tuple[float | str, bool], Any] = {}
+        # ("all", optimistic) -> every bucket's count, while no line moves
+        self._counts: dict[tuple[str, bool], tuple[int, ...]] = {}
+        self._positions = split.positions
+        self._point: CapacityPoint | None = None  # exact_point, while no line moves
 
     # -- lines --------------------------------------------------------------------------------
 
@@ -187,8 +195,13 @@ class Sizing:
         if got is None:
             cv2 = line_cv2(self.cv2, max(key, 1))
             got = self.lines[key] = Line.of(self.source(self.point, cv2))
-            self._counts.clear()
+            self._moved()
         return got
+
+    def _moved(self) -> None:
+        """A line was added or refined: forget what was read off the lines."""
+        self._counts.clear()
+        self._point = None
 
     def met(self, key: int) -> float:
         """A rate line `key` meets: its own, or a line's of fewer replicas (a higher CV²) where that
@@ -256,25 +269,21 @@ class Sizing:
         return max(GRID[lo], needed(need, rate(lo)))
 
     def counts(self, optimistic: bool = False) -> tuple[int, ...]:
-        """`count` of each bucket's need (computed once per distinct need while no line moves; again
-        if a line was added meanwhile: each count reads every line there is, at most one pass per
+        """`count` of each bucket's need (once per distinct need while no line moves; again if a line
+        was added meanwhile, so that each count reads every line there is: at most one pass per
         grid point)."""
         whole = self._counts.get(("all", optimistic))
         if whole is not None:
             return whole
-        out: list[int] = []
+        distinct = self.split.distinct_needs
+        per: list[int] = []
         for _ in range(len(GRID) + 1):
             lines = len(self.lines)
-            out = []
-            for d in self.split.needs_per_s:
-                got = self._counts.get((d, optimistic))
-                if got is None:
-                    got = self._counts[(d, optimistic)] = self.count(d, optimistic)
-                out.append(got)
+            per = [self.count(d, optimistic) for d in distinct]
             if len(self.lines) == lines:
                 break
-        self._counts[("all", optimistic)] = got_all = tuple(out)
-        return got_all
+        got = self._counts[("all", optimistic)] = tuple(per[i] if i >= 0 else 0 for i in self._positions)
+        return got
 
     def capacity_by_bucket(self) -> tuple[float, ...] | None:
         """D_b / N(D_b) per bucket (bursty; buckets without demand: the whole stream's capacity),
@@ -336,25 +345,30 @@ class Sizing:
                 lo = mid
             else:
                 hi = mid
-        self._counts.clear()
         if lo >= 0:
             line.met = rates[lo]
         if hi < len(rates):
             line.missed = rates[hi] if line.missed is None else min(line.missed, rates[hi])
-            return
-        top = self.upper(key)
-        if self.meets(key, top):  # a root-find's precision did not hold here: look further up
-            line.met = top
-            for k, other in self.lines.items():
-                if k >= key and other.missed is None:
-                    other.span *= 2.0
         else:
-            line.missed = top
+            top = self.upper(key)
+            if self.meets(key, top):  # a root-find's precision did not hold here: look further up
+                line.met = top
+                for k, other in self.lines.items():
+                    if k >= key and other.missed is None:
+                        other.span *= 2.0
+            else:
+                line.missed = top
+        self._moved()
 
     def exact_point(self) -> CapacityPoint:
         """The candidate as the MILP reads it: a one-line stream's capacity (refined), or the
         peak bucket's D / N(D) with each bucket's in `capacity_by_bucket_per_s` and the peak's
-        line (its CV², binding limit, operating point)."""
+        line (its CV², binding limit, operating point). Made once while no line moves."""
+        if self._point is None:
+            self._point = self._exact_point()
+        return self._point
+
+    def _exact_point(self) -> CapacityPoint:
         if self.cv2 <= 1.0:
             line = self.line(0)
             return replace(line.point, requests_per_s=line.met) if line.point.feasible else line.point
