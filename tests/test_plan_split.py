@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import math
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -22,8 +23,10 @@ from planner.latency.model import per_replica_arrival_cv2
 from planner.plan import plan
 from planner.plan import run as plan_run
 from planner.plan.memo import clear_memo, memo_info
-from planner.plan.split import Split
+from planner.plan.search import RUNNER_UP_SPAN
+from planner.plan.split import GRID, Sizing, Split, built_at, grid_floor, line_cv2, line_key
 from planner.workload import Workload
+from solvers.milp_data import MAX_REPLICAS_PER_BUCKET
 
 # --- the formula ------------------------------------------------------------------------------------
 
@@ -160,31 +163,6 @@ def _fresh_memo() -> Any:
     clear_memo()
 
 
-def test_split_capacity_is_self_consistent() -> None:
-    """The split capacity c meets the SLOs at rate c with CV² X(c) = 1 + (c² - 1) c / (d (1 +
-    headroom)), and 1% more does not (the largest such rate, within the bisection's tolerance)."""
-    from planner.plan.capacity import meets_at
-    from planner.plan.split import _built
-
-    req = _bursty_request()
-    rep = plan(req, workers=1)
-    dep = rep.deployments[0]
-    split = Split.of((20.0,), 0.1)
-    assert split is not None and split.demand_per_s == pytest.approx(22.0)
-    c = dep.requests_per_s_per_replica
-    x = split.cv2_at(50.0, c)
-    assert c < 22.0 and x == pytest.approx(1 + 49 * c / 22.0)
-    from planner.plan.capacity import ReplicaConfig
-
-    ctx = _context(req)
-    cfg = ReplicaConfig("h100-sxm", 1, "colocated", dep.max_num_batched_tokens, dep.max_num_seqs)
-    ok_ctx, ok = _built(ctx, cfg, x)
-    assert meets_at(ok_ctx, cfg, c, ok)
-    hi = c * 1.01
-    bad_ctx, bad = _built(ctx, cfg, split.cv2_at(50.0, hi))
-    assert not meets_at(bad_ctx, cfg, hi, bad)
-
-
 def _context(req: dict[str, Any]) -> Any:
     from planner.catalog.models import get_model
     from planner.inputs import build_workload
@@ -197,13 +175,129 @@ def _context(req: dict[str, Any]) -> Any:
     return plan_run._context(r, "Qwen/Qwen3-8B", WorkloadStats.of(w), ["h100-sxm"], None, length)
 
 
+def _buckets(rates: list[float], burstiness: float = 0.02, headroom: float = 0.1) -> dict[str, Any]:
+    req = _bursty_request(burstiness, headroom=headroom)
+    req["workload"]["arrivals"] = {
+        "buckets": [{"duration_s": 3600, "requests_per_s": r} for r in rates],
+        "burstiness": burstiness,
+    }
+    return req
+
+
+def test_the_grid_and_the_shares() -> None:
+    """n replicas read the capacity of the largest grid point <= n (its CV² is higher:
+    conservative); each bucket's need is its demand x (1 + headroom); no demand, nothing to size."""
+    assert GRID[:12] == (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
+    assert GRID[-1] <= MAX_REPLICAS_PER_BUCKET < GRID[-1] * 4 // 3 + 1
+    assert [grid_floor(n) for n in (1, 2, 3, 5, 7, 11, 12, 100)] == [1, 2, 3, 4, 6, 8, 12, 96]
+    s = Split.of((0.0, 3.0, 9.0), 0.5)
+    assert s is not None and s.needs_per_s == (0.0, 4.5, 13.5) and s.distinct_needs == (4.5, 13.5)
+    assert Split.of((0.0, 0.0), 0.1) is None
+    assert line_cv2(50.0, 4) == pytest.approx(1 + 49 / 4)
+    assert line_cv2(50.0, 1) == 50.0
+    assert line_cv2(0.5, 3) == 1.0 and line_cv2(1.0, 7) == 1.0  # smooth and Poisson: sized as Poisson
+    assert line_key(50.0, 7) == 6 and line_key(1.0, 7) == 0
+
+
+def _synthetic(rate_at: Any) -> tuple[Any, Any, Any]:
+    """A bursty context (CV² 50), a configuration and a stand-in for its root-finds whose
+    capacity at per-replica CV² X is rate_at(X): the sizing's arithmetic alone."""
+    from planner.plan.capacity import CapacityPoint, ReplicaConfig
+
+    ctx = _context(_bursty_request())
+    assert ctx.stats.arrival_cv2 == pytest.approx(50.0)
+    cfg = ReplicaConfig("h100-sxm", 1, "colocated", 2048, 64)
+    point = CapacityPoint(cfg, True, True, rate_at(50.0), "ttft", "", 1.0, 1.0, None, None, 99.0, 1, 1, None, None,
+                          arrival_cv2=50.0)  # fmt: skip
+    return ctx, point, lambda p, cv2: replace(p, requests_per_s=rate_at(cv2), arrival_cv2=cv2)
+
+
+def test_replicas_per_bucket_follow_the_construction_and_rise_with_the_need() -> None:
+    """N(D) = min{n : n c_g(n) >= D}, c_g(n) the capacity at the largest grid point <= n, against
+    a count over every n; nondecreasing in D (more traffic never needs fewer replicas); the
+    optimistic count (each line's capacity x (1 + RUNNER_UP_SPAN)) never above it; and only the
+    grid points the search over the ranges visits are root-found."""
+
+    def rate_at(cv2: float) -> float:
+        return 12.0 / (1.0 + 0.08 * cv2)
+
+    ctx, point, source = _synthetic(rate_at)
+    needs = tuple(0.37 * k for k in range(1, 1200))
+    sizing = Sizing(ctx, point, Split(needs), source)
+
+    def by_hand(d: float, span: float = 0.0) -> int:
+        for n in range(1, 10_000):
+            if n * rate_at(line_cv2(50.0, grid_floor(n))) * (1 + span) >= d * (1 - 1e-9):
+                return n
+        raise AssertionError(d)
+
+    got = sizing.counts()
+    assert list(got) == [by_hand(d) for d in needs]
+    assert list(got) == sorted(got)
+    assert list(sizing.counts(optimistic=True)) == [by_hand(d, RUNNER_UP_SPAN) for d in needs]
+    visited = Sizing(ctx, point, Split((100.0,)), source)
+    assert visited.counts() == (by_hand(100.0),)
+    top = GRID.index(grid_floor(math.ceil(100.0 / rate_at(50.0))))  # the range of n0 = 42: 32-47
+    assert len(visited.lines) <= 2 + math.ceil(math.log2(top + 1)) < top
+
+
+@pytest.mark.parametrize("burstiness", [0.02, 1.0])
+def test_refined_counts_are_exact_at_need_over_replicas(burstiness: float) -> None:
+    """Needs placed a hair (1e-7) above n x the capacity the root-find gave n replicas (n = 2, 3,
+    4, 6: grid points): from the root-found capacities each takes n + 1 replicas, but the edge
+    lies up to CAPACITY_PRECISION above them, so n replicas meet the SLOs at need / n. Refined,
+    every count is exact: n meets at need / n with n's grid point's CV² (one steady state,
+    planner/plan/capacity.meets_at) and n - 1 misses at need / (n - 1)."""
+    from planner.plan.capacity import ReplicaConfig, meets_at
+    from planner.plan.pool import CapacityPool
+
+    req = _bursty_request(burstiness)
+    ctx = _context(req)
+    cv2 = ctx.stats.arrival_cv2
+    cfg = ReplicaConfig("h100-sxm", 1, "colocated", 4096, 256)  # TTFT binds at every n here
+    with CapacityPool(ctx, 1) as pool:
+        (point,) = pool.evaluate([cfg])
+        ref = pool.reference(point)
+        probe = Sizing(ctx, ref, Split((1.0,)), pool.line)
+        grid = (2, 3, 4, 6)
+        needs = tuple(n * probe.line(line_key(cv2, n)).met * (1 + 1e-7) for n in grid)
+        assert all(probe.line(line_key(cv2, n)).point.binding_limit in ("ttft", "itl") for n in grid)
+        before = Sizing(ctx, ref, Split(needs), pool.line).counts()
+        sizing = Sizing(ctx, ref, Split(needs), pool.line)
+        sizing.refine()
+        counts = sizing.counts()
+    assert before == tuple(n + 1 for n in grid)
+    assert counts == grid
+    for need, n in zip(needs, counts, strict=True):
+        c, b = built_at(ctx, cfg, line_cv2(cv2, grid_floor(n)))
+        assert meets_at(c, cfg, need / n, b)
+        c, b = built_at(ctx, cfg, line_cv2(cv2, grid_floor(n - 1)))
+        assert not meets_at(c, cfg, need / (n - 1), b)
+    assert sizing.questions <= 4 * (2 + 1)  # a bisection over one or two rates per line, one check
+
+
+def test_raising_the_smallest_bucket_never_lowers_the_cost() -> None:
+    """Two buckets of a bursty stream (CV² 50), the quiet one rising towards the busy one: sized at
+    the least bucket's share, the busy bucket's replicas were sized at a CV² the quiet bucket set,
+    and the bill fell as the quiet bucket grew ($39,146, 25,054, 17,224, 14,093, 12,527 a month
+    for 2, 4, 8, 12, 20 req/s beside 40). Sized bucket by bucket, it never falls."""
+    costs = []
+    for small in (2.0, 4.0, 8.0, 12.0, 20.0, 40.0):
+        rep = plan(_buckets([small, 40.0]), workers=1)
+        assert rep.usd_per_month is not None
+        costs.append(rep.usd_per_month)
+        reps = rep.deployments[0].replicas_by_bucket
+        assert reps[0] <= reps[1]
+    assert costs == sorted(costs), costs
+
+
 def test_bursty_plan_needs_fewer_gpus_and_the_simulator_meets_the_slo(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Burstiness 0.02 (CV² 50, bursts of ~50 requests) at 20 req/s: sized with the whole
-    stream's CV² per replica (the planner before the split) it takes more GPUs than with each
-    replica's share; the split plan's peak, replayed in the simulator (round robin over gamma
-    gaps, a smoother router than the random split assumed), still meets the SLOs."""
+    stream's CV² per replica (no split) it takes more GPUs than with each replica's share; the
+    split plan's peak, replayed in the simulator (round robin over gamma gaps, a smoother router
+    than the random split assumed), still meets the SLOs."""
     req = _bursty_request()
     after = plan(req, workers=1, verify=True)
     clear_memo()
@@ -221,28 +315,19 @@ def test_bursty_plan_needs_fewer_gpus_and_the_simulator_meets_the_slo(
     assert any("least right" in w and "--verify" in w for w in after.warnings)
 
 
-def test_bursty_plan_cold_equals_warm_and_headroom_only_resplits() -> None:
-    """A bursty plan from the memo is the cold plan byte for byte; another headroom re-sizes the
-    split (its key holds the demand x headroom) but reuses every shape search."""
-    req = _bursty_request()
+def test_bursty_plan_cold_equals_warm_whatever_the_memo_holds() -> None:
+    """A bursty plan from the memo is the cold plan byte for byte (the counts and refinements are
+    recomputed from remembered root-finds, in the same order); another headroom reuses every
+    shape search and equals its own cold plan."""
+    req = _buckets([3.0, 12.0, 30.0])
     cold = plan(req, workers=1).model_dump_json()
     first = memo_info()
     assert plan(req, workers=1).model_dump_json() == cold
+    assert plan(req, workers=2).model_dump_json() == cold
     assert memo_info().misses == first.misses
-    plan(_bursty_request(headroom=0.3), workers=1)
-    now = memo_info()
-    assert now.misses > first.misses  # the split answers, at another share
-    assert now.entries - first.entries == now.misses - first.misses  # only those are new
+    other = _buckets([3.0, 12.0, 30.0], headroom=0.3)
+    warm_other = plan(other, workers=1).model_dump_json()
+    clear_memo()
+    assert plan(other, workers=1).model_dump_json() == warm_other
     clear_memo()
     assert plan(req, workers=1).model_dump_json() == cold
-
-
-def test_split_is_bounded_by_the_least_bucket() -> None:
-    """Buckets: the share is measured against the least positive demand (d_min x (1 + headroom));
-    no positive demand: nothing to split."""
-    s = Split.of((0.0, 3.0, 9.0), 0.5)
-    assert s is not None and s.demand_per_s == pytest.approx(4.5)
-    assert Split.of((0.0, 0.0), 0.1) is None
-    assert s.cv2_at(10.0, 9.0) == 10.0  # more than the stream: the whole stream's CV²
-    assert s.cv2_at(0.5, 1.0) == 1.0  # smooth streams are sized as Poisson
-    assert math.isclose(s.cv2_at(10.0, 0.45), 1 + 9 * 0.1)

@@ -149,6 +149,19 @@ class CapacityPoint:
     # The per-replica arrival CV² the capacity was sized with (planner/plan/split.py); None: the
     # whole stream's, as the shape search sizes it.
     arrival_cv2: float | None = None
+    # A bursty stream's capacity per forecast bucket, need / replicas there (planner/plan/split.py:
+    # each replica sized at its share of the bucket); `requests_per_s` is then the peak bucket's.
+    # None: `requests_per_s` in every bucket.
+    capacity_by_bucket_per_s: tuple[float, ...] | None = None
+
+
+SLO_LIMITS = frozenset({"ttft", "itl", "e2e"})
+
+
+def slo_bound(p: CapacityPoint) -> bool:
+    """An SLO sets `p`'s capacity (a root-find's edge, within its precision); otherwise a stability
+    limit does, exactly (nothing above it is stable)."""
+    return p.feasible and p.binding_limit in SLO_LIMITS
 
 
 def kv_limit_seqs(resolved: ResolvedDeployment, stats: WorkloadStats) -> int:

@@ -11,9 +11,10 @@ deterministic code whoever asks first, so a hit is byte-for-byte what a cold pla
 The model and the GPU are keyed by name: their specs are read once per process (the catalogs'
 caches, and `get_model`'s for a config.json path), so a name means one spec for the memo's life.
 
-One kind of answer reads a rate: a bursty stream's capacity re-sized for the replicas' share of
-it (planner/plan/split.py) depends on the least bucket's demand x (1 + headroom); it is stored
-under its configuration's key plus that number (`split.split_key`), so it never aliases either.
+A bursty stream's capacities per replica count (planner/plan/split.py) read no rate either: each
+is a root-find at one per-replica CV², stored under its configuration's key plus that CV²
+(`split.line_memo_key`). What reads the rates (each bucket's replica count, and the counts made
+exact at the MILP's answer, planner/plan/recheck.py) is recomputed by every plan from these.
 
 Bounded: at most MEMO_ENTRIES answers, least recently used dropped first. A whole-catalog plan
 leaves ~130 answers and ~7 KB per answer (measured with tracemalloc, keys included), so the cap

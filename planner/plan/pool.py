@@ -11,7 +11,9 @@ goes to them: a small plan starts none.
 
 Every answer is first looked up in this process's capacity memo (planner/plan/memo.py) and
 only the misses are computed (then remembered): a later plan with the same capacity inputs,
-whatever its rates and prices, skips its searches.
+whatever its rates and prices, skips its searches. What reads the rates (each candidate's
+replicas per bucket, planner/plan/split.py) is computed in this process, in a fixed order, from
+remembered root-finds.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from planner.plan.search import (
     prune_divisible,
     search_shape,
 )
-from planner.plan.split import Split, split_capacity, split_key
+from planner.plan.split import Sizing, Split, line_capacity, line_cv2, line_memo_key
 
 # Below this many tasks a batch is answered in-process: handing them out costs more.
 MIN_PARALLEL_TASKS = 2
@@ -99,6 +101,8 @@ class CapacityPool:
         self.cache: dict[ReplicaConfig, CapacityPoint] = {}
         self.questions = 0  # root-finds and screens made (or found in the memo)
         self._keys: dict[str, Hashable] = {}  # capacity key per GPU type
+        self.sizings: dict[ReplicaConfig, Sizing] = {}  # this plan's, by configuration
+        self.runners_up: tuple[CapacityPoint, ...] = ()  # the last search's (SearchResult.runners_up)
 
     def __enter__(self) -> CapacityPool:
         return self
@@ -149,12 +153,14 @@ class CapacityPool:
     def search(
         self, shapes: Sequence[Shape], also: Sequence[ReplicaConfig] = (), split: Split | None = None
     ) -> SearchResult:
-        """Search every shape (in parallel when there are workers), re-size the shapes' best
-        configurations for the stream split over replicas (`split`, planner/plan/split.py; None:
-        the whole stream's burstiness), then set `max_num_seqs` on those that no smaller replica
-        dominates, from the requests running at that capacity (the others never reach the
-        MILP); results in shape order. `also`: single configurations to evaluate alongside
-        (cached for `evaluate`, e.g. vLLM's defaults for the alternatives)."""
+        """Search every shape (in parallel when there are workers); take each shape's best at the
+        per-replica CV² of one replica (`reference`: the whole stream's, or Poisson's for a smoother
+        stream); set `max_num_seqs` on those no smaller replica dominates, from the requests
+        running at that capacity (kept if the capacity holds; the configuration it replaces stays
+        a runner-up); then size each candidate bucket by bucket (`split`, planner/plan/split.py;
+        None: no demand, the reference capacities as they are). Results in shape order. `also`:
+        single configurations to evaluate alongside (cached for `evaluate`, e.g. vLLM's defaults
+        for the alternatives)."""
         extra = sorted({c for c in also if c not in self.cache})
         answers = self._map([*shapes, *extra])
         results = [a for a in answers if isinstance(a, ShapeResult)]
@@ -165,41 +171,83 @@ class CapacityPool:
         for r in results:
             for p in r.points:
                 self.cache.setdefault(p.config, p)
-        results = [r if r.best is None else replace(r, best=self.split([r.best], split)[0]) for r in results]
+        results = [r if r.best is None else replace(r, best=self.reference(r.best)) for r in results]
         pairable = _pairable(self.ctx)
         survivors, _ = prune_divisible([r.best for r in results if r.best is not None], pairable)
         alive = {p.config for p in survivors}
         todo: dict[int, ReplicaConfig] = {}
         for i, r in enumerate(results):
             if r.best is not None and r.shape.seqs is None and r.best.config in alive:
-                low = lowered_seqs(self.ctx, r.best)
+                low = lowered_seqs(self.ctx, r.best, self._most_running(r.best))
                 if low is not None:
                     todo[i] = low
         lowered = self.evaluate([todo[i] for i in sorted(todo)])
         final = list(results)
-        for i, p in zip(sorted(todo), self.split(lowered, split), strict=True):
+        for i, p in zip(sorted(todo), lowered, strict=True):
             best = results[i].best
             assert best is not None
-            if keep_lowered(best, p):
-                final[i] = replace(results[i], best=p)
-        out = combine(final, lowered, pairable)
+            ref = self.reference(p)
+            if keep_lowered(best, ref):
+                final[i] = replace(results[i], best=ref, runners_up=(best, *results[i].runners_up))
+        # Bursty: each bucket sizes at its own per-replica CV², so a smaller replica that serves more
+        # at the whole stream's need not everywhere; the MILP's own reduction compares bucket by bucket.
+        out = combine(final, lowered, pairable, prune=self.ctx.stats.arrival_cv2 <= 1.0)
         self.questions += out.evaluated - len(lowered)  # `evaluate` counted those
-        return out
+        self.runners_up = out.runners_up
+        return out if split is None else self.size(out, split)
+
+    def _most_running(self, best: CapacityPoint) -> float | None:
+        """A bursty stream's replicas run at every per-replica CV² from the whole stream's down to
+        Poisson's: the requests running at Poisson's capacity, the most of any (None: one CV²)."""
+        if self.ctx.stats.arrival_cv2 <= 1.0:
+            return None
+        poisson = self.line(best, 1.0)
+        return poisson.running_requests if poisson.feasible else None
+
+    def reference(self, point: CapacityPoint) -> CapacityPoint:
+        """`point` at the per-replica CV² of one replica taking the whole stream (itself, but for
+        a stream smoother than Poisson: sized as Poisson, planner/plan/split.py)."""
+        return self.line(point, line_cv2(self.ctx.stats.arrival_cv2, 1))
+
+    def line(self, point: CapacityPoint, cv2: float) -> CapacityPoint:
+        """`point`'s configuration root-found at per-replica CV² `cv2` (remembered in the capacity
+        memo under its configuration's key and `cv2`; `point` itself at its own CV²)."""
+        own = self.ctx.stats.arrival_cv2 if point.arrival_cv2 is None else point.arrival_cv2
+        if cv2 == own or not point.fits:
+            return line_capacity(self.ctx, point, cv2)
+        key = line_memo_key(self._key(point.config), cv2)
+        self.questions += 1
+        got = CAPACITY_MEMO.get(key)
+        if got is None:
+            got = line_capacity(self.ctx, point, cv2)
+            CAPACITY_MEMO.put(key, got)
+        assert isinstance(got, CapacityPoint)
+        return got
+
+    def sizing(self, point: CapacityPoint, split: Split) -> Sizing:
+        """This plan's sizing of `point`'s configuration over `split`'s buckets (made once)."""
+        got = self.sizings.get(point.config)
+        if got is None:
+            got = self.sizings[point.config] = Sizing(self.ctx, point, split, self.line)
+        return got
 
     def split(self, points: Sequence[CapacityPoint], split: Split | None) -> list[CapacityPoint]:
-        """`points` re-sized for the stream split over the replicas (planner/plan/split.py), in
-        order; remembered in the capacity memo. A Poisson stream, or no demand: as they are."""
-        if split is None or self.ctx.stats.arrival_cv2 == 1.0:
+        """`points` (found at the whole stream's CV²) sized bucket by bucket as candidates are, in
+        order (None: no demand, as they are)."""
+        if split is None:
             return list(points)
-        out = []
-        for p in points:
-            key = split_key(self._key(p.config), split)
-            got = CAPACITY_MEMO.get(key)
-            if got is None:
-                got = split_capacity(self.ctx, split, p)
-                CAPACITY_MEMO.put(key, got)
-            out.append(got)
+        before = sum(s.questions for s in self.sizings.values())
+        out = [self.sizing(self.reference(p), split).exact_point() for p in points]
+        self.questions += sum(s.questions for s in self.sizings.values()) - before
         return out
+
+    def size(self, found: SearchResult, split: Split) -> SearchResult:
+        """The candidates sized bucket by bucket (planner/plan/split.py), in order; the root-finds
+        and steady states that took counted in `questions`."""
+        before = sum(s.questions for s in self.sizings.values())
+        best = tuple(self.sizing(p, split).exact_point() for p in found.best)
+        self.questions += sum(s.questions for s in self.sizings.values()) - before
+        return replace(found, best=best)
 
     def evaluate(self, cfgs: Sequence[ReplicaConfig]) -> list[CapacityPoint]:
         """Capacity points for `cfgs`, in order (cached; a configuration with automatic values

@@ -29,14 +29,8 @@ from planner.plan.infeasible import infeasible_report, milp_infeasible, no_candi
 from planner.plan.peak import at_peak, points_at, predicted, shares
 from planner.plan.planning import Planning
 from planner.plan.pool import CapacityPool, default_workers
-from planner.plan.report import (
-    BucketCost,
-    GpuUse,
-    PlanDeployment,
-    PlanReport,
-    Simulated,
-    SolverSummary,
-)
+from planner.plan.recheck import exact_answer
+from planner.plan.report import BucketCost, GpuUse, PlanDeployment, PlanReport, Simulated, SolverSummary
 from planner.plan.request import PlanRequest, parse_plan_request
 from planner.plan.search import SearchResult, shapes_of, unfit_shapes
 from planner.plan.solve import HOURS_PER_MONTH, Forecast, Prices, milp_data, single_configurations
@@ -207,23 +201,33 @@ def _servable(pl: Planning) -> bool:
     return bool(pre and dec) if pl.req.candidates.mixed_gpu_types else bool(pre & dec)
 
 
-def _build(pl: Planning, verify: bool) -> PlanReport:
-    if not _servable(pl):
-        return infeasible_report(pl, too_many_replicas(pl) if pl.oversized else no_candidate(pl), None)
-    data = milp_data(
-        pl.found.best,
+def _milp_data(pl: Planning, points: Sequence[CapacityPoint]) -> MilpData:
+    """The sizing problem over `points` (a bursty stream's candidates with their capacity per
+    bucket, planner/plan/split.py)."""
+    by_bucket = {p.config.id: p.capacity_by_bucket_per_s for p in points if p.capacity_by_bucket_per_s}
+    return milp_data(
+        points,
         pl.forecast,
         pl.prices,
         pl.req.headroom,
         not pl.req.candidates.mixed_gpu_types,
         pl.req.solver.time_limit_s,
         pl.req.solver.relative_gap,
-        incompatible_pairs=incompatible_pairs(pl.found.best, _kv_heads(pl)),
+        incompatible_pairs=incompatible_pairs(points, _kv_heads(pl)),
+        capacity_by_bucket=by_bucket or None,
     )
+
+
+def _build(pl: Planning, verify: bool) -> PlanReport:
+    if not _servable(pl):
+        return infeasible_report(pl, too_many_replicas(pl) if pl.oversized else no_candidate(pl), None)
+    data = _milp_data(pl, pl.found.best)
     result = solve(data)
     if result.status in ("INFEASIBLE", "NO_SOLUTION"):
         return infeasible_report(pl, milp_infeasible(pl, data, result), result)
-    return _Answer(pl, data, result).report(verify)
+    # Near-ties the root-finds' precision left open, settled at the answer (planner/plan/recheck.py).
+    exact = exact_answer(pl, data, result, lambda points: _milp_data(pl, points), solve)
+    return _Answer(exact.planning, exact.data, exact.result).report(verify)
 
 
 class _Answer:

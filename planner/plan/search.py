@@ -10,8 +10,10 @@ with a root-find each would cost thousands of root-finds; per shape the search i
    (2048 colocated, 8192 for a prefill pool) outwards, `max_num_seqs` at its upper limit (the
    KV-cache limit, at most the budget), so only the budget and the SLOs bind. The first gets a
    capacity root-find; each next one is first *screened*: one steady state at the best capacity
-   so far. If it misses the SLOs there, its capacity is lower and it is dropped; otherwise it
-   gets its root-find. A decode pool has no prefill: one configuration.
+   so far, that rate itself. If it misses the SLOs there, its capacity is below the best's and it
+   is dropped (exactly: nothing it could serve is out of the best's reach); otherwise it gets its
+   root-find, and any strictly higher capacity becomes the best. A decode pool has no prefill:
+   one configuration.
 2. Refine the budget around the best b: 3b/4 and 3b/2 (multiples of 256), screened alike.
 3. Set `max_num_seqs`: the smallest value of a 16-24-32-48-64-... grid that covers the requests
    running at capacity plus three standard deviations of their number (Poisson, inflated by the
@@ -20,6 +22,10 @@ with a root-find each would cost thousands of root-finds; per shape the search i
    batch, and with it ITL, under bursts.
 
 A user who lists budgets or `max_num_seqs` values gets exactly those (screened, not refined).
+A root-find places a capacity within CAPACITY_PRECISION of the edge (the first rate it saw miss is
+at most that far above), so two root-found capacities closer than that are a near-tie the search
+cannot order: the shape's other feasible configurations within RUNNER_UP_SPAN of its best are its
+`runners_up`, re-checked exactly at the MILP's answer (planner/plan/recheck.py).
 Across shapes, a replica of m x the GPUs with no more than m x the capacity of a smaller one of
 the same GPU type and role is dominated too (m smaller replicas do its job on the same GPUs):
 `prune_divisible` drops it before the MILP.
@@ -32,6 +38,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from planner.costmodel.profile import Profile
+from planner.latency.model import CAPACITY_PRECISION
 from planner.plan.capacity import (
     CapacityPoint,
     ReplicaConfig,
@@ -41,6 +48,7 @@ from planner.plan.capacity import (
     decode_budget,
     evaluate_config,
     meets_at,
+    slo_bound,
 )
 from planner.plan.request import BUDGET_MAX_TOKENS, BUDGET_MIN_TOKENS, CandidateSpace
 
@@ -49,9 +57,11 @@ assert COARSE_BUDGETS[-1] == BUDGET_MAX_TOKENS
 START_BUDGET = {"colocated": 2048, "prefill": 8192}  # vLLM's advice: chat 2048-4096, throughput 8192+
 BUDGET_STEP = 256
 KEEP_SEQS_RTOL = 1e-3
-# A budget replaces the best so far only with 1% more capacity (differences below that are
-# within the model's error; the incumbent started at vLLM's advice), and is screened at that rate.
-BETTER_RTOL = 0.01
+# A root-found capacity is the last rate seen to meet the SLOs, the first seen to miss them at most
+# CAPACITY_PRECISION above it (tools measured 119 searches: at most 0.99%). A configuration whose
+# capacity x (1 + RUNNER_UP_SPAN) does not reach the best's cannot be better; the others can.
+RUNNER_UP_SPAN = 1.5 * CAPACITY_PRECISION
+MAX_RUNNERS_UP = 8  # per shape, the nearest (every loop a bound)
 SEATS_SIGMAS = 3.0
 MIN_SEQS = 16
 
@@ -95,12 +105,15 @@ class Shape:
 @dataclass(frozen=True)
 class ShapeResult:
     """`best`: the feasible configuration with the most capacity (None: none is feasible);
-    `points`: every root-find made; `screened`: configurations a screen showed to be worse."""
+    `points`: every root-find made; `screened`: configurations a screen showed to be worse;
+    `runners_up`: the other feasible configurations the root-finds' precision cannot rank below
+    `best` (nearest first, at most MAX_RUNNERS_UP)."""
 
     shape: Shape
     best: CapacityPoint | None
     points: tuple[CapacityPoint, ...]
     screened: int
+    runners_up: tuple[CapacityPoint, ...] = ()
 
 
 def _order(budgets: Sequence[int], start: int) -> list[int]:
@@ -127,7 +140,7 @@ class _ShapeSearch:
     def consider(self, cfg: ReplicaConfig) -> None:
         b = self.best
         built = build(self.ctx, cfg)  # shared by the screen and the root-find
-        if b is not None and not meets_at(self.ctx, cfg, b.requests_per_s * (1.0 + BETTER_RTOL), built):
+        if b is not None and not meets_at(self.ctx, cfg, b.requests_per_s, built):
             self.screened += 1
             return
         p = evaluate_config(self.ctx, cfg, built)
@@ -152,7 +165,9 @@ class _ShapeSearch:
                         self.consider(self._cfg(bud, s))
         else:
             self._climb(seqs)
-        return ShapeResult(sh, self.best, tuple(self.points), self.screened)
+        return ShapeResult(
+            sh, self.best, tuple(self.points), self.screened, runners_up(self.best, self.points)
+        )
 
     def _climb(self, seqs: Sequence[int]) -> None:
         """From the start budget, doubling (then halving) while a budget beats the best so far,
@@ -193,21 +208,47 @@ class _ShapeSearch:
 
 
 def _better(p: CapacityPoint, q: CapacityPoint) -> bool:
-    """`p` has BETTER_RTOL more capacity than the incumbent `q`."""
-    return p.requests_per_s > q.requests_per_s * (1.0 + BETTER_RTOL)
+    """`p` has strictly more capacity than the incumbent `q` (a near-tie either way is kept as a
+    runner-up and settled exactly where it matters, at the MILP's answer)."""
+    return p.requests_per_s > q.requests_per_s
+
+
+def could_beat(p: CapacityPoint, best: CapacityPoint) -> bool:
+    """`p`'s capacity is not provably below `best`'s: the rate its root-find first saw miss, at most
+    RUNNER_UP_SPAN above it, is above the rate `best` was seen to meet. A capacity a stability
+    limit sets (no SLO binds) is exact: nothing above it is stable."""
+    if not slo_bound(p):
+        return p.requests_per_s > best.requests_per_s
+    return p.requests_per_s * (1.0 + RUNNER_UP_SPAN) > best.requests_per_s
+
+
+def runners_up(best: CapacityPoint | None, points: Sequence[CapacityPoint]) -> tuple[CapacityPoint, ...]:
+    """The feasible configurations other than `best` that could beat it (nearest first; ties by
+    configuration), at most MAX_RUNNERS_UP."""
+    if best is None:
+        return ()
+    near = [p for p in points if p.feasible and p.config != best.config and could_beat(p, best)]
+    near.sort(key=lambda p: (-p.requests_per_s, p.config))
+    return tuple(near[:MAX_RUNNERS_UP])
 
 
 def search_shape(ctx: SearchContext, shape: Shape) -> ShapeResult:
     return _ShapeSearch(ctx, shape).run()
 
 
-def lowered_seqs(ctx: SearchContext, best: CapacityPoint) -> ReplicaConfig | None:
-    """The configuration with `max_num_seqs` set from the requests running at capacity, as
-    variable as the arrivals `best` was sized with (its share of a split stream, else the
-    stream's) make them (None: already there)."""
+def lowered_seqs(
+    ctx: SearchContext, best: CapacityPoint, running: float | None = None
+) -> ReplicaConfig | None:
+    """The configuration with `max_num_seqs` set from the requests running at capacity (`running`,
+    else `best`'s), as variable as the arrivals `best` was sized with make them (None: already
+    there). A bursty stream's replicas run at many per-replica CV²s (planner/plan/split.py): the
+    caller passes the most running at any of them (at Poisson's capacity, the highest) and
+    `best` at the whole stream's CV² (the most variable), a bound for every replica count."""
     upper = best.config.max_num_seqs
     cv2 = ctx.stats.arrival_cv2 if best.arrival_cv2 is None else best.arrival_cv2
-    s = seqs_for(best.running_requests, cv2, upper)
+    s = seqs_for(
+        best.running_requests if running is None else max(running, best.running_requests), cv2, upper
+    )
     if s >= upper:
         return None
     cfg = replace(best.config, max_num_seqs=s)
@@ -343,22 +384,32 @@ class SearchResult:
     unfit: tuple[tuple[str, int, str], ...]
     dominated: int = 0
     evaluated: int = 0  # root-finds and screens
+    # Configurations a tolerance could have ranked below a candidate: the shapes' runners-up, the
+    # configurations a lowered `max_num_seqs` replaced, those `prune_divisible` dropped (sorted).
+    runners_up: tuple[CapacityPoint, ...] = ()
 
 
 def combine(
     results: Sequence[ShapeResult],
     extra: Sequence[CapacityPoint] = (),
     pairable: Callable[[int, int], bool] | None = None,
+    prune: bool = True,
 ) -> SearchResult:
     """The search's answer from the shapes' results (`best` already final, e.g. with lowered
     `max_num_seqs`); `extra`: further root-finds made (counted and listed); `pairable` as for
-    `prune_divisible`."""
+    `prune_divisible`; `prune`: drop the divisibly dominated (`prune_divisible`: exact where one
+    capacity serves every bucket)."""
     points = sorted(
         {p.config: p for p in [*(p for r in results for p in r.points), *extra]}.values(),
         key=lambda p: p.config,
     )
     best = [r.best for r in results if r.best is not None]
-    kept, dropped = prune_divisible(best, pairable)
+    kept, dropped = prune_divisible(best, pairable) if prune else (best, 0)
+    gone = [p for p in best if p not in kept]
+    runners = {p.config: p for r in results for p in r.runners_up}
+    runners.update((p.config, p) for p in gone)
+    for p in kept:
+        runners.pop(p.config, None)
     feasible_points = sum(1 for p in points if p.feasible)
     screened = sum(r.screened for r in results)
     unfit: dict[tuple[str, int], str] = {}
@@ -371,4 +422,5 @@ def combine(
         unfit=tuple((g, tp, why) for (g, tp), why in sorted(unfit.items())),
         dominated=screened + (feasible_points - len(best)) + dropped,
         evaluated=len(points) + screened,
+        runners_up=tuple(runners[c] for c in sorted(runners)),
     )
