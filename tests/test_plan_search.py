@@ -12,12 +12,10 @@ import copy
 from dataclasses import replace
 
 import pytest
+from plan_helpers import search_context
 from test_plan import WORKLOAD
 
-from planner.inputs import build_workload
-from planner.latency import WorkloadStats
 from planner.latency.model import CAPACITY_PRECISION
-from planner.plan import run as plan_run
 from planner.plan.capacity import CapacityPoint, ReplicaConfig, SearchContext, evaluate_config
 from planner.plan.request import parse_plan_request
 from planner.plan.search import (
@@ -43,8 +41,7 @@ def _context(slo: dict[str, float]) -> SearchContext:
             "candidates": {"gpus": ["h100-sxm"]},
         }
     )
-    stats = WorkloadStats.of(build_workload(req.workload, "workload", None))
-    return plan_run._context(req, "Qwen/Qwen3-8B", stats, ["h100-sxm"], None)
+    return search_context(req, ["h100-sxm"])
 
 
 SHAPES: list[tuple[dict[str, float], Shape]] = [

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from plan_helpers import search_context
 from test_plan import WORKLOAD
 
 from planner.deployment import Deployment
@@ -164,15 +165,7 @@ def _fresh_memo() -> Any:
 
 
 def _context(req: dict[str, Any]) -> Any:
-    from planner.catalog.models import get_model
-    from planner.inputs import build_workload
-    from planner.plan.flags import plan_max_model_len
-    from planner.plan.request import parse_plan_request
-
-    r = parse_plan_request(req)
-    w = build_workload(r.workload, "workload", None)
-    length = plan_max_model_len(r.max_model_len, w, get_model("Qwen/Qwen3-8B"))
-    return plan_run._context(r, "Qwen/Qwen3-8B", WorkloadStats.of(w), ["h100-sxm"], None, length)
+    return search_context(req, ["h100-sxm"])
 
 
 def _buckets(rates: list[float], burstiness: float = 0.02, headroom: float = 0.1) -> dict[str, Any]:
