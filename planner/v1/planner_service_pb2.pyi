@@ -1418,7 +1418,7 @@ class Sourced(_message.Message):
     def __init__(self, value: _Optional[float] = ..., source: _Optional[str] = ..., checked: _Optional[str] = ...) -> None: ...
 
 class GpuSpec(_message.Message):
-    __slots__ = ("name", "display_name", "vendor", "memory_bytes", "memory_bandwidth_bytes_per_s", "bf16_dense_flops_per_s", "fp8_dense_flops_per_s", "interconnect_bandwidth_bytes_per_s", "interconnect_latency_s", "max_gpus_per_node", "usd_per_gpu_hour", "memory_reported_bytes", "sm_count")
+    __slots__ = ("name", "display_name", "vendor", "memory_bytes", "memory_bandwidth_bytes_per_s", "bf16_dense_flops_per_s", "fp8_dense_flops_per_s", "interconnect_bandwidth_bytes_per_s", "interconnect_latency_s", "max_gpus_per_node", "usd_per_gpu_hour", "memory_reported_bytes", "sm_count", "price_list")
     NAME_FIELD_NUMBER: _ClassVar[int]
     DISPLAY_NAME_FIELD_NUMBER: _ClassVar[int]
     VENDOR_FIELD_NUMBER: _ClassVar[int]
@@ -1432,6 +1432,7 @@ class GpuSpec(_message.Message):
     USD_PER_GPU_HOUR_FIELD_NUMBER: _ClassVar[int]
     MEMORY_REPORTED_BYTES_FIELD_NUMBER: _ClassVar[int]
     SM_COUNT_FIELD_NUMBER: _ClassVar[int]
+    PRICE_LIST_FIELD_NUMBER: _ClassVar[int]
     name: str
     display_name: str
     vendor: str
@@ -1445,7 +1446,8 @@ class GpuSpec(_message.Message):
     usd_per_gpu_hour: Sourced
     memory_reported_bytes: Sourced
     sm_count: Sourced
-    def __init__(self, name: _Optional[str] = ..., display_name: _Optional[str] = ..., vendor: _Optional[str] = ..., memory_bytes: _Optional[_Union[Sourced, _Mapping]] = ..., memory_bandwidth_bytes_per_s: _Optional[_Union[Sourced, _Mapping]] = ..., bf16_dense_flops_per_s: _Optional[_Union[Sourced, _Mapping]] = ..., fp8_dense_flops_per_s: _Optional[_Union[Sourced, _Mapping]] = ..., interconnect_bandwidth_bytes_per_s: _Optional[_Union[Sourced, _Mapping]] = ..., interconnect_latency_s: _Optional[_Union[Sourced, _Mapping]] = ..., max_gpus_per_node: _Optional[int] = ..., usd_per_gpu_hour: _Optional[_Union[Sourced, _Mapping]] = ..., memory_reported_bytes: _Optional[_Union[Sourced, _Mapping]] = ..., sm_count: _Optional[_Union[Sourced, _Mapping]] = ...) -> None: ...
+    price_list: str
+    def __init__(self, name: _Optional[str] = ..., display_name: _Optional[str] = ..., vendor: _Optional[str] = ..., memory_bytes: _Optional[_Union[Sourced, _Mapping]] = ..., memory_bandwidth_bytes_per_s: _Optional[_Union[Sourced, _Mapping]] = ..., bf16_dense_flops_per_s: _Optional[_Union[Sourced, _Mapping]] = ..., fp8_dense_flops_per_s: _Optional[_Union[Sourced, _Mapping]] = ..., interconnect_bandwidth_bytes_per_s: _Optional[_Union[Sourced, _Mapping]] = ..., interconnect_latency_s: _Optional[_Union[Sourced, _Mapping]] = ..., max_gpus_per_node: _Optional[int] = ..., usd_per_gpu_hour: _Optional[_Union[Sourced, _Mapping]] = ..., memory_reported_bytes: _Optional[_Union[Sourced, _Mapping]] = ..., sm_count: _Optional[_Union[Sourced, _Mapping]] = ..., price_list: _Optional[str] = ...) -> None: ...
 
 class GpuCatalogReport(_message.Message):
     __slots__ = ("gpus",)
