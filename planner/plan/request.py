@@ -6,6 +6,7 @@ is an InvalidInput naming the dotted key the user wrote (`candidates.tensor_para
     slo: {ttft_p99_ms: 500, itl_p99_ms: 50}
     workload: {...}                         # exactly evaluate's workload (rates or buckets, or a trace)
     candidates: {gpus: [h100-sxm], tensor_parallel_sizes: [1, 2, 4, 8], disaggregation: auto}
+    price_list: runpod-secure-2026-09-25     # the catalog's prices: one source, one date
     pricing: {h100-sxm: {usd_per_gpu_hour: 2.49, reserved_usd_per_gpu_hour: 1.85}}
     inventory: {h200-sxm: 16}
     headroom: 0.1
@@ -21,6 +22,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from planner.catalog.models import Dtype
+from planner.catalog.prices import DEFAULT_PRICE_LIST
 from planner.costmodel.profiles import DEFAULT_PROFILE
 from planner.errors import InvalidInput
 from planner.inputs import (
@@ -87,13 +89,23 @@ class PlanSlo(BaseModel):
 
 
 class CandidateSpace(BaseModel):
-    """The deployments the planner may choose from. Unset lists: the whole catalog, TP 1-8, the
-    budget search 512..16384 (coarse grid, refined near the best) and `max_num_seqs` from the
-    concurrency the SLO allows, up to the KV-cache limit."""
+    """The deployments the planner may choose from. Unset lists: the GPUs with their own measured
+    profile that the price list prices (planner/plan/defaults.py), TP 1-8, the budget search
+    512..16384 (coarse grid, refined near the best) and `max_num_seqs` from the concurrency the
+    SLO allows, up to the KV-cache limit."""
 
     model_config = _CONFIG
     gpus: tuple[str, ...] | None = Field(
-        default=None, min_length=1, description="GPU catalog names; default: every GPU in the catalog"
+        default=None,
+        min_length=1,
+        description="GPU catalog names; default: the catalog GPUs with their own measured profile (every GPU "
+        "with profile theoretical) that the price list prices",
+    )
+    allow_transferred_profiles: bool = Field(
+        default=False,
+        description="with profile auto, also plan on GPUs without a measured profile, timed by the nearest "
+        "measured GPU's efficiencies (labelled transferred, with a warning); false: such a GPU is left out "
+        "of the defaults and refused in gpus",
     )
     tensor_parallel_sizes: tuple[TensorParallel, ...] = Field(
         default=(1, 2, 4, 8),
@@ -201,7 +213,14 @@ class PlanRequest(BaseModel):
     slo: PlanSlo
     workload: WorkloadInput
     candidates: CandidateSpace = CandidateSpace()
-    pricing: dict[str, GpuPrice] = Field(default_factory=dict, description="per GPU type")
+    price_list: str = Field(
+        default=DEFAULT_PRICE_LIST,
+        min_length=1,
+        description="the catalog price list the GPUs are priced from (capplan catalog gpus lists them)",
+    )
+    pricing: dict[str, GpuPrice] = Field(
+        default_factory=dict, description="per GPU type; overrides the price list"
+    )
     inventory: dict[str, int] = Field(
         default_factory=dict, description="most GPUs of a type in use at any time, each in [0, 1e6]"
     )
@@ -215,9 +234,20 @@ class PlanRequest(BaseModel):
     profile: str = Field(
         default=DEFAULT_PROFILE,
         min_length=1,
-        description="auto (calibrated where a profile exists for the GPU, else theoretical), theoretical, "
-        "calibrated, or a profile file",
+        description="auto (each GPU's own measured profile; the nearest measured GPU's, transferred, only "
+        "with candidates.allow_transferred_profiles), theoretical (the roofline for every GPU), calibrated "
+        "(measured only), or a profile file",
     )
+
+    @field_validator("price_list")
+    @classmethod
+    def _price_list(cls, v: str) -> str:
+        from planner.catalog.prices import get_price_list
+
+        try:
+            return get_price_list(v).name
+        except InvalidInput as exc:
+            raise ValueError(exc.reason) from None
 
     @field_validator("pricing")
     @classmethod

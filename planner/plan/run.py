@@ -21,6 +21,7 @@ from typing import Any
 
 from planner.errors import InvalidInput
 from planner.latency import WorkloadStats
+from planner.plan import defaults
 from planner.plan.alternatives import Alternatives
 from planner.plan.capacity import CapacityPoint, Role, SearchContext
 from planner.plan.flags import NIXL_CONFIG, default_configs, vllm_args
@@ -28,10 +29,11 @@ from planner.plan.infeasible import infeasible_report, milp_infeasible, no_candi
 from planner.plan.peak import at_peak, ms, points_at, predicted, shares
 from planner.plan.planning import Planning
 from planner.plan.pool import CapacityPool, default_workers
+from planner.plan.relax import relaxed_report
 from planner.plan.report import BucketCost, GpuUse, PlanDeployment, PlanReport, Simulated, SolverSummary
 from planner.plan.request import PlanRequest, parse_plan_request
 from planner.plan.search import SearchResult, shapes_of, unfit_shapes
-from planner.plan.solve import HOURS_PER_MONTH, Forecast, Prices, milp_data, single_configurations
+from planner.plan.solve import HOURS_PER_MONTH, Forecast, milp_data, single_configurations
 from planner.plan.split import Split
 from planner.plan.warn import plan_warnings
 from planner.workload import Workload
@@ -61,19 +63,6 @@ def _forecast(workload: Workload) -> Forecast:
         assert a.requests_per_s is not None
         return Forecast((a.requests_per_s,), (3600.0,))
     return Forecast(tuple(b.requests_per_s for b in a.buckets), tuple(b.duration_s for b in a.buckets))
-
-
-def _prices(req: PlanRequest, gpu: str) -> Prices:
-    from planner.catalog.gpus import get_gpu
-
-    over = req.pricing.get(gpu)
-    price = over.usd_per_gpu_hour if over is not None and over.usd_per_gpu_hour is not None else None
-    return Prices(
-        gpu=gpu,
-        usd_per_gpu_hour=price if price is not None else get_gpu(gpu).price,
-        reserved_usd_per_gpu_hour=None if over is None else over.reserved_usd_per_gpu_hour,
-        inventory=req.inventory.get(gpu),
-    )
 
 
 def _roles(req: PlanRequest, notes: list[str]) -> list[Role]:
@@ -133,24 +122,28 @@ def plan(
     """The cheapest plan for `request` (docs/plan.md). `verify`: simulate the peak bucket.
     `workers`: processes answering capacity questions (default 2; 1 = in this process, e.g.
     inside a threaded server). Bad input raises InvalidInput; an SLO no configuration meets is
-    an answer (status INFEASIBLE with the reason and the nearest relaxation)."""
-    from planner.catalog.gpus import gpu_names
+    an answer (status INFEASIBLE with the reason and the nearest relaxation, re-planned:
+    planner/plan/relax.py)."""
+    base = None if base_dir is None else Path(base_dir)
+    return _plan(parse_plan_request(request), base, verify, workers, relax=True)
+
+
+def _plan(req: PlanRequest, base: Path | None, verify: bool, workers: int | None, relax: bool) -> PlanReport:
     from planner.inputs import build_workload
 
-    req = parse_plan_request(request)
-    base = None if base_dir is None else Path(base_dir)
     workload = build_workload(req.workload, "workload", base)
     model = _model_ref(req.model, base)
     stats = WorkloadStats.of(workload)
     notes: list[str] = []
     roles = _roles(req, notes)
-    listed = list(req.candidates.gpus or gpu_names())
+    listed, why = defaults.candidate_gpus(req, base)
+    notes += [*why, defaults.price_note(req, listed)]
     gpus = [g for g in listed if req.inventory.get(g) != 0]
     if len(gpus) < len(listed):
         notes.append("inventory 0 excludes " + ", ".join(g for g in listed if g not in gpus))
     ctx = _context(req, model, stats, listed, base)
     forecast = _forecast(workload)
-    prices = [_prices(req, g) for g in sorted(listed)]
+    prices = defaults.prices(req, listed)
     with CapacityPool(ctx, default_workers() if workers is None else workers) as pool:
         unfit = unfit_shapes(model, req.candidates, gpus, ctx.profile)
         also = default_configs(gpus, req.candidates.tensor_parallel_sizes, unfit)  # for the alternatives
@@ -161,7 +154,10 @@ def plan(
             found.best, found.points, tuple(sorted({*found.unfit, *unfit})), found.dominated, found.evaluated
         )
         pl = Planning(req, ctx, workload, stats, forecast, prices, roles, notes, pool, found, split)
-        return _build(pl, verify)
+        report = _build(pl, verify)
+    if relax and report.status == "INFEASIBLE":
+        report = relaxed_report(pl, report, lambda r: _plan(r, base, False, workers, relax=False))
+    return report
 
 
 def _servable(pl: Planning) -> bool:

@@ -1,6 +1,6 @@
 """A plan's warnings: what a reader must know before trusting it (a time-limited solve, idle
 GPUs, the router bursty arrivals assume, where the latency model is least right, KV pressure,
-profiles of unequal evidence)."""
+profiles of unequal evidence, prices from more than one source)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import math
 from collections.abc import Sequence
 
 from planner.latency.model import per_replica_arrival_cv2
+from planner.plan.defaults import price_warnings
 from planner.plan.peak import Points, Serving
 from planner.plan.planning import Planning
 from solvers.milp import MilpResult
@@ -117,4 +118,5 @@ def plan_warnings(
         *burst_warnings(pl, serving),
         *point_warnings(points),
         *pl.profile_warnings(sorted({s.point.config.gpu for s in serving})),
+        *price_warnings(pl.req, [g for g, _ in pl.ctx.profiles]),
     ]

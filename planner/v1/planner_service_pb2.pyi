@@ -1524,7 +1524,7 @@ class PlanSlo(_message.Message):
     def __init__(self, ttft_p99_ms: _Optional[float] = ..., itl_p99_ms: _Optional[float] = ..., e2e_p99_ms: _Optional[float] = ...) -> None: ...
 
 class CandidateSpace(_message.Message):
-    __slots__ = ("gpus", "tensor_parallel_sizes", "disaggregation", "mixed_gpu_types", "max_num_batched_tokens", "max_num_seqs", "long_prefill_token_thresholds", "gpu_memory_utilization", "weight_dtype", "kv_dtype", "kv_transfer_bandwidth_bytes_per_s", "kv_transfer_latency_s")
+    __slots__ = ("gpus", "tensor_parallel_sizes", "disaggregation", "mixed_gpu_types", "max_num_batched_tokens", "max_num_seqs", "long_prefill_token_thresholds", "gpu_memory_utilization", "weight_dtype", "kv_dtype", "kv_transfer_bandwidth_bytes_per_s", "kv_transfer_latency_s", "allow_transferred_profiles")
     GPUS_FIELD_NUMBER: _ClassVar[int]
     TENSOR_PARALLEL_SIZES_FIELD_NUMBER: _ClassVar[int]
     DISAGGREGATION_FIELD_NUMBER: _ClassVar[int]
@@ -1537,6 +1537,7 @@ class CandidateSpace(_message.Message):
     KV_DTYPE_FIELD_NUMBER: _ClassVar[int]
     KV_TRANSFER_BANDWIDTH_BYTES_PER_S_FIELD_NUMBER: _ClassVar[int]
     KV_TRANSFER_LATENCY_S_FIELD_NUMBER: _ClassVar[int]
+    ALLOW_TRANSFERRED_PROFILES_FIELD_NUMBER: _ClassVar[int]
     gpus: _containers.RepeatedScalarFieldContainer[str]
     tensor_parallel_sizes: _containers.RepeatedScalarFieldContainer[int]
     disaggregation: DisaggregationPolicy
@@ -1549,7 +1550,8 @@ class CandidateSpace(_message.Message):
     kv_dtype: Dtype
     kv_transfer_bandwidth_bytes_per_s: float
     kv_transfer_latency_s: float
-    def __init__(self, gpus: _Optional[_Iterable[str]] = ..., tensor_parallel_sizes: _Optional[_Iterable[int]] = ..., disaggregation: _Optional[_Union[DisaggregationPolicy, str]] = ..., mixed_gpu_types: _Optional[bool] = ..., max_num_batched_tokens: _Optional[_Iterable[int]] = ..., max_num_seqs: _Optional[_Iterable[int]] = ..., long_prefill_token_thresholds: _Optional[_Iterable[int]] = ..., gpu_memory_utilization: _Optional[float] = ..., weight_dtype: _Optional[_Union[Dtype, str]] = ..., kv_dtype: _Optional[_Union[Dtype, str]] = ..., kv_transfer_bandwidth_bytes_per_s: _Optional[float] = ..., kv_transfer_latency_s: _Optional[float] = ...) -> None: ...
+    allow_transferred_profiles: bool
+    def __init__(self, gpus: _Optional[_Iterable[str]] = ..., tensor_parallel_sizes: _Optional[_Iterable[int]] = ..., disaggregation: _Optional[_Union[DisaggregationPolicy, str]] = ..., mixed_gpu_types: _Optional[bool] = ..., max_num_batched_tokens: _Optional[_Iterable[int]] = ..., max_num_seqs: _Optional[_Iterable[int]] = ..., long_prefill_token_thresholds: _Optional[_Iterable[int]] = ..., gpu_memory_utilization: _Optional[float] = ..., weight_dtype: _Optional[_Union[Dtype, str]] = ..., kv_dtype: _Optional[_Union[Dtype, str]] = ..., kv_transfer_bandwidth_bytes_per_s: _Optional[float] = ..., kv_transfer_latency_s: _Optional[float] = ..., allow_transferred_profiles: _Optional[bool] = ...) -> None: ...
 
 class GpuPrice(_message.Message):
     __slots__ = ("usd_per_gpu_hour", "reserved_usd_per_gpu_hour")
@@ -1568,7 +1570,7 @@ class SolverOptions(_message.Message):
     def __init__(self, time_limit_s: _Optional[float] = ..., relative_gap: _Optional[float] = ...) -> None: ...
 
 class PlanRequest(_message.Message):
-    __slots__ = ("model", "slo", "workload", "candidates", "pricing", "inventory", "headroom", "solver", "profile", "verify")
+    __slots__ = ("model", "slo", "workload", "candidates", "pricing", "inventory", "headroom", "solver", "profile", "verify", "price_list")
     class PricingEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -1593,6 +1595,7 @@ class PlanRequest(_message.Message):
     SOLVER_FIELD_NUMBER: _ClassVar[int]
     PROFILE_FIELD_NUMBER: _ClassVar[int]
     VERIFY_FIELD_NUMBER: _ClassVar[int]
+    PRICE_LIST_FIELD_NUMBER: _ClassVar[int]
     model: str
     slo: PlanSlo
     workload: Workload
@@ -1603,7 +1606,8 @@ class PlanRequest(_message.Message):
     solver: SolverOptions
     profile: str
     verify: bool
-    def __init__(self, model: _Optional[str] = ..., slo: _Optional[_Union[PlanSlo, _Mapping]] = ..., workload: _Optional[_Union[Workload, _Mapping]] = ..., candidates: _Optional[_Union[CandidateSpace, _Mapping]] = ..., pricing: _Optional[_Mapping[str, GpuPrice]] = ..., inventory: _Optional[_Mapping[str, int]] = ..., headroom: _Optional[float] = ..., solver: _Optional[_Union[SolverOptions, _Mapping]] = ..., profile: _Optional[str] = ..., verify: _Optional[bool] = ...) -> None: ...
+    price_list: str
+    def __init__(self, model: _Optional[str] = ..., slo: _Optional[_Union[PlanSlo, _Mapping]] = ..., workload: _Optional[_Union[Workload, _Mapping]] = ..., candidates: _Optional[_Union[CandidateSpace, _Mapping]] = ..., pricing: _Optional[_Mapping[str, GpuPrice]] = ..., inventory: _Optional[_Mapping[str, int]] = ..., headroom: _Optional[float] = ..., solver: _Optional[_Union[SolverOptions, _Mapping]] = ..., profile: _Optional[str] = ..., verify: _Optional[bool] = ..., price_list: _Optional[str] = ...) -> None: ...
 
 class PlanResponse(_message.Message):
     __slots__ = ("report",)
@@ -1839,15 +1843,35 @@ class Alternative(_message.Message):
     reason: str
     def __init__(self, kind: _Optional[_Union[AlternativeKind, str]] = ..., label: _Optional[str] = ..., feasible: _Optional[bool] = ..., usd_per_month: _Optional[float] = ..., usd_per_hour_peak: _Optional[float] = ..., delta_usd_per_month: _Optional[float] = ..., delta_fraction: _Optional[float] = ..., gpu_count_peak: _Optional[int] = ..., deployments: _Optional[_Iterable[_Union[AlternativeDeployment, _Mapping]]] = ..., reason: _Optional[str] = ...) -> None: ...
 
+class RelaxedPlan(_message.Message):
+    __slots__ = ("field", "value", "status", "usd_per_month", "usd_per_hour_peak", "gpu_count_peak", "deployments")
+    FIELD_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    USD_PER_MONTH_FIELD_NUMBER: _ClassVar[int]
+    USD_PER_HOUR_PEAK_FIELD_NUMBER: _ClassVar[int]
+    GPU_COUNT_PEAK_FIELD_NUMBER: _ClassVar[int]
+    DEPLOYMENTS_FIELD_NUMBER: _ClassVar[int]
+    field: str
+    value: str
+    status: PlanStatus
+    usd_per_month: float
+    usd_per_hour_peak: float
+    gpu_count_peak: int
+    deployments: _containers.RepeatedCompositeFieldContainer[AlternativeDeployment]
+    def __init__(self, field: _Optional[str] = ..., value: _Optional[str] = ..., status: _Optional[_Union[PlanStatus, str]] = ..., usd_per_month: _Optional[float] = ..., usd_per_hour_peak: _Optional[float] = ..., gpu_count_peak: _Optional[int] = ..., deployments: _Optional[_Iterable[_Union[AlternativeDeployment, _Mapping]]] = ...) -> None: ...
+
 class Infeasibility(_message.Message):
-    __slots__ = ("constraint", "reason", "relaxation")
+    __slots__ = ("constraint", "reason", "relaxation", "relaxed")
     CONSTRAINT_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     RELAXATION_FIELD_NUMBER: _ClassVar[int]
+    RELAXED_FIELD_NUMBER: _ClassVar[int]
     constraint: str
     reason: str
     relaxation: str
-    def __init__(self, constraint: _Optional[str] = ..., reason: _Optional[str] = ..., relaxation: _Optional[str] = ...) -> None: ...
+    relaxed: _containers.RepeatedCompositeFieldContainer[RelaxedPlan]
+    def __init__(self, constraint: _Optional[str] = ..., reason: _Optional[str] = ..., relaxation: _Optional[str] = ..., relaxed: _Optional[_Iterable[_Union[RelaxedPlan, _Mapping]]] = ...) -> None: ...
 
 class ProfileUsed(_message.Message):
     __slots__ = ("gpu", "name", "source")
