@@ -1,8 +1,9 @@
 """Wall time of the sizing MILP (solvers.milp) on synthetic but realistic instances.
 
-    python3 bench/bench_milp.py [RUNS] [--full] [--plan] [--only a,b1,bm,c,cn]
+    python3 bench/bench_milp.py [RUNS] [--full] [--plan] [--year] [--cbc] [--only a,b1,bm,c,cn,y,yb]
         default 5 runs; --full adds (b) without the reductions (about 30 s); --plan adds (c) and
-        (cn); --only runs those cases alone
+        (cn); --year adds (y) and (yb) (one run each, about 25 s); --cbc runs every case chosen
+        with CBC (the fallback solver) too, for the comparison; --only runs those cases alone
 
 (a) one resource type, one bucket, 50 candidates (TP x budget x max_num_seqs-like variants, all
     colocated): the "one GPU type, one bucket" planner case; target under 200 ms for the whole
@@ -22,10 +23,17 @@
     planner.plan.plan (the capacity search, a few seconds, is not timed). (cn): the same with 5%
     seeded noise on every hour's rate (a forecast model's week: 165 distinct levels).
 
+(y) `--year`: (b)'s candidates (the 21 that survive pruning), mixed, over 8,760 distinct hourly buckets (a year of (b)'s week
+    with fresh 5% noise on every hour), at the planner's default time limit of 10 s: the whole
+    solve must answer within the limit plus 1 s. (yb): the same with every candidate's capacity
+    its own in each bucket (bursty traffic: a replica's capacity grows with the load it shares,
+    0.75-1.0 of its nominal one here), so that no bucket is merged or sized by another's answer.
+
 Prices $1-6 per unit-hour (reserved about 0.6x), capacities 0.5-70 requests/s: the numbers are
 made up to have the right orders of magnitude, the instance shape is what matters here. Reported:
-median (and max) wall time of `solve()` over RUNS runs, its build and CBC parts, and the model
-size after reductions next to the size without them.
+median (and max) wall time of `solve()` over RUNS runs (one for (y), (yb)), its build and solver
+parts, which solver ran (HiGHS through PuLP, or CBC with --cbc), and the model size after
+reductions next to the size without them.
 """
 
 from __future__ import annotations
@@ -35,11 +43,13 @@ import math
 import statistics
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
-from solvers.milp import Bucket, Candidate, MilpData, MilpResult, Resource, solve
+from solvers import milp_solver
+from solvers.milp import Bucket, Candidate, MilpData, MilpResult, Resource, prune_dominated, solve
 
 # name, on-demand $/unit-h, reserved $/unit-h, relative speed per unit, inventory cap
 TYPES = (
@@ -95,9 +105,29 @@ def instance_a(seed: int = 0) -> MilpData:
     return MilpData((Bucket(37.0, 1.0),), (Resource("h100-sxm", 4.5, 2.7),), tuple(cands), headroom=0.1)
 
 
+def instance_y(bursty: bool, seed: int = 0) -> MilpData:
+    """(y) / (yb): see the module docstring."""
+    b = instance_b(False, seed)
+    week = np.array(week_demand(seed))
+    rng = np.random.default_rng(seed + 3)
+    demand = week[np.arange(8760) % 168] * (1.0 + 0.05 * rng.standard_normal(8760))
+    demand = np.maximum(demand, 0.5)
+    cands, _ = prune_dominated(b.candidates, respect_groups=False)  # 672 x 8,760 is over MAX_CELLS
+    if bursty:
+        factor = 0.75 + 0.25 * np.sqrt(demand / demand.max())
+        cands = tuple(
+            replace(c, capacity_by_bucket_per_s=tuple(float(v) for v in c.capacity_per_s * factor))
+            for c in cands
+        )
+    buckets = tuple(Bucket(float(d), 1.0) for d in demand)
+    return replace(b, buckets=buckets, candidates=cands, time_limit_s=10.0)
+
+
 def timed(data: MilpData, runs: int, **kw: bool) -> tuple[list[float], MilpResult]:
     times = []
     result = solve(data, **kw)  # warm imports and the CBC binary's page cache
+    if runs == 0:  # the first run is the measurement (the long cases)
+        return [result.solve_time_s], result
     for _ in range(runs):
         t0 = time.perf_counter()
         result = solve(data, **kw)
@@ -111,11 +141,12 @@ def report(label: str, times: list[float], result: MilpResult) -> None:
     if result.gap is not None:
         cost += f" (gap {result.gap:.2%} to the bound ${result.best_bound_usd:,.2f})"
     print(
-        f"{label}: median {statistics.median(times) * 1e3:.0f} ms (max {max(times) * 1e3:.0f} ms), "
-        f"last run build {s.build_s * 1e3:.0f} ms, CBC {s.solver_s * 1e3:.0f} ms ({s.method}); {result.status} "
+        f"{label} [{milp_solver.SOLVER}]: median {statistics.median(times) * 1e3:.0f} ms "
+        f"(max {max(times) * 1e3:.0f} ms), last run build {s.build_s * 1e3:.0f} ms, solver "
+        f"{s.solver_s * 1e3:.0f} ms ({s.method}); {result.status} "
         f"{cost}; model {s.variables} variables, {s.constraints} constraints "
         f"({s.candidates_in_model}/{s.candidates_in} candidates: {s.candidates_pruned} dominated, "
-        f"{s.options_in_model}/{s.options_evaluated} single configurations; "
+        f"{s.options_evaluated} single configurations costed; "
         f"{s.buckets_in_model}/{s.buckets_in} buckets); selected {', '.join(result.selected)}"
     )
 
@@ -154,33 +185,10 @@ def noisy(data: MilpData, seed: int = 0) -> MilpData:
         Bucket(round(b.demand_per_s * float(1 + 0.05 * rng.standard_normal()), 3), b.hours)
         for b in data.buckets
     )
-    return MilpData(
-        buckets,
-        data.resources,
-        data.candidates,
-        data.headroom,
-        data.single_config,
-        data.time_limit_s,
-        data.gap_rel,
-    )
+    return replace(data, buckets=buckets)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("runs", nargs="?", type=int, default=5)
-    parser.add_argument("--full", action="store_true", help="(b) without the reductions too (~30 s)")
-    parser.add_argument(
-        "--plan", action="store_true", help="(c) and (cn): the planner's mixed catalog-week problem"
-    )
-    parser.add_argument(
-        "--only", default="", help="comma-separated cases among a, b1 (single), bm (mixed), c, cn"
-    )
-    args = parser.parse_args()
-    runs = args.runs
-    only = set(filter(None, args.only.split(",")))
-    if args.plan:
-        only = only | {"c", "cn"} if only else {"a", "b1", "bm", "c", "cn"}
-    want = only or {"a", "b1", "bm"}
+def run_cases(want: set[str], runs: int) -> None:
     if "a" in want:
         report("(a) 1 type, 1 bucket, 50 candidates", *timed(instance_a(), max(runs, 20)))
     for single, key in ((True, "b1"), (False, "bm")):
@@ -194,6 +202,45 @@ def main() -> None:
             report("(c) capplan plan's mixed catalog-week problem", *timed(c, max(runs, 20)))
         if "cn" in want:
             report("(cn) the same, 5% noise on every hour", *timed(noisy(c), max(runs, 20)))
+    for bursty, key in ((False, "y"), (True, "yb")):
+        if key in want:
+            y = instance_y(bursty)
+            label = "capacities per bucket" if bursty else "one capacity each"
+            times, result = timed(y, 0)
+            report(
+                f"({key}) (b)'s candidates, mixed, 8,760 distinct buckets, {label}, limit 10 s", times, result
+            )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("runs", nargs="?", type=int, default=5)
+    parser.add_argument("--full", action="store_true", help="(b) without the reductions too (~30 s)")
+    parser.add_argument(
+        "--plan", action="store_true", help="(c) and (cn): the planner's mixed catalog-week problem"
+    )
+    parser.add_argument("--year", action="store_true", help="(y) and (yb): 8,760 distinct buckets (~25 s)")
+    parser.add_argument("--cbc", action="store_true", help="every case with CBC too (the fallback solver)")
+    parser.add_argument(
+        "--only", default="", help="comma-separated cases among a, b1 (single), bm (mixed), c, cn, y, yb"
+    )
+    args = parser.parse_args()
+    runs = args.runs
+    only = set(filter(None, args.only.split(",")))
+    default = {"a", "b1", "bm"}
+    if args.plan:
+        only = only | {"c", "cn"} if only else default | {"c", "cn"}
+    if args.year:
+        only = only | {"y", "yb"} if only else default | {"y", "yb"}
+    want = only or default
+    run_cases(want, runs)
+    if args.cbc:
+        highs = milp_solver.SOLVER
+        milp_solver.SOLVER = "cbc"
+        try:
+            run_cases(want, runs)
+        finally:
+            milp_solver.SOLVER = highs
     if args.full:  # ~30 s: what the reductions save
         b = instance_b(True)
         t, r = timed(b, 1, reduce=False)

@@ -1,12 +1,17 @@
 """Mixed configurations over many buckets, bucket by bucket (solvers.milp's bucket-wise path).
 
-CBC's branch and bound does not split a model into its buckets: each bucket is a small rounding
-problem that a solver closes in 10-40 ms alone, but in one model their gaps multiply (measured on
-the 168-bucket bench: no solution better than the best single configuration in 300 s, and none at
-all when the caps force a mix). Given the reserved units, though, the buckets are independent;
-`solve_bucketwise` uses that. The one-bucket models go to HiGHS in this process (run_highs), not
-to a CBC process each: on bench (b) (108 buckets left to solve) 1.2 s against 2.0 s for CBC two
-processes at a time, on one core instead of two (2026-11-30, shared 2-core machine).
+Branch and bound does not split a model into its buckets: each bucket is a small rounding problem
+closed in a few milliseconds alone, but in one model their gaps multiply (bench (b), 168 buckets
+of 21 candidates: HiGHS stops at its 30 s limit with a 1.0% gap; CBC found nothing better than
+the best single configuration in 300 s). Given the reserved units, and which candidates may be
+used at all (incompatible pairs), the buckets are independent; `solve_bucketwise` uses that. Every
+model here goes through solvers.milp_solver (HiGHS through PuLP).
+
+Time: every loop is bounded by the bucket count, and each one-bucket solve by what is left of
+the deadline; a bucket the clock leaves unsolved keeps its start (a valid plan), and its part of
+the bound is the closed-form one (solvers.milp_fastpath.fluid_bound_by_bucket), so the answer
+is always a plan with a true bound. Where the clock does not cut, the same input gives the same
+plan (HiGHS single-threaded, fixed orders, ties to the earlier candidate).
 """
 
 from __future__ import annotations
@@ -14,24 +19,68 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from solvers.milp_data import POOLS, Candidate, MilpData, Resource
-from solvers.milp_fastpath import COVER_RTOL, best_reserved
+from solvers.milp_data import POOLS, Bucket, Candidate, MilpData, Resource, derive, select_buckets
+from solvers.milp_fastpath import (
+    best_reserved,
+    enumerate_options,
+    evaluate_options,
+    fluid_bound,
+    fluid_bound_by_bucket,
+    shortlist,
+)
 from solvers.milp_model import (
-    MIN_SOLVER_S,
-    Model,
     Raw,
+    Relaxation,
     bucket_needs,
     build,
+    covered,
+    live_pairs,
     lp_relaxation,
     matrices,
-    run_highs,
+    run_model,
+    totals,
 )
+from solvers.milp_solver import MIN_SOLVER_S
 
-__all__ = ["better_elsewhere", "reserved_for", "solve_bucketwise"]
+__all__ = [
+    "FIXED_PASS_SHARE",
+    "LP_MAX_VARIABLES",
+    "LP_TIME_LIMIT_S",
+    "MAX_FAMILIES",
+    "better_elsewhere",
+    "families",
+    "reserved_for",
+    "reserved_rate_bound",
+    "solve_bucketwise",
+    "with_candidates",
+]
+
+# The LP relaxation is solved on a whole model of at most this many variables (counted before the
+# build, so the choice does not depend on the clock): `data`'s own when it is that small, else
+# `grouped`'s relaxation of it. PuLP builds the model and hands it to HiGHS at about 40k
+# variables a second here (8,760 buckets x 27 candidates: 315k variables, 3.1 s to build, 4.3 s
+# to solve). Shorter time limits than LP_TIME_LIMIT_S get proportionally fewer.
+LP_MAX_VARIABLES = 40_000
+LP_TIME_LIMIT_S = 10.0
+
+# With incompatible pairs, at most this many maximal compatible sets of candidates are compared.
+MAX_FAMILIES = 16
+
+# With reserved prices, the buckets are sized twice: with the reserved units fixed (the plan) in at
+# most this share of the time limit, then at reserved-rate prices (the bound) in the rest.
+FIXED_PASS_SHARE = 0.6
+
+
+def with_candidates(data: MilpData, keep: Sequence[int]) -> MilpData:
+    """`data` over the candidates `keep` (indices), with the pairs among them."""
+    cands = tuple(data.candidates[k] for k in keep)
+    ids = {c.id for c in cands}
+    pairs = tuple(p for p in data.incompatible_pairs if p[0] in ids and p[1] in ids)
+    return derive(data, candidates=cands, incompatible_pairs=pairs)
 
 
 def reserved_for(data: MilpData, xs: np.ndarray) -> np.ndarray:
@@ -49,61 +98,170 @@ def reserved_for(data: MilpData, xs: np.ndarray) -> np.ndarray:
     return rs
 
 
+def lp_variables(data: MilpData) -> int:
+    """About how many variables the whole model of `data` has."""
+    n_k, n_b = len(data.candidates), len(data.buckets)
+    return n_k * n_b * (2 if data.availability else 1) + (len(data.resources) + 2) * n_b + n_k
+
+
 def solve_bucketwise(
-    data: MilpData,
-    labels: tuple[tuple[int, ...], ...],
-    layout_of: Sequence[Candidate],
-    warm_x: np.ndarray | None,
-    deadline: float,
-    full: Model | None = None,
-) -> tuple[Raw, Model]:
-    """The module docstring's problem, in four steps:
+    data: MilpData, labels: tuple[tuple[int, ...], ...], layout_of: Sequence[Candidate], deadline: float
+) -> Raw:
+    """The module docstring's problem:
 
-    1. the LP relaxation of the whole model gives the lower bound (for the gap) and the reserved
-       units worth holding, rounded down;
-    2. each bucket starts from the cheaper (at those reserved units) of the best single
-       configuration and the LP's replicas rounded up, where either is valid (a start the
-       reserved units hold entirely costs nothing: optimal, that bucket is done);
-    3. with the reserved units fixed, HiGHS sizes each bucket alone, over the candidates
-       `better_elsewhere` leaves, smallest need first, until done or out of time (a bucket not
-       reached keeps its start); a bucket the last proved answer still covers takes it without
-       a solve (size_buckets);
-    4. the reserved units are re-chosen for the final replicas (closed form: never costs more).
+    1. the candidates a plan may use (`families`: all of them without incompatible pairs);
+    2. the LP relaxation of the whole model, or of `grouped`'s relaxation of it when that would
+       be over LP_MAX_VARIABLES (less under a time limit below LP_TIME_LIMIT_S); starts: the best single configuration among the candidates
+       (closed form) and the LP's replicas rounded up (not grouped); the reserved units from the
+       LP, rounded down;
+    3. with the reserved units fixed, the buckets sized alone (size_buckets), until done or out
+       of time (FIXED_PASS_SHARE of it with reserved prices; a bucket not reached keeps the
+       cheapest plan it has, at least its start);
+    4. the reserved units re-chosen for the final replicas (closed form: never costs more);
+    5. the bound: the highest of the closed-form one, the LP's and `reserved_rate_bound`'s
+       (without reserved prices and pairs, step 3 is that bound's own problem: no second pass).
 
-    Exact when no resource has a reserved price and every bucket was proved optimal; otherwise
-    FEASIBLE with the gap to the better of the LP bound and `reserved_rate_bound` (solvers.milp
-    reads a gap of zero as OPTIMAL). `full`: the whole model of `data`, when already built."""
+    OPTIMAL when no resource has a reserved price, every candidate may be used and every bucket
+    was proved; otherwise FEASIBLE (solvers.milp reads a bound that meets the plan as OPTIMAL)."""
     t0 = time.perf_counter()
-    if full is None:
-        full = build(data, _labels=labels, _layout_of=layout_of)
-    lp = lp_relaxation(full, max((deadline - time.perf_counter()) / 3, MIN_SOLVER_S))
+    family = families(data)[0]
+    allowed = with_candidates(data, family)
+    bound, source = fluid_bound(data), "closed_form"
+    per_bucket = lp_variables(data) / len(data.buckets)
+    budget = LP_MAX_VARIABLES * min(1.0, data.time_limit_s / LP_TIME_LIMIT_S)
+    groups = max(1, int(budget // per_bucket))
+    exact = groups >= len(data.buckets)
+    relaxed = data if exact else grouped(data, groups)
+    full = build(relaxed, _labels=labels if exact else None, _layout_of=layout_of)
+    lp = lp_relaxation(full, max((deadline - time.perf_counter()) / 3 - full.build_s, MIN_SOLVER_S))
     if lp.status == "INFEASIBLE":  # no fractional answer, so no integer one
-        return Raw("INFEASIBLE", None, None, None, None, None, time.perf_counter() - t0), full
+        return Raw("INFEASIBLE", None, None, None, None, None, time.perf_counter() - t0)
+    if lp.bound is not None and lp.bound > bound:
+        bound, source = lp.bound, "lp_relaxation"
+    starts = [x for x in (_single_start(allowed), _restrict(lp if exact else None, family)) if x is not None]
     priced = [t for t, res in enumerate(data.resources) if res.reserved_usd_per_hour is not None]
     rs = np.zeros(len(data.resources), dtype=np.int64)
     if lp.r is not None:
         rs[priced] = np.floor(lp.r[priced] + 1e-6).astype(np.int64)
-    starts = [x for x in (warm_x, lp.x_ceil) if x is not None]
-    xs, start_cost = cheapest_start(data, starts, rs)
-    started = np.isfinite(start_cost)
-    # A start that costs nothing at these reserved units (they hold it all) is optimal as it is.
-    free = started & (start_cost <= 0.0)
-    need = bucket_needs(data)
-    order = sorted(np.flatnonzero(~free).tolist(), key=lambda j: (need[j], j))
-    solved, infeasible, proved = size_buckets(data, labels, layout_of, rs, xs, started, order, deadline)
-    solved = [s or bool(f) for s, f in zip(solved, free, strict=True)]
-    if infeasible:
-        return Raw("INFEASIBLE", None, None, None, None, None, time.perf_counter() - t0), full
-    if not all(solved[j] or started[j] for j in range(len(data.buckets))):
-        return Raw("NO_SOLUTION", None, None, None, None, None, time.perf_counter() - t0), full
-    rs = reserved_for(data, xs)
-    if not priced and proved and all(solved):
-        return Raw("OPTIMAL", xs, rs, None, None, None, time.perf_counter() - t0), full
-    bound, source = lp.bound, "lp_relaxation" if lp.bound is not None else None
-    better = reserved_rate_bound(data, labels, layout_of, xs, bound, deadline)
+    xs, start_cost = cheapest_start(allowed, starts, rs)
+    free = np.isfinite(start_cost) & (start_cost <= 0.0)  # the reserved units hold it all: optimal
+    # Unpriced, every candidate allowed: sizing the buckets is the reserved-rate bound's own
+    # problem (r = 0, every price its on-demand one), so one pass gives the plan and the bound.
+    one_pass = not priced and len(family) == len(data.candidates)
+    # The reserved-rate bound is at most any plan's bill at those prices: when the start's is no
+    # more than the bound in hand, that pass cannot help, and the plan's pass gets all the time.
+    hopeless = bool(starts) and _rate_bill(allowed, xs) <= bound * (1.0 + 1e-12)
+    share = 1.0 if one_pass or hopeless else FIXED_PASS_SHARE
+    sized = size_buckets(allowed, labels, layout_of, rs, xs, np.flatnonzero(~free).tolist(),
+                         t0 + (deadline - t0) * share)  # fmt: skip
+    if sized.infeasible and len(family) == len(data.candidates):
+        return Raw("INFEASIBLE", None, None, None, None, None, time.perf_counter() - t0)
+    if not (sized.solved | free).all():
+        return Raw("NO_SOLUTION", None, None, None, bound, source, time.perf_counter() - t0, True)
+    rs = reserved_for(allowed, xs)
+    full_xs = np.zeros((len(data.candidates), len(data.buckets)), dtype=np.int64)
+    full_xs[family] = xs
+    if one_pass and (sized.proved | free).all():
+        return Raw("OPTIMAL", full_xs, rs, None, None, None, time.perf_counter() - t0)
+    better: float | None
+    if one_pass:
+        summed = math.fsum(np.fmax(sized.lower, fluid_bound_by_bucket(data)).tolist())
+        better = summed if summed > bound else None
+    elif hopeless:
+        better = None
+    else:
+        better = reserved_rate_bound(data, labels, layout_of, full_xs, bound, deadline)
     if better is not None:
         bound, source = better, "reserved_rate"
-    return Raw("FEASIBLE", xs, rs, None, bound, source, time.perf_counter() - t0), full
+    timed_out = time.perf_counter() >= deadline
+    return Raw("FEASIBLE", full_xs, rs, None, bound, source, time.perf_counter() - t0, timed_out)
+
+
+def _rate_bill(data: MilpData, xs: np.ndarray) -> float:
+    """The bill of replicas `xs` with every unit at min(reserved, on-demand) per hour."""
+    units, _ = matrices(data)
+    rate = np.array(
+        [min(res.on_demand_usd_per_hour, res.reserved_usd_per_hour or math.inf) for res in data.resources]
+    )
+    hours = np.array([b.hours for b in data.buckets])
+    return math.fsum((hours * (rate @ (units @ xs))).tolist())
+
+
+def grouped(data: MilpData, groups: int) -> MilpData:
+    """A relaxation of `data` over fewer buckets, for a whole model small enough to solve: the
+    buckets in order of need cut into `groups` runs, each one bucket of its least need, its
+    hours summed, and every candidate's most capacity in the run. Any plan of `data` gives one
+    of this that costs no more (each run takes its cheapest bucket's replicas, which cover the
+    least need with no more capacity, at the least bill rate; the reserved units and which
+    candidates are used stay), so its LP relaxation is a lower bound on `data`'s optimum."""
+    need = bucket_needs(data)
+    order = sorted(range(len(data.buckets)), key=lambda j: (need[j], j))
+    runs = [chunk.tolist() for chunk in np.array_split(np.array(order, dtype=np.int64), groups) if chunk.size]
+    _, capacity = matrices(data)
+    buckets = tuple(
+        Bucket(data.buckets[run[0]].demand_per_s, math.fsum(data.buckets[b].hours for b in run))
+        for run in runs
+    )
+    cands = tuple(
+        c if c.capacity_by_bucket_per_s is None
+        else replace(c, capacity_by_bucket_per_s=tuple(float(capacity[k, run].max()) for run in runs))
+        for k, c in enumerate(data.candidates)
+    )  # fmt: skip
+    return derive(data, buckets=buckets, candidates=cands)
+
+
+def _single_start(data: MilpData) -> np.ndarray | None:
+    """The replicas of the best single configuration of `data` (closed form), if one fits."""
+    try:
+        options = evaluate_options(data, enumerate_options(data, range(len(data.candidates))))
+    except ValueError:  # too many to cost
+        return None
+    best = shortlist(options, 1) if options else []
+    if not best or not math.isfinite(best[0].cost_usd):
+        return None
+    xs = np.zeros((len(data.candidates), len(data.buckets)), dtype=np.int64)
+    for k, reps in zip(best[0].members, best[0].replicas, strict=True):
+        xs[k] = reps
+    return xs
+
+
+def _restrict(lp: Relaxation | None, family: Sequence[int]) -> np.ndarray | None:
+    """The LP's rounded-up replicas, when they use only the `family`'s candidates."""
+    x = lp.x_ceil if lp is not None else None
+    if x is None:
+        return None
+    outside = np.ones(x.shape[0], dtype=bool)
+    outside[list(family)] = False
+    return None if x[outside].any() else x[list(family)]
+
+
+def families(data: MilpData) -> list[list[int]]:
+    """Sets of candidates (indices) of which a plan may use all: every candidate outside the
+    incompatible pairs, plus a maximal compatible set of those in them, greedily from each one
+    in turn (at most MAX_FAMILIES), cheapest fluid bound first (ties: found first). A plan's
+    candidates always fit in some maximal compatible set, but only the first family is sized:
+    the others are left to the bound."""
+    pairs = live_pairs(data)
+    if not pairs:
+        return [list(range(len(data.candidates)))]
+    conflict: dict[int, set[int]] = {}
+    for i, j in pairs:
+        conflict.setdefault(i, set()).add(j)
+        conflict.setdefault(j, set()).add(i)
+    involved = sorted(conflict)
+    found: list[list[int]] = []
+    for first in involved:  # bounded: one greedy pass per candidate in a pair
+        chosen = {first}
+        for k in involved:
+            if k not in chosen and not conflict[k] & chosen:
+                chosen.add(k)
+        family = sorted(chosen | (set(range(len(data.candidates))) - set(involved)))
+        if family not in found:
+            found.append(family)
+        if len(found) >= MAX_FAMILIES:
+            break
+    scores = [fluid_bound(with_candidates(data, f)) for f in found]
+    return [found[i] for i in sorted(range(len(found)), key=lambda i: (scores[i], i))]
 
 
 def reserved_rate_bound(
@@ -119,55 +277,54 @@ def reserved_rate_bound(
 
     Valid: for any plan, R r H = sum_b h_b R r >= sum_b h_b R min(U_b, r), so its bill is at
     least sum_b h_b sum_t min(R_t, O_t) U_tb, and each bucket's U_b covers that bucket within the
-    caps; the least of that per bucket is a one-bucket MILP without reserved units (the
-    Lagrangian bound with the reserved price spread over the buckets by their hours). Unlike
-    the LP relaxation it keeps every bucket's integer rounding, which is most of the gap when a
-    bucket needs a few replicas; it is tight when the plan holds no reserved units (e.g. an
-    unpriced type is cheaper than a priced one even at its reserved rate). Skipped (None) when
-    it cannot beat `known`: the plan's own buckets at those prices cost no more than `known`.
-    None too when time runs out before every bucket is proved."""
+    caps, the availability rule and the incompatible pairs; the least of that per bucket is a
+    one-bucket MILP without reserved units (the Lagrangian bound with the reserved price spread
+    over the buckets by their hours). Unlike the LP relaxation it keeps every bucket's integer
+    rounding; it is tight when the plan holds no reserved units. A bucket the clock leaves
+    unproved counts with its solver bound or its closed-form one (fluid_bound_by_bucket, at the
+    same prices). Skipped (None) when it cannot beat `known`: the plan's own buckets at those
+    prices cost no more than `known`."""
     units, _ = matrices(data)
     rate = np.array(
         [min(res.on_demand_usd_per_hour, res.reserved_usd_per_hour or math.inf) for res in data.resources]
     )
     hours = np.array([b.hours for b in data.buckets])
-    ceiling = float(hours @ (rate @ (units @ xs)))  # the plan is a candidate answer in each bucket
-    if known is not None and ceiling <= known * (1.0 + 1e-12):
-        return None
-    cheap = replace(
+    if known is not None and _rate_bill(data, xs) <= known * (1.0 + 1e-12):
+        return None  # the plan is a candidate answer in each bucket
+    cheap = derive(
         data,
         resources=tuple(
             Resource(res.name, float(rate[t]), None, res.inventory) for t, res in enumerate(data.resources)
         ),
     )
-    need = bucket_needs(data)
-    order = sorted(range(len(data.buckets)), key=lambda j: (need[j], j))
     ys = xs.copy()  # the plan's replicas start each bucket (within the caps: held >= used)
-    rs = np.zeros(len(data.resources), dtype=np.int64)
-    started = np.ones(len(data.buckets), dtype=bool)
-    solved, infeasible, proved = size_buckets(cheap, labels, layout_of, rs, ys, started, order, deadline)
-    if infeasible or not proved or not all(solved):
+    zero = np.zeros(len(data.resources), dtype=np.int64)
+    sized = size_buckets(cheap, labels, layout_of, zero, ys, range(len(data.buckets)), deadline)
+    if sized.infeasible:
         return None
-    bound = float(hours @ (rate @ (units @ ys)))
+    proved_cost = hours * (rate @ (units @ ys))
+    fallback = np.fmax(fluid_bound_by_bucket(cheap), sized.lower)
+    bound = math.fsum(np.where(sized.proved, proved_cost, fallback).tolist())
     return bound if known is None or bound > known else None
 
 
 def cheapest_start(
     data: MilpData, starts: Sequence[np.ndarray], rs: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Per bucket, the start that covers it within the caps at the least on-demand bill (at
-    reserved units `rs`); its bill rate per bucket (inf where no start is valid)."""
+    """Per bucket, the start that covers it within the caps and the availability rule at the
+    least on-demand bill (at reserved units `rs`); its bill rate per bucket (inf where no start
+    is valid)."""
     n_b = len(data.buckets)
     xs = np.zeros((len(data.candidates), n_b), dtype=np.int64)
     best = np.full(n_b, np.inf)
-    units, capacity = matrices(data)
-    need = bucket_needs(data) * (1.0 - COVER_RTOL)
+    units, _ = matrices(data)
+    need = bucket_needs(data) * (1.0 - 1e-9)
     caps = np.array([np.inf if res.inventory is None else res.inventory for res in data.resources])
     od = np.array([res.on_demand_usd_per_hour for res in data.resources])
     for start in starts:
         used = units @ start
-        col, pre, dec = capacity @ start
-        valid = (col + np.minimum(pre, dec) >= need) & np.all(used <= caps[:, None], axis=0)
+        valid = (covered(data, start) >= need) & np.all(used <= caps[:, None], axis=0)
+        valid &= ~((start > 0) & (start < data.min_replicas)).any(axis=0)
         cost = od @ np.maximum(used - rs[:, None], 0.0)
         take = valid & (cost < best)
         xs[:, take] = start[:, take]
@@ -176,28 +333,36 @@ def cheapest_start(
 
 
 def better_elsewhere(data: MilpData, rs: np.ndarray) -> dict[int, int]:
-    """With the reserved units fixed at `rs`, candidate k -> a candidate j that beats it in any
-    one bucket: same pool, capacity no less, on-demand price per replica no more, on a resource
-    without a cap, and k's resource holds no reserved units (else k's replicas may cost nothing).
-    Swapping every replica of k for one of j then covers as much for no more. Ties go to the
-    earlier candidate; chains are followed to a candidate that stays."""
+    """With the reserved units fixed at `rs`, candidate k -> a candidate j that beats it in every
+    bucket: same pool, capacity no less in each bucket, on-demand price per replica no more, on a
+    resource without a cap, no incompatibility k has not, and k's resource holds no reserved
+    units (else k's replicas may cost nothing). Swapping every replica of k for one of j then
+    covers as much for no more (with spare replicas too: c_j (x - S) >= c_k (x - S)). Ties go to
+    the earlier candidate; chains are followed to a candidate that stays."""
     cands = data.candidates
     n = len(cands)
-    cap = np.array([c.capacity_per_s for c in cands])
+    _, cap = matrices(data)
     price = np.array([data.resource(c.resource).on_demand_usd_per_hour * c.units_per_replica for c in cands])
     free = np.array([rs[data.resource_index(c.resource)] > 0 for c in cands])
     uncapped = np.array([data.resource(c.resource).inventory is None for c in cands])
     pool = np.array([POOLS.index(c.pool) for c in cands])
+    conflicts = data.conflicts()
     index = np.arange(n)
     out: dict[int, int] = {}
-    for k in range(n):
+    for k in range(n):  # bounded: n candidates, each against all
         if free[k]:
             continue
-        strict = (cap > cap[k]) | (price < price[k]) | (index < k)
-        beats = (pool == pool[k]) & uncapped & (cap >= cap[k]) & (price <= price[k]) & strict & (index != k)
-        if beats.any():
+        no_less = np.all(cap >= cap[k], axis=1)
+        more = np.any(cap > cap[k], axis=1)
+        strict = more | (price < price[k]) | (index < k)
+        beats = (pool == pool[k]) & uncapped & no_less & (price <= price[k]) & strict & (index != k)
+        mine = conflicts.get(cands[k].id, frozenset())
+        rivals = [
+            i for i in np.flatnonzero(beats).tolist() if conflicts.get(cands[i].id, frozenset()) <= mine
+        ]
+        if rivals:
             # the best of them: most capacity, then cheapest, then earliest
-            out[k] = min(np.flatnonzero(beats).tolist(), key=lambda i: (-cap[i], price[i], i))
+            out[k] = min(rivals, key=lambda i: (-float(cap[i].sum()), price[i], i))
     for k in list(out):
         last = out[k]
         for _ in range(n):  # bounded: the relation is a strict order
@@ -208,54 +373,106 @@ def better_elsewhere(data: MilpData, rs: np.ndarray) -> dict[int, int]:
     return out
 
 
+@dataclass(frozen=True)
+class Sized:
+    """What size_buckets knows per bucket: `solved` (it has a plan: its start or an answer),
+    `proved` (that plan optimal), `lower` (a lower bound on its optimum, bill rate x hours, 0
+    where none is known), and whether some bucket was proved infeasible."""
+
+    solved: np.ndarray
+    proved: np.ndarray
+    lower: np.ndarray
+    infeasible: bool
+
+
 def size_buckets(
     data: MilpData,
     labels: tuple[tuple[int, ...], ...],
     layout_of: Sequence[Candidate],
     rs: np.ndarray,
     xs: np.ndarray,
-    started: np.ndarray,
-    order: Sequence[int],
+    todo: Sequence[int],
     deadline: float,
-) -> tuple[list[bool], bool, bool]:
-    """Each bucket alone with the reserved units fixed, in `order` (smallest need first), over
-    the candidates `better_elsewhere` leaves (starts moved onto them), solved in this process by
-    HiGHS (solvers.milp_model.run_highs); or, when an answer proved optimal for a smaller need
-    covers the bucket too, that answer: with the same reserved units and caps in every bucket, a bigger need
-    costs at least as much, so an answer that covers it is optimal. The answers go into `xs`
-    (whose columns are the starts where `started`). Returns which buckets were solved, whether
-    one was proved infeasible, and whether all solved ones were proved optimal."""
+) -> Sized:
+    """Each bucket of `todo` alone with the reserved units fixed, over the candidates
+    `better_elsewhere` leaves (starts moved onto them), answers shared between buckets:
+
+    - an answer x for bucket a is a plan for every bucket b it covers (same caps, rules and
+      reserved units everywhere), at the same bill rate;
+    - proved optimal, its rate g_a is a lower bound for every bucket b with
+      lambda_ab * need_b >= need_a, lambda_ab = min_k c_ka / c_kb: b's best plan (no deployment of
+      at most S replicas, which covers nothing) covers need_a with a's capacities, so it is a
+      plan for a and costs at least g_a (equal capacities: lambda = 1, every bigger need);
+    - a bucket whose cheapest known plan meets its lower bound is proved, unsolved.
+
+    Which bucket next: the buckets in order of need per mean capacity, cut at the solved ones;
+    in the part with the most unproved buckets (the first of equals), the middle unproved one.
+    A stretch between two solved buckets with the same answer is then proved whole, and a clock
+    that cuts leaves plans and bounds spread over the whole range (bench (y), 8,760 buckets cut
+    at 10 s: a 1.0% gap against 2.3% when going up the needs one level at a time). The answers
+    go into `xs` (whose columns are the starts). At most one solve per bucket of `todo`, none
+    after the deadline."""
     n_b = len(data.buckets)
     swap = better_elsewhere(data, rs)
     keep = [k for k in range(len(data.candidates)) if k not in swap]
     for k, j in swap.items():
         xs[j] += xs[k]
         xs[k] = 0
-    narrow = replace(data, candidates=tuple(data.candidates[k] for k in keep))
-    _, capacity = matrices(narrow)
-    need = bucket_needs(data) * (1.0 - COVER_RTOL)
-    solved = [False] * n_b
-    verdicts: list[str] = []
-    reach = -np.inf  # the most a proved answer so far covers
-    best: np.ndarray | None = None
-    for j in order:
-        if best is not None and need[j] <= reach:
-            xs[keep, j] = best
-            solved[j] = True
-            continue
-        left = deadline - time.perf_counter()
-        if left <= 0:
+    narrow = with_candidates(data, keep)
+    units, capacity = matrices(narrow)
+    need = bucket_needs(data) * (1.0 - 1e-9)
+    hours = np.array([b.hours for b in data.buckets])
+    od = np.array([res.on_demand_usd_per_hour for res in data.resources])
+
+    def rate(x: np.ndarray) -> np.ndarray:  # bill rate per hour of replica columns at rs
+        return od @ np.maximum(units @ x - rs[:, None], 0.0)
+
+    plan = xs[keep]
+    valid = covered(narrow, plan) >= need
+    upper = np.where(valid, rate(plan), np.inf)
+    lower = np.zeros(n_b)  # per hour
+    proved = np.zeros(n_b, dtype=bool)
+    order = np.array(sorted(todo, key=lambda j: (need[j] / capacity[:, j].mean(), j)), dtype=np.int64)
+    in_todo = np.zeros(n_b, dtype=bool)
+    in_todo[order] = True
+    proved[~in_todo] = True  # not asked for: left as they are
+    tried: list[int] = []  # positions in `order` solved, sorted
+    for _ in range(len(order)):  # bounded: one solve per bucket at most
+        done = proved.copy()
+        done[order[tried]] = True
+        open_pos = np.flatnonzero(~done[order])
+        if open_pos.size == 0 or time.perf_counter() >= deadline:
             break
-        part = replace(narrow, buckets=(data.buckets[j],))
+        cuts = np.array(tried, dtype=np.int64)
+        part_of = np.searchsorted(cuts, open_pos)
+        widest = int(np.argmax(np.bincount(part_of)))  # the first of the largest parts
+        members = open_pos[part_of == widest]
+        pos = int(members[len(members) // 2])
+        tried.insert(int(np.searchsorted(cuts, pos)), pos)
+        j = int(order[pos])
+        part = select_buckets(narrow, [[j]])
         model = build(part, _labels=[labels[j]], _layout_of=layout_of, _reserved=rs.tolist())
-        raw = run_highs(model, left - model.build_s)
-        verdicts.append(raw.status if raw.bound_usd is None else "FEASIBLE")
-        if raw.x is not None:
-            xs[keep, j] = raw.x[:, 0]
-            solved[j] = True
-        if raw.status == "OPTIMAL" and raw.bound_usd is None and raw.x is not None:
-            col, pre, dec = capacity @ raw.x[:, 0]
-            if col + min(pre, dec) > reach:  # any proved answer that covers a bigger need will do
-                best = raw.x[:, 0].copy()
-                reach = float(col + min(pre, dec))
-    return solved, "INFEASIBLE" in verdicts, all(v == "OPTIMAL" for v in verdicts)
+        raw = run_model(model, deadline - time.perf_counter() - model.build_s, gap=False)
+        if raw.status == "INFEASIBLE":
+            return Sized(np.isfinite(upper), proved, lower * hours, True)
+        if raw.x is None:
+            continue
+        x = raw.x[:, :1]
+        g = float(rate(x)[0])
+        cheaper = (covered(narrow, np.repeat(x, n_b, axis=1)) >= need) & (g < upper) & (need > 0)
+        plan[:, cheaper] = x
+        upper[cheaper] = g
+        if raw.status == "OPTIMAL":
+            scale = np.min(capacity[:, [j]] / capacity, axis=0)  # capacities are > 0
+            lower = np.where(scale * need >= need[j], np.maximum(lower, g), lower)
+        elif raw.bound_usd is not None:
+            lower[j] = max(lower[j], raw.bound_usd / hours[j])
+        proved |= in_todo & (upper <= lower * (1.0 + 1e-12) + 1e-12)
+    xs[keep] = plan
+    return Sized(np.isfinite(upper), proved & np.isfinite(upper), lower * hours, False)
+
+
+def plan_cost(data: MilpData, xs: np.ndarray, rs: np.ndarray) -> float:
+    """The bill of replicas `xs` and reserved units `rs` over `data`'s buckets."""
+    _, _, rate = totals(data, xs, np.asarray(rs, dtype=np.int64))
+    return math.fsum(float(v) * b.hours for v, b in zip(rate, data.buckets, strict=True))

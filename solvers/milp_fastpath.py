@@ -1,9 +1,11 @@
 """Exact cost of each single configuration in closed form (the sizing MILP's fast path).
 
 With one configuration (an *option*: one colocated candidate, or one prefill and one decode
-candidate of one group) serving every bucket, nothing is left to choose but the reserved units:
-each bucket needs exactly n_b = ceil(need_b / capacity) replicas of each member (fewer do not
-cover, more never lower the bill), hence g_b = sum of n_b * units_per_replica units of each
+candidate of one group, never an incompatible pair) serving every bucket, nothing is left to
+choose but the reserved units: each bucket with demand needs exactly
+n_b = max(min_replicas, ceil(need_b / c_b) + spare_replicas) replicas of each member (c_b its
+capacity in bucket b; fewer do not cover or break the availability rule, more never lower the
+bill), a bucket without demand none, hence g_b = sum of n_b * units_per_replica units of each
 resource. With R the reserved and O the on-demand price per unit-hour, H the horizon's hours and
 h_b a bucket's hours, holding r reserved units costs
 
@@ -14,9 +16,9 @@ integers is at r = 0 or at one of the g_b, so evaluating those is exact. An inve
 the option infeasible when some g_b > C (reserved units count against the cap too, and r <= max
 g_b <= C at the optimum). Resources add up independently.
 
-So the best single configuration is known exactly before any MILP; solvers.milp uses these costs
-to hand the MILP only the options that can still be optimal, and the best one as a warm start.
-Pure numpy, no solver.
+So the best single configuration is known exactly without a MILP: solvers.milp answers a
+single-configuration problem with it, and starts a mixed one from it. `fluid_bound` is the
+closed-form lower bound every mixed answer's gap can fall back on. Pure numpy, no solver.
 """
 
 from __future__ import annotations
@@ -27,13 +29,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from solvers.milp_data import LIMIT_PREFIX, MilpData
+from solvers.milp_data import LIMIT_PREFIX, MilpData, capacity_matrix
 
 __all__ = [
     "COVER_RTOL",
     "MAX_OPTION_CELLS",
     "Option",
     "best_reserved",
+    "deployment_replicas",
     "enumerate_options",
     "evaluate_options",
     "replicas_needed",
@@ -48,10 +51,21 @@ COVER_RTOL = 1e-9
 MAX_OPTION_CELLS = 5_000_000
 
 
-def replicas_needed(need_per_s: np.ndarray, capacity_per_s: float) -> np.ndarray:
-    """Smallest replica counts with capacity_per_s * n >= need_per_s (within COVER_RTOL)."""
+def replicas_needed(need_per_s: np.ndarray, capacity_per_s: float | np.ndarray) -> np.ndarray:
+    """Smallest replica counts with capacity_per_s * n >= need_per_s (within COVER_RTOL);
+    `capacity_per_s` one value or one per bucket."""
     ratio = np.asarray(need_per_s, dtype=float) * (1.0 - COVER_RTOL) / capacity_per_s
     return np.maximum(np.ceil(ratio), 0.0).astype(np.int64)
+
+
+def deployment_replicas(data: MilpData, need_per_s: np.ndarray, capacity_per_s: np.ndarray) -> np.ndarray:
+    """Replicas one deployment (a candidate alone in its pool) takes per bucket under the
+    availability rule: max(min_replicas, ceil(need / c) + spare_replicas) where there is demand,
+    0 where there is none. Also the most replicas of a candidate any optimum holds (with that
+    many it covers the bucket alone)."""
+    need = np.asarray(need_per_s, dtype=float)
+    n = replicas_needed(need, capacity_per_s) + data.spare_replicas
+    return np.where(need > 0, np.maximum(n, data.min_replicas), 0).astype(np.int64)
 
 
 @dataclass(frozen=True)
@@ -70,8 +84,10 @@ class Option:
 
 def enumerate_options(data: MilpData, usable: Sequence[int]) -> list[tuple[int, ...]]:
     """Single configurations among the `usable` candidate indices: each colocated candidate, and
-    each (prefill, decode) pair of one group, in a deterministic order."""
+    each (prefill, decode) pair of one group that is not an incompatible pair, in a
+    deterministic order."""
     cands = data.candidates
+    banned = {frozenset(pair) for pair in data.incompatible_pairs}
     options: list[tuple[int, ...]] = [(k,) for k in usable if cands[k].pool == "colocated"]
     prefill: dict[str, list[int]] = {}
     decode: dict[str, list[int]] = {}
@@ -82,7 +98,9 @@ def enumerate_options(data: MilpData, usable: Sequence[int]) -> list[tuple[int, 
             decode.setdefault(cands[k].group, []).append(k)
     for group in sorted(prefill):
         for p in prefill[group]:
-            options.extend((p, d) for d in decode.get(group, ()))
+            options.extend(
+                (p, d) for d in decode.get(group, ()) if frozenset((cands[p].id, cands[d].id)) not in banned
+            )
     cells = len(options) * len(data.buckets)
     if cells > MAX_OPTION_CELLS:
         raise ValueError(f"single configurations x buckets {LIMIT_PREFIX} {MAX_OPTION_CELLS}, got {cells}")
@@ -124,6 +142,7 @@ def evaluate_options(data: MilpData, options: Sequence[tuple[int, ...]]) -> list
     cands = data.candidates
     hours = np.array([b.hours for b in data.buckets], dtype=float)
     bucket_need = np.array([data.need_per_s(b) for b in range(len(data.buckets))])
+    capacity = capacity_matrix(data)
     n_opt = len(options)
     n_bucket = len(bucket_need)
     # Replicas per (candidate) are shared across the options that use it.
@@ -131,7 +150,7 @@ def evaluate_options(data: MilpData, options: Sequence[tuple[int, ...]]) -> list
     for option in options:
         for k in option:
             if k not in needed:
-                needed[k] = replicas_needed(bucket_need, cands[k].capacity_per_s)
+                needed[k] = deployment_replicas(data, bucket_need, capacity[k])
     # Units per resource, only for the options that use that resource.
     rows: dict[int, list[int]] = {}
     for i, option in enumerate(options):
@@ -170,3 +189,35 @@ def shortlist(options: Sequence[Option], keep: int) -> list[Option]:
     least as much as each one kept, and its cost is exact, so the optimum is among those kept."""
     ranked = sorted(range(len(options)), key=lambda i: (options[i].cost_usd, i))
     return [options[i] for i in ranked[: max(keep, 1)]]
+
+
+def fluid_bound_by_bucket(data: MilpData) -> np.ndarray:
+    """Per bucket, a lower bound on what any plan pays in it (bill rate x hours), in closed form:
+    each unit priced at min(reserved, on-demand) per hour, replicas fractional, no caps, no
+    availability rule, no incompatible pairs. Valid: a plan pays R r H = sum_b h_b R r >= sum_b
+    h_b R min(U_b, r) for its reserved units, so at least sum_b h_b sum_t min(R_t, O_t) U_tb in
+    all; and covering need_b costs at least need_b x the cheapest price per unit of capacity
+    (colocated, or the cheapest prefill plus the cheapest decode candidate: s_col + s_dis >= need
+    and each share is bought at no less). Infinite where nothing can serve."""
+    need = np.array([data.need_per_s(b) for b in range(len(data.buckets))])
+    capacity = capacity_matrix(data)
+    rate = np.array(
+        [min(res.on_demand_usd_per_hour, res.reserved_usd_per_hour or math.inf) for res in data.resources]
+    )
+    price = np.array([rate[data.resource_index(c.resource)] * c.units_per_replica for c in data.candidates])
+    per_capacity = price[:, None] / capacity
+    cheapest = {}
+    for pool in ("colocated", "prefill", "decode"):
+        rows = [k for k, c in enumerate(data.candidates) if c.pool == pool]
+        cheapest[pool] = per_capacity[rows].min(axis=0) if rows else np.full(len(need), math.inf)
+    best = np.minimum(cheapest["colocated"], cheapest["prefill"] + cheapest["decode"])
+    hours = np.array([b.hours for b in data.buckets])
+    out = np.zeros(len(need))
+    busy = need > 0
+    out[busy] = hours[busy] * need[busy] * best[busy]
+    return out
+
+
+def fluid_bound(data: MilpData) -> float:
+    """No plan for `data` costs less (fluid_bound_by_bucket, summed)."""
+    return math.fsum(fluid_bound_by_bucket(data).tolist())

@@ -1,81 +1,86 @@
-"""The sizing MILP as a PuLP model, and CBC (or, for small models, HiGHS in this process) to solve
-it. Together with solvers.milp, which drives it, the only code in the project that runs a MILP
-solver or reads a PuLP status (`read_status`).
+"""The sizing MILP as a PuLP model, and the reading of a solved model (the solver itself is run by
+solvers.milp_solver, the only code that reads a solver's status).
 
 Model. Buckets b (need_b = demand_b * (1 + headroom), hours h_b, H = sum h_b), resources t
-(on-demand price O_t, reserved price R_t, cap C_t), candidates k (units u_k, capacity c_k).
+(on-demand price O_t, reserved price R_t, cap C_t), candidates k (units u_k, capacity c_kb in
+bucket b), availability (min replicas N, spare replicas S), incompatible pairs (i, j).
+M_kb = max(N, ceil(need_b / c_kb) + S) where need_b > 0: the most replicas of k any optimum holds
+in b (with that many, k alone covers the bucket); no x[k,b] where need_b = 0.
 
-    x[k,b] >= 0 integer   replicas of k in bucket b (upper bound ceil(need_b / c_k): more never helps)
+    x[k,b] in 0..M_kb integer   replicas of k in bucket b
     r[t]   >= 0 integer   reserved units of t, held (and billed) all horizon; absent when no R_t
     o[t,b] >= 0           on-demand units of t in bucket b (integral at any optimum: x and r are)
     y[k]   binary         k selected (single configuration only)
+    a[k,b] binary         k serves in bucket b (mixed, with the availability rule: N > 1 or S > 0)
+    z[k]   binary         k used in some bucket (mixed, k in an incompatible pair)
     s_col[b], s_dis[b]    the part of need_b served by colocated replicas / by the prefill+decode
                           pools (only when both kinds of candidate exist)
 
     min  sum_t R_t * H * r[t] + sum_{t,b} O_t * h_b * o[t,b]
     demand_b{b}:            s_col + s_dis >= need_b               (split form)
-    colocated_demand_b{b}:  sum_{k colocated} c_k x[k,b] >= s_col
-    prefill_demand_b{b}:    sum_{k prefill} c_k x[k,b] >= s_dis   (need_b without split variables)
-    decode_demand_b{b}:     sum_{k decode} c_k x[k,b] >= s_dis    (idem)
+    colocated_demand_b{b}:  sum_{k colocated} c_kb (x[k,b] - S a[k,b]) >= s_col
+    prefill_demand_b{b}:    sum_{k prefill} c_kb (x[k,b] - S a[k,b]) >= s_dis   (need_b without split)
+    decode_demand_b{b}:     sum_{k decode} c_kb (x[k,b] - S a[k,b]) >= s_dis    (idem)
     units_{t}_b{b}:         sum_{k on t} u_k x[k,b] <= r[t] + o[t,b]
     inventory_{t}_b{b}:     r[t] + o[t,b] <= C_t
-    select_{k}_b{b}:        x[k,b] = ceil(need_b / c_k) * y[k]    (single configuration)
+    serve_max_{k}_b{b}:     x[k,b] <= M_kb a[k,b]                 (mixed, availability rule)
+    serve_min_{k}_b{b}:     x[k,b] >= N a[k,b]                    (mixed, N > 1)
+    used_{k}_b{b}:          x[k,b] <= M_kb z[k]                   (mixed, k in a pair)
+    incompatible_{i}_{j}:   z[i] + z[j] <= 1                      (single configuration: y[i] + y[j])
+    select_{k}_b{b}:        x[k,b] = M_kb * y[k]                  (single configuration)
     one_config:             sum_{k colocated or prefill} y[k] = 1
     pair_{g}:               sum_{k prefill in g} y[k] = sum_{k decode in g} y[k]
 
-Without both kinds of candidate, `demand_b{b}` is the colocated coverage itself, or
-`prefill_demand_b{b}` / `decode_demand_b{b}` carry need_b directly. The split is exact: a bucket
-is covered iff some share s_col of it fits the colocated capacity and the rest fits both pools.
-With one configuration, `one_config` and `pair_{g}` leave exactly one colocated candidate, or one
-prefill and one decode candidate of one group, and `select` fixes their replicas at the fewest
-that cover (that member alone must cover the bucket, and more never lowers the bill): the usual
-x <= M y with its big-M made exact, so that once y is fixed nothing fractional is left to branch
-on (with x free below M, CBC spent seconds closing rounding gaps bucket by bucket). Coverage
-uses need_b * (1 - COVER_RTOL). Constraints of buckets that solvers.milp merged (equal demands)
-carry the first original bucket's index; its results name every original bucket.
+With one configuration the coverage rows read c_kb (x[k,b] - S y[k]) (a[k,b] is y[k] there); with
+neither availability rule a[k,b] is left out (S = 0, N <= 1 hold anyway). Without both kinds of
+candidate, `demand_b{b}` is the colocated coverage itself, or `prefill_demand_b{b}` /
+`decode_demand_b{b}` carry need_b directly. The split is exact: a bucket is covered iff some
+share s_col of it fits the colocated capacity and the rest fits both pools. The availability rule
+is per deployment (one candidate's replicas in a bucket): at least N replicas when it serves, and
+S of them spare: with any S down, what is left covers its share (S = 1: N+1). A deployment of at
+most S replicas covers nothing, so an optimum never holds one. With one configuration,
+`one_config` and `pair_{g}` leave exactly one colocated candidate, or one prefill and one decode
+candidate of one group, and `select` fixes their replicas at the fewest that cover under the
+availability rule (that member alone must cover the bucket, and more never lowers the bill): the
+usual x <= M y with its big-M made exact, so that once y is fixed nothing fractional is left to
+branch on. Coverage uses need_b * (1 - COVER_RTOL). Constraints of buckets that solvers.milp
+merged (equal demands and capacities) carry the first original bucket's index; its results name
+every original bucket.
 """
 
 from __future__ import annotations
 
 import math
-import os
-import re
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 import pulp
-from scipy.optimize import Bounds, LinearConstraint, milp
-from scipy.sparse import coo_array
 
-from solvers.milp_data import POOLS, Candidate, MilpData
-from solvers.milp_fastpath import COVER_RTOL, replicas_needed
+from solvers.milp_data import POOLS, Candidate, MilpData, capacity_matrix
+from solvers.milp_fastpath import COVER_RTOL, deployment_replicas
+from solvers.milp_solver import run
 
 __all__ = [
-    "MIN_SOLVER_S",
     "Model",
     "Raw",
     "Relaxation",
     "bucket_needs",
     "build",
-    "cbc_solver",
+    "check_plan",
+    "covered",
     "layout",
-    "log_bound",
-    "lp_bound",
+    "live_pairs",
     "lp_relaxation",
     "matrices",
-    "read_status",
-    "run_cbc",
-    "run_highs",
+    "run_model",
+    "served",
     "set_initial",
     "totals",
 ]
 
-# CBC always gets at least this long, even when building used up the time limit.
-MIN_SOLVER_S = 0.2
+Terms = list[tuple[pulp.LpVariable, float]]
 
 
 @dataclass
@@ -90,6 +95,8 @@ class Model:
     r: dict[int, pulp.LpVariable]
     o: dict[tuple[int, int], pulp.LpVariable]
     y: dict[int, pulp.LpVariable]
+    a: dict[tuple[int, int], pulp.LpVariable]
+    z: dict[int, pulp.LpVariable]
     s_col: dict[int, pulp.LpVariable]
     s_dis: dict[int, pulp.LpVariable]
     constraints: dict[str, pulp.LpConstraint]
@@ -98,13 +105,47 @@ class Model:
 
     @property
     def n_variables(self) -> int:
-        return sum(len(d) for d in (self.x, self.r, self.o, self.y, self.s_col, self.s_dis))
+        parts = (self.x, self.r, self.o, self.y, self.a, self.z, self.s_col, self.s_dis)
+        return sum(len(d) for d in parts)
 
 
 def layout(candidates: Sequence[Candidate]) -> tuple[bool, bool]:
     """(any colocated candidate, any prefill or decode candidate): which coverage rows exist."""
     pools = {c.pool for c in candidates}
     return "colocated" in pools, bool(pools & {"prefill", "decode"})
+
+
+def live_pairs(data: MilpData) -> list[tuple[int, int]]:
+    """The incompatible pairs as candidate indices, each once, in input order."""
+    index = {c.id: k for k, c in enumerate(data.candidates)}
+    seen: set[frozenset[int]] = set()
+    out = []
+    for a, b in data.incompatible_pairs:
+        pair = (index[a], index[b])
+        if frozenset(pair) not in seen:
+            seen.add(frozenset(pair))
+            out.append(pair)
+    return out
+
+
+class _Rows:
+    """Named constraints added to a PuLP problem (PuLP's own names made unique)."""
+
+    def __init__(self, prob: pulp.LpProblem) -> None:
+        self.prob = prob
+        self.named: dict[str, pulp.LpConstraint] = {}
+        self.pulp_names: set[str] = set()
+
+    def add(self, name: str, terms: Terms, sense: int, rhs: float) -> None:
+        pulp_name = base = name.translate(pulp.LpAffineExpression.trans)
+        n = 1
+        while pulp_name in self.pulp_names:  # names that differ only in "-+[] " collide in PuLP
+            n += 1
+            pulp_name = f"{base}__{n}"
+        self.pulp_names.add(pulp_name)
+        con = pulp.LpConstraint(pulp.LpAffineExpression(terms), sense, pulp_name, float(rhs))
+        self.prob.addConstraint(con)
+        self.named[name] = con
 
 
 def build(
@@ -122,103 +163,158 @@ def build(
     n_b = len(data.buckets)
     labels = tuple(tuple(ls) for ls in _labels) if _labels is not None else tuple((b,) for b in range(n_b))
     has_col, has_dis = layout(_layout_of if _layout_of is not None else cands)
-    split = has_col and has_dis
-    need = np.array([data.need_per_s(b) for b in range(n_b)])
-    rhs = need * (1.0 - COVER_RTOL)
-    tag = [f"b{ls[0]}" for ls in labels]
+    need = bucket_needs(data)
     prob = pulp.LpProblem("sizing", pulp.LpMinimize)
-    integer, continuous = pulp.LpInteger, pulp.LpContinuous
-
-    # Variables, and the terms of the rows they enter, gathered in one pass.
-    x: dict[tuple[int, int], pulp.LpVariable] = {}
-    bound: dict[tuple[int, int], int] = {}
-    cover: dict[str, list[list[tuple[pulp.LpVariable, float]]]] = {p: [[] for _ in range(n_b)] for p in POOLS}
-    used_types = sorted({data.resource_index(c.resource) for c in cands})
-    units: dict[int, list[list[tuple[pulp.LpVariable, float]]]] = {
-        t: [[] for _ in range(n_b)] for t in used_types
-    }
-    for k, c in enumerate(cands):
-        t = data.resource_index(c.resource)
-        m = replicas_needed(need, c.capacity_per_s)
-        for j in np.flatnonzero(m).tolist():
-            v = prob.add_variable(f"x_c{k}_b{j}", 0, int(m[j]), integer)
-            x[(k, j)] = v
-            bound[(k, j)] = int(m[j])
-            cover[c.pool][j].append((v, c.capacity_per_s))
-            units[t][j].append((v, float(c.units_per_replica)))
-    r: dict[int, pulp.LpVariable] = {}
-    o: dict[tuple[int, int], pulp.LpVariable] = {}
-    for t in used_types:
-        res = data.resources[t]
-        if res.reserved_usd_per_hour is not None and _reserved is None:
-            r[t] = prob.add_variable(f"r_t{t}", 0, res.inventory, integer)
-        for b in range(n_b):
-            o[(t, b)] = prob.add_variable(f"o_t{t}_b{b}", 0, res.inventory, continuous)
-    y: dict[int, pulp.LpVariable] = {}
+    rows = _Rows(prob)
+    model = Model(data, prob, {}, {}, {}, {}, {}, {}, {}, {}, rows.named, labels, 0.0)
+    tag = [f"b{ls[0]}" for ls in labels]
+    bound = _replicas(model, need)
+    _shares(model, need, has_col and has_dis)
+    _coverage(model, rows, need, tag, has_col, has_dis)
+    _units(model, rows, tag, _reserved)
     if data.single_config:
-        y = {k: prob.add_variable(f"y_c{k}", 0, 1, pulp.LpBinary) for k in range(len(cands))}
-    s_col: dict[int, pulp.LpVariable] = {}
-    s_dis: dict[int, pulp.LpVariable] = {}
-    if split:
-        for b in range(n_b):
-            s_col[b] = prob.add_variable(f"scol_b{b}", 0, float(need[b]), continuous)
-            s_dis[b] = prob.add_variable(f"sdis_b{b}", 0, float(need[b]), continuous)
-
-    constraints: dict[str, pulp.LpConstraint] = {}
-    pulp_names: set[str] = set()
-    ge, le, eq = pulp.LpConstraintGE, pulp.LpConstraintLE, pulp.LpConstraintEQ
-
-    def add(name: str, terms: list[tuple[pulp.LpVariable, float]], sense: int, rhs_value: float) -> None:
-        pulp_name = base = name.translate(pulp.LpAffineExpression.trans)
-        n = 1
-        while pulp_name in pulp_names:  # names that differ only in "-+[] " collide in PuLP
-            n += 1
-            pulp_name = f"{base}__{n}"
-        pulp_names.add(pulp_name)
-        con = pulp.LpConstraint(pulp.LpAffineExpression(terms), sense, pulp_name, float(rhs_value))
-        prob.addConstraint(con)
-        constraints[name] = con
-
-    for b in range(n_b):
-        if split:
-            add(f"demand_{tag[b]}", [(s_col[b], 1.0), (s_dis[b], 1.0)], ge, rhs[b])
-            add(f"colocated_demand_{tag[b]}", [*cover["colocated"][b], (s_col[b], -1.0)], ge, 0.0)
-            add(f"prefill_demand_{tag[b]}", [*cover["prefill"][b], (s_dis[b], -1.0)], ge, 0.0)
-            add(f"decode_demand_{tag[b]}", [*cover["decode"][b], (s_dis[b], -1.0)], ge, 0.0)
-        elif has_col:
-            add(f"demand_{tag[b]}", cover["colocated"][b], ge, rhs[b])
-        else:
-            add(f"prefill_demand_{tag[b]}", cover["prefill"][b], ge, rhs[b])
-            add(f"decode_demand_{tag[b]}", cover["decode"][b], ge, rhs[b])
-    for t in used_types:
-        res = data.resources[t]
-        for b in range(n_b):
-            held = [(o[(t, b)], 1.0)] + ([(r[t], 1.0)] if t in r else [])
-            fixed = float(_reserved[t]) if _reserved is not None else 0.0
-            add(f"units_{res.name}_{tag[b]}", units[t][b] + [(v, -1.0) for v, _ in held], le, fixed)
-            if res.inventory is not None:
-                add(f"inventory_{res.name}_{tag[b]}", held, le, res.inventory - fixed)
-    if data.single_config:
-        for (k, b), v in x.items():
-            add(f"select_{cands[k].id}_{tag[b]}", [(v, 1.0), (y[k], -float(bound[(k, b)]))], eq, 0.0)
-        heads = [(y[k], 1.0) for k, c in enumerate(cands) if c.pool in ("colocated", "prefill")]
-        add("one_config", heads, eq, 1.0)
-        for g in sorted({c.group for c in cands if c.pool != "colocated"}):
-            terms = [(y[k], 1.0) for k, c in enumerate(cands) if c.pool == "prefill" and c.group == g]
-            terms += [(y[k], -1.0) for k, c in enumerate(cands) if c.pool == "decode" and c.group == g]
-            add(f"pair_{g}", terms, eq, 0.0)
-
+        _selection(model, rows, bound, tag)
+    else:
+        _availability(model, rows, bound, tag)
+        _incompatible(model, rows, bound, tag)
     hours = [bk.hours for bk in data.buckets]
     total_hours = data.total_hours
-    objective = [(v, (data.resources[t].reserved_usd_per_hour or 0.0) * total_hours) for t, v in r.items()]
-    objective += [(v, data.resources[t].on_demand_usd_per_hour * hours[b]) for (t, b), v in o.items()]
+    objective = [
+        (v, (data.resources[t].reserved_usd_per_hour or 0.0) * total_hours) for t, v in model.r.items()
+    ]
+    objective += [(v, data.resources[t].on_demand_usd_per_hour * hours[b]) for (t, b), v in model.o.items()]
     prob.setObjective(pulp.LpAffineExpression(objective))
-    return Model(data, prob, x, r, o, y, s_col, s_dis, constraints, labels, time.perf_counter() - t0)
+    model.build_s = time.perf_counter() - t0
+    return model
+
+
+def _replicas(model: Model, need: np.ndarray) -> dict[tuple[int, int], int]:
+    """x (where need_b > 0), r, o, y, a and z; returns M_kb per x variable."""
+    data, prob = model.data, model.problem
+    capacity = capacity_matrix(data)
+    bound: dict[tuple[int, int], int] = {}
+    for k in range(len(data.candidates)):
+        m = deployment_replicas(data, need, capacity[k])
+        for j in np.flatnonzero(m).tolist():
+            model.x[(k, j)] = prob.add_variable(f"x_c{k}_b{j}", 0, int(m[j]), pulp.LpInteger)
+            bound[(k, j)] = int(m[j])
+    for t in sorted({data.resource_index(c.resource) for c in data.candidates}):
+        res = data.resources[t]
+        if res.reserved_usd_per_hour is not None:
+            model.r[t] = prob.add_variable(f"r_t{t}", 0, res.inventory, pulp.LpInteger)
+        for b in range(len(data.buckets)):
+            model.o[(t, b)] = prob.add_variable(f"o_t{t}_b{b}", 0, res.inventory, pulp.LpContinuous)
+    if data.single_config:
+        model.y.update(
+            {k: prob.add_variable(f"y_c{k}", 0, 1, pulp.LpBinary) for k in range(len(data.candidates))}
+        )
+        return bound
+    if data.availability:
+        model.a.update({(k, j): prob.add_variable(f"a_c{k}_b{j}", 0, 1, pulp.LpBinary) for k, j in model.x})
+    for k in sorted({k for pair in live_pairs(data) for k in pair}):
+        model.z[k] = prob.add_variable(f"z_c{k}", 0, 1, pulp.LpBinary)
+    return bound
+
+
+def _shares(model: Model, need: np.ndarray, split: bool) -> None:
+    if split:
+        for b in range(len(need)):
+            model.s_col[b] = model.problem.add_variable(f"scol_b{b}", 0, float(need[b]), pulp.LpContinuous)
+            model.s_dis[b] = model.problem.add_variable(f"sdis_b{b}", 0, float(need[b]), pulp.LpContinuous)
+
+
+def _coverage(
+    model: Model, rows: _Rows, need: np.ndarray, tag: list[str], has_col: bool, has_dis: bool
+) -> None:
+    data = model.data
+    capacity = capacity_matrix(data)
+    spare = float(data.spare_replicas)
+    cover: dict[str, list[Terms]] = {p: [[] for _ in range(len(need))] for p in POOLS}
+    for (k, b), v in model.x.items():
+        c = float(capacity[k, b])
+        terms = cover[data.candidates[k].pool][b]
+        terms.append((v, c))
+        serves = model.y.get(k) if data.single_config else model.a.get((k, b))
+        if spare and serves is not None:
+            terms.append((serves, -spare * c))
+    rhs = need * (1.0 - COVER_RTOL)
+    ge = pulp.LpConstraintGE
+    for b in range(len(need)):
+        if has_col and has_dis:
+            s_col, s_dis = model.s_col[b], model.s_dis[b]
+            rows.add(f"demand_{tag[b]}", [(s_col, 1.0), (s_dis, 1.0)], ge, rhs[b])
+            rows.add(f"colocated_demand_{tag[b]}", [*cover["colocated"][b], (s_col, -1.0)], ge, 0.0)
+            rows.add(f"prefill_demand_{tag[b]}", [*cover["prefill"][b], (s_dis, -1.0)], ge, 0.0)
+            rows.add(f"decode_demand_{tag[b]}", [*cover["decode"][b], (s_dis, -1.0)], ge, 0.0)
+        elif has_col:
+            rows.add(f"demand_{tag[b]}", cover["colocated"][b], ge, rhs[b])
+        else:
+            rows.add(f"prefill_demand_{tag[b]}", cover["prefill"][b], ge, rhs[b])
+            rows.add(f"decode_demand_{tag[b]}", cover["decode"][b], ge, rhs[b])
+
+
+def _units(model: Model, rows: _Rows, tag: list[str], reserved: Sequence[int] | None) -> None:
+    data = model.data
+    units: dict[tuple[int, int], Terms] = {}
+    for (k, b), v in model.x.items():
+        c = data.candidates[k]
+        units.setdefault((data.resource_index(c.resource), b), []).append((v, float(c.units_per_replica)))
+    for t, b in model.o:  # resources in use, then buckets
+        res = data.resources[t]
+        held = [(model.o[(t, b)], 1.0)] + ([(model.r[t], 1.0)] if t in model.r else [])
+        fixed = float(reserved[t]) if reserved is not None else 0.0
+        rows.add(f"units_{res.name}_{tag[b]}", units.get((t, b), []) + [(v, -1.0) for v, _ in held],
+                 pulp.LpConstraintLE, fixed)  # fmt: skip
+        if res.inventory is not None:
+            rows.add(f"inventory_{res.name}_{tag[b]}", held, pulp.LpConstraintLE, res.inventory - fixed)
+
+
+def _selection(model: Model, rows: _Rows, bound: dict[tuple[int, int], int], tag: list[str]) -> None:
+    cands, y = model.data.candidates, model.y
+    for (k, b), v in model.x.items():
+        rows.add(f"select_{cands[k].id}_{tag[b]}", [(v, 1.0), (y[k], -float(bound[(k, b)]))],
+                 pulp.LpConstraintEQ, 0.0)  # fmt: skip
+    heads = [(y[k], 1.0) for k, c in enumerate(cands) if c.pool in ("colocated", "prefill")]
+    rows.add("one_config", heads, pulp.LpConstraintEQ, 1.0)
+    for g in sorted({c.group for c in cands if c.pool != "colocated"}):
+        terms = [(y[k], 1.0) for k, c in enumerate(cands) if c.pool == "prefill" and c.group == g]
+        terms += [(y[k], -1.0) for k, c in enumerate(cands) if c.pool == "decode" and c.group == g]
+        rows.add(f"pair_{g}", terms, pulp.LpConstraintEQ, 0.0)
+    for i, j in live_pairs(model.data):
+        rows.add(
+            f"incompatible_{cands[i].id}_{cands[j].id}", [(y[i], 1.0), (y[j], 1.0)], pulp.LpConstraintLE, 1.0
+        )
+
+
+def _availability(model: Model, rows: _Rows, bound: dict[tuple[int, int], int], tag: list[str]) -> None:
+    data = model.data
+    le, ge = pulp.LpConstraintLE, pulp.LpConstraintGE
+    for (k, b), a in model.a.items():
+        x, cid = model.x[(k, b)], data.candidates[k].id
+        rows.add(f"serve_max_{cid}_{tag[b]}", [(x, 1.0), (a, -float(bound[(k, b)]))], le, 0.0)
+        if data.min_replicas > 1:
+            rows.add(f"serve_min_{cid}_{tag[b]}", [(x, 1.0), (a, -float(data.min_replicas))], ge, 0.0)
+
+
+def _incompatible(model: Model, rows: _Rows, bound: dict[tuple[int, int], int], tag: list[str]) -> None:
+    cands, z = model.data.candidates, model.z
+    for (k, b), x in model.x.items():
+        if k in z:
+            rows.add(f"used_{cands[k].id}_{tag[b]}", [(x, 1.0), (z[k], -float(bound[(k, b)]))],
+                     pulp.LpConstraintLE, 0.0)  # fmt: skip
+    for i, j in live_pairs(model.data):
+        rows.add(
+            f"incompatible_{cands[i].id}_{cands[j].id}", [(z[i], 1.0), (z[j], 1.0)], pulp.LpConstraintLE, 1.0
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# Solving a built model and reading it back
 
 
 @dataclass(frozen=True)
 class Raw:
-    """CBC's answer in the model's own indices (None arrays when it has no solution)."""
+    """A solver's answer in the model's own indices (None arrays when it has no solution)."""
 
     status: str
     x: np.ndarray | None  # model candidates x model buckets
@@ -227,109 +323,21 @@ class Raw:
     bound_usd: float | None
     bound_source: str | None
     solver_s: float
-    timed_out: bool = False  # CBC stopped on its time limit (not on optimality or max_nodes)
+    timed_out: bool = False  # stopped on its time limit (not on optimality or a node limit)
 
 
-_STOPPED_ON_TIME = re.compile(r"^Result - Stopped on time", re.MULTILINE)
-
-
-_BEST_POSSIBLE = re.compile(r"best possible\s+([-+0-9.eE]+)")
-
-
-_INTEGER_GAP = re.compile(r"integer gap of\s+([-+0-9.eE]+)")
-
-
-_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$")
-
-
-def log_bound(log: str, objective: float) -> float | None:
-    """CBC's final best bound from its log, when the search did not prove optimality: a stop
-    within the gap tolerance prints the absolute gap ("Exiting as integer gap of G"); a search cut
-    short ends with "Partial search - best objective X (best possible B)". A search run to the end
-    prints "Search completed" (its bound is the objective: None here), and the "best possible"
-    of its progress lines are not final."""
-    gap = _INTEGER_GAP.findall(log)
-    if gap and _NUMBER.match(gap[-1]):
-        return objective - float(gap[-1])
-    partial = [line for line in log.splitlines() if "Partial search" in line]
-    best = _BEST_POSSIBLE.findall(partial[-1]) if partial else []
-    if best and _NUMBER.match(best[-1]):
-        value = float(best[-1])
-        return value if abs(value) < 1e49 else None  # CBC prints 1e+50 for "none yet"
-    return None
-
-
-def cbc_solver(
-    seconds: float,
-    gap_rel: float | None,
-    *,
-    mip: bool = True,
-    log: str | None = None,
-    warm: bool = False,
-    max_nodes: int | None = None,
-) -> pulp.COIN_CMD:
-    # COIN_CMD on the CBC binary PuLP ships (PULP_CBC_CMD itself is deprecated in PuLP 3.3).
-    # No `threads`: CBC's default (0) is its serial, deterministic search. `-threads 1` turns on
-    # its threaded code with one worker, and CBC 2.10.3 (the binary PuLP 3.3 ships) then now and
-    # again waits 10 s for that worker on a problem solved in a millisecond (log: "Thread 0 used
-    # 0 times, waiting to start 10.000101"; 3 stalls in 300 tiny solves here, none without it).
-    # `max_nodes` bounds the branch and bound by its node count: unlike a time limit, the same
-    # input then stops at the same place on any machine.
-    return pulp.COIN_CMD(
-        path=pulp.PULP_CBC_CMD.pulp_cbc_path,
-        mip=mip,
-        msg=False,
-        timeLimit=max(float(seconds), MIN_SOLVER_S),
-        gapRel=gap_rel,
-        logPath=log,
-        warmStart=warm,
-        maxNodes=max_nodes,
-    )
-
-
-def read_status(prob: pulp.LpProblem) -> str:
-    """PuLP 3.3 reads CBC's solution file: "Optimal" -> (Optimal, Optimal); "Stopped on time -
-    objective value" (a solution in hand) -> (Optimal, IntegerFeasible); "Stopped on time (no
-    integer solution ...)" -> (Not Solved, No Solution Found); "Infeasible" / "Integer
-    infeasible" -> Infeasible. A stop within the gap tolerance also reads (Optimal, Optimal):
-    the caller checks the gap from the log."""
-    status, sol = prob.status, prob.sol_status
-    if status == pulp.LpStatusOptimal and sol == pulp.LpSolutionOptimal:
-        return "OPTIMAL"
-    if status == pulp.LpStatusOptimal and sol == pulp.LpSolutionIntegerFeasible:
-        return "FEASIBLE"
-    if status == pulp.LpStatusInfeasible:
-        return "INFEASIBLE"
-    if status == pulp.LpStatusNotSolved:
-        return "NO_SOLUTION"
-    raise RuntimeError(f"CBC ended with {pulp.LpStatus.get(status)} / {pulp.LpSolution.get(sol)}")
-
-
-def run_cbc(
-    model: Model, seconds: float, *, warm: bool, want_bound: bool = True, max_nodes: int | None = None
+def run_model(
+    model: Model, seconds: float, *, warm: bool = False, max_nodes: int | None = None, gap: bool = True
 ) -> Raw:
-    data = model.data
-    fd, log_path = tempfile.mkstemp(prefix="capplan-cbc-", suffix=".log")
-    os.close(fd)
-    t0 = time.perf_counter()
-    try:
-        model.problem.solve(cbc_solver(seconds, data.gap_rel, log=log_path, warm=warm, max_nodes=max_nodes))
-        with open(log_path, encoding="utf-8", errors="replace") as f:
-            log = f.read()
-    finally:
-        os.unlink(log_path)
-    solver_s = time.perf_counter() - t0
-    status = read_status(model.problem)
-    timed_out = bool(_STOPPED_ON_TIME.search(log))
-    if status in ("INFEASIBLE", "NO_SOLUTION"):
-        return Raw(status, None, None, None, None, None, solver_s, timed_out)
+    """The model solved as a MILP (solvers.milp_solver.run) and read back; `gap`: stop within
+    data.gap_rel (else prove optimality)."""
+    solved = run(model.problem, seconds, gap_rel=model.data.gap_rel if gap else None, warm=warm,
+                 max_nodes=max_nodes)  # fmt: skip
+    if solved.status in ("INFEASIBLE", "NO_SOLUTION"):
+        return Raw(solved.status, None, None, None, None, None, solved.solver_s, solved.timed_out)
     xs, rs, ys = _read_values(model)
-    objective = float(pulp.value(model.problem.objective) or 0.0)
-    bound = log_bound(log, objective)
-    source: str | None = "solver_log" if bound is not None else None
-    if status == "FEASIBLE" and bound is None and want_bound:
-        bound, source = lp_bound(model.problem, seconds), "lp_relaxation"
-    return Raw(status, xs, rs, ys, bound, source, time.perf_counter() - t0, timed_out)
+    source = "solver" if solved.bound is not None else None
+    return Raw(solved.status, xs, rs, ys, solved.bound, source, solved.solver_s, solved.timed_out)
 
 
 def _read_values(model: Model) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
@@ -349,88 +357,19 @@ def _read_values(model: Model) -> tuple[np.ndarray, np.ndarray, np.ndarray | Non
     return xs, rs, ys
 
 
-def run_highs(model: Model, seconds: float) -> Raw:
-    """The same model solved in this process by HiGHS (scipy.optimize.milp, relative gap 0: a
-    proof of optimality, or its time limit). For the many small models of the bucket-wise path:
-    a CBC run costs a process start, a model file written and a solution file read (30-40 ms on
-    two busy cores against 2-5 ms here). HiGHS's search is deterministic. Variables take the
-    values found (varValue), as after CBC."""
-    t0 = time.perf_counter()
-    prob = model.problem
-    variables = prob.variables()
-    index = {v.name: i for i, v in enumerate(variables)}
-    cost = np.zeros(len(variables))
-    for v, a in prob.objective.items():
-        cost[index[v.name]] = a
-    rows, cols, vals = [], [], []
-    lo = np.full(len(model.constraints), -np.inf)
-    hi = np.full(len(model.constraints), np.inf)
-    for i, con in enumerate(model.constraints.values()):
-        for v, a in con.items():
-            rows.append(i)
-            cols.append(index[v.name])
-            vals.append(a)
-        rhs = -con.constant
-        if con.sense != pulp.LpConstraintLE:
-            lo[i] = rhs
-        if con.sense != pulp.LpConstraintGE:
-            hi[i] = rhs
-    matrix = coo_array((vals, (rows, cols)), shape=(len(lo), len(variables))).tocsr()
-    lower = np.array([0.0 if v.lowBound is None else v.lowBound for v in variables], dtype=float)
-    upper = np.array([np.inf if v.upBound is None else v.upBound for v in variables], dtype=float)
-    integral = np.array([v.cat == pulp.LpInteger for v in variables], dtype=np.int64)
-    res = milp(
-        cost,
-        constraints=LinearConstraint(matrix, lo, hi),
-        bounds=Bounds(lower, upper),
-        integrality=integral,
-        options={"time_limit": max(float(seconds), MIN_SOLVER_S), "mip_rel_gap": 0.0},
-    )
-    solver_s = time.perf_counter() - t0
-    if res.status == 2:
-        return Raw("INFEASIBLE", None, None, None, None, None, solver_s)
-    if res.x is None:
-        if res.status == 1:  # time limit before any solution
-            return Raw("NO_SOLUTION", None, None, None, None, None, solver_s, timed_out=True)
-        raise RuntimeError(f"HiGHS ended with status {res.status}: {res.message}")
-    for v, value in zip(variables, res.x, strict=True):
-        v.varValue = float(value)
-    xs, rs, ys = _read_values(model)
-    if res.status == 0:
-        return Raw("OPTIMAL", xs, rs, ys, None, None, solver_s)
-    bound = (
-        res.mip_dual_bound if res.mip_dual_bound is not None and math.isfinite(res.mip_dual_bound) else None
-    )
-    return Raw(
-        "FEASIBLE", xs, rs, ys, bound, "solver_log" if bound is not None else None, solver_s, res.status == 1
-    )
-
-
-def lp_bound(prob: pulp.LpProblem, seconds: float) -> float | None:
-    """The LP relaxation's optimum: a lower bound on any integer solution (only when CBC's log
-    gave none)."""
-    prob.solve(cbc_solver(seconds, None, mip=False))
-    if prob.status != pulp.LpStatusOptimal:
-        return None
-    return float(pulp.value(prob.objective) or 0.0)
-
-
 @dataclass(frozen=True)
 class Relaxation:
     status: str
     bound: float | None
     r: np.ndarray | None  # reserved units (fractional)
     x_ceil: np.ndarray | None  # replicas rounded up
-    cost_by_bucket: np.ndarray | None  # on-demand bill rate x hours per bucket in the LP
 
 
 def lp_relaxation(model: Model, seconds: float) -> Relaxation:
-    """The LP relaxation of a built model (integers relaxed), solved by CBC."""
-    model.problem.solve(cbc_solver(seconds, None, mip=False))
-    if model.problem.status == pulp.LpStatusInfeasible:
-        return Relaxation("INFEASIBLE", None, None, None, None)
-    if model.problem.status != pulp.LpStatusOptimal:
-        return Relaxation("NO_SOLUTION", None, None, None, None)
+    """The LP relaxation of a built model (integers and binaries relaxed)."""
+    solved = run(model.problem, seconds, mip=False)
+    if solved.status != "OPTIMAL":
+        return Relaxation(solved.status, None, None, None)
     data = model.data
     r = np.zeros(len(data.resources))
     for t, v in model.r.items():
@@ -438,25 +377,58 @@ def lp_relaxation(model: Model, seconds: float) -> Relaxation:
     x = np.zeros((len(data.candidates), len(data.buckets)), dtype=np.int64)
     for (k, b), v in model.x.items():
         x[k, b] = math.ceil((v.varValue or 0.0) - 1e-6)
-    cost = np.zeros(len(data.buckets))
-    for (t, b), v in model.o.items():
-        cost[b] += data.resources[t].on_demand_usd_per_hour * (v.varValue or 0.0)
-    bound = float(pulp.value(model.problem.objective) or 0.0)
-    return Relaxation("OPTIMAL", bound, r, x, cost)
+    return Relaxation("OPTIMAL", solved.objective, r, x)
 
 
-@lru_cache(maxsize=16)
+# ---------------------------------------------------------------------------------------------
+# Plans as arrays (candidates x buckets): what they use, serve and cost
+
+
 def matrices(data: MilpData) -> tuple[np.ndarray, np.ndarray]:
-    """units (resources x candidates) and capacity (pools x candidates) coefficient matrices
-    (cached: a solve reads them a few times, and each bucket-wise worker for its own data)."""
-    units = np.zeros((len(data.resources), len(data.candidates)))
-    capacity = np.zeros((len(POOLS), len(data.candidates)))
-    for k, c in enumerate(data.candidates):
-        units[data.resource_index(c.resource), k] = c.units_per_replica
-        capacity[POOLS.index(c.pool), k] = c.capacity_per_s
-    units.setflags(write=False)  # cached: shared by every caller
-    capacity.setflags(write=False)
-    return units, capacity
+    """units (resources x candidates) and capacity (candidates x buckets) matrices (cached on the
+    data, read-only: a solve reads them a few times)."""
+    units = data._cache.get("units")
+    if units is None:
+        units = np.zeros((len(data.resources), len(data.candidates)))
+        for k, c in enumerate(data.candidates):
+            units[data.resource_index(c.resource), k] = c.units_per_replica
+        units.setflags(write=False)
+        data._cache["units"] = units
+    return units, capacity_matrix(data)
+
+
+def served(data: MilpData, xs: np.ndarray) -> np.ndarray:
+    """Per pool (POOLS order) and bucket, what the replicas `xs` serve as the coverage rows count
+    it: c_kb (x[k,b] - S) for each deployment with replicas."""
+    _, capacity = matrices(data)
+    effective = capacity * np.where(xs > 0, xs - data.spare_replicas, 0)
+    pool = np.array([POOLS.index(c.pool) for c in data.candidates])
+    out = np.zeros((len(POOLS), xs.shape[1]))
+    for p in range(len(POOLS)):
+        out[p] = effective[pool == p].sum(axis=0)
+    return out
+
+
+def covered(data: MilpData, xs: np.ndarray) -> np.ndarray:
+    """The demand per bucket the replicas `xs` cover: colocated + min(prefill, decode)."""
+    col, pre, dec = served(data, xs)
+    return col + np.minimum(pre, dec)
+
+
+def check_plan(data: MilpData, xs: np.ndarray) -> None:
+    """A plan read back must cover every bucket and keep the availability rule and the
+    incompatible pairs (else a solver or tolerance slip)."""
+    short = np.asarray(covered(data, xs) < bucket_needs(data) * (1.0 - 1e-6))
+    few = np.asarray((xs > 0) & (xs < data.min_replicas)).any(axis=0)
+    if short.any() or few.any():
+        b = int(np.flatnonzero(short | few)[0])
+        raise RuntimeError(f"the solver's replicas do not cover bucket {b} under the availability rule")
+    used: list[bool] = [bool(row.any()) for row in xs]
+    for i, j in live_pairs(data):
+        if used[i] and used[j]:
+            raise RuntimeError(
+                f"the solver deployed the incompatible pair {data.candidates[i].id}, {data.candidates[j].id}"
+            )
 
 
 def totals(data: MilpData, xs: np.ndarray, rs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -475,9 +447,9 @@ def bucket_needs(data: MilpData) -> np.ndarray:
 
 
 def set_initial(model: Model, xs: np.ndarray, rs: np.ndarray, chosen: Sequence[int] = ()) -> None:
-    """Initial values for a CBC warm start: replicas `xs`, reserved `rs` (where r is a
-    variable), on-demand units for the rest, demand shares to match, and the selection
-    `chosen` (candidate indices; single configuration)."""
+    """Initial values for a warm start: replicas `xs`, reserved `rs` (where r is a variable),
+    on-demand units for the rest, serving and use flags and demand shares to match, and the
+    selection `chosen` (candidate indices; single configuration)."""
     data = model.data
     for (k, b), v in model.x.items():
         v.setInitialValue(int(xs[k, b]))
@@ -488,11 +460,14 @@ def set_initial(model: Model, xs: np.ndarray, rs: np.ndarray, chosen: Sequence[i
         v.setInitialValue(int(on_demand[t, b]))
     for k, v in model.y.items():
         v.setInitialValue(1 if k in chosen else 0)
+    for (k, b), v in model.a.items():
+        v.setInitialValue(1 if xs[k, b] > 0 else 0)
+    for k, v in model.z.items():
+        v.setInitialValue(1 if xs[k].any() else 0)
     if model.s_col:
-        _, capacity = matrices(data)
-        col = capacity[POOLS.index("colocated")] @ xs
+        col = served(data, xs)[POOLS.index("colocated")]
         need = bucket_needs(data)
         for b, v in model.s_col.items():
-            share = min(float(need[b]), float(col[b]))
+            share = min(float(need[b]), max(float(col[b]), 0.0))
             v.setInitialValue(share)
             model.s_dis[b].setInitialValue(max(float(need[b]) - share, 0.0))

@@ -16,7 +16,7 @@ import numpy as np
 import pulp
 import pytest
 
-from solvers import milp
+from solvers import milp, milp_solver
 from solvers.milp import (
     Bucket,
     Candidate,
@@ -30,7 +30,8 @@ from solvers.milp import (
 )
 from solvers.milp_bucketwise import better_elsewhere
 from solvers.milp_data import LIMIT_PREFIX, MAX_BUCKETS
-from solvers.milp_model import log_bound, read_status, run_cbc, run_highs
+from solvers.milp_model import run_model
+from solvers.milp_solver import log_bound, read_status
 
 # ---------------------------------------------------------------------------------------------
 # Helpers
@@ -501,25 +502,25 @@ def test_few_replicas_are_proved_as_one_model(seed):
 
 
 def test_an_attempt_cut_by_time_is_discarded(monkeypatch):
-    # A time-limited attempt would make the plan depend on the machine's speed: run_cbc says
-    # when CBC stopped on time, and solve() then keeps the bucket-wise answer as if it had not
-    # tried.
+    # A time-limited attempt would make the plan depend on the machine's speed: run_model says
+    # when the solver stopped on time, and solve() then keeps the bucket-wise answer as if it
+    # had not tried.
     rng = np.random.default_rng(50)
     random_many_buckets(rng, False)
     data = random_many_buckets(rng, True)  # seed 50's priced instance: the attempt proves it
-    real_run = milp.run_cbc
+    real_run = milp.run_model
     attempts = []
 
     def on_time(*a, **k):
         attempts.append(k.get("max_nodes"))
         return replace(real_run(*a, **k), status="FEASIBLE", timed_out=True)
 
-    monkeypatch.setattr(milp, "run_cbc", on_time)
+    monkeypatch.setattr(milp, "run_model", on_time)
     out = solve(data)
     assert attempts == [milp.ATTEMPT_NODES]
     assert out.stats.method == "bucketwise"
     assert out.status == "FEASIBLE"
-    monkeypatch.setattr(milp, "run_cbc", real_run)
+    monkeypatch.setattr(milp, "run_model", real_run)
     monkeypatch.setattr(milp, "ATTEMPT_MAX_REPLICAS", 0)  # no attempt at all: the same answer
     assert same_answer(out, solve(data))
 
@@ -548,13 +549,15 @@ def random_bucket_models(seed: int) -> list[tuple[MilpData, list[int]]]:
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_highs_finds_the_cbc_optimum_of_each_bucket(seed):
-    # The bucket-wise path solves its one-bucket models with HiGHS in this process
-    # (solvers.milp_model.run_highs); CBC on the same PuLP model is the reference.
+def test_highs_finds_the_cbc_optimum_of_each_bucket(seed, monkeypatch):
+    # The bucket-wise path solves its one-bucket models with HiGHS through PuLP; CBC (the
+    # fallback, solvers.milp_solver.SOLVER = "cbc") on the same PuLP model is the reference.
+    assert milp_solver.SOLVER == "highs"
     for data, reserved in random_bucket_models(seed):
-        model = build(data, _reserved=reserved)
-        highs = run_highs(model, 10.0)
-        cbc = run_cbc(build(data, _reserved=reserved), 10.0, warm=False, want_bound=False)
+        highs = run_model(build(data, _reserved=reserved), 10.0)
+        monkeypatch.setattr(milp_solver, "SOLVER", "cbc")
+        cbc = run_model(build(data, _reserved=reserved), 10.0)
+        monkeypatch.setattr(milp_solver, "SOLVER", "highs")
         assert highs.status == cbc.status
         if cbc.status != "OPTIMAL":
             assert cbc.status == "INFEASIBLE"
@@ -658,17 +661,18 @@ def test_time_limit_is_honoured_with_a_gap():
 
 
 def test_a_monolithic_time_limit_reads_feasible_with_the_solver_bound():
-    # One model, 8 buckets, mixed: CBC cannot close the gap in 0.5 s; the answer is CBC's best
-    # solution with the bound from its log.
+    # One model, 8 buckets, mixed: HiGHS does not close the gap in 0.5 s (here: 0.26% left);
+    # the answer is its best solution with its best bound, and the gap between them.
     data = fleet(4, 8, single=False, time_limit_s=0.5)
     out = solve(data)
     assert out.stats.method == "milp"
     assert out.status in ("FEASIBLE", "OPTIMAL")
     check_solution(data, out)
     if out.status == "FEASIBLE":
-        assert out.stats.bound_source in ("solver_log", "lp_relaxation")
-        assert out.gap is not None and out.gap > 0
-        assert usd(out.best_bound_usd) <= usd(out.objective_usd)
+        assert out.stats.bound_source == "solver"
+        objective, bound = usd(out.objective_usd), usd(out.best_bound_usd)
+        assert bound < objective
+        assert out.gap == pytest.approx((objective - bound) / objective)
 
 
 def test_better_elsewhere_only_for_uncapped_rivals_and_unreserved_losers():

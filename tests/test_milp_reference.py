@@ -1,9 +1,10 @@
 """The fast paths of solvers.milp.solve against the reference formulation, on small seeded
 random instances.
 
-The reference is `solve(data, reduce=False)`: the model of solvers.milp_model exactly as the
-docstring writes it, over every candidate and every original bucket, solved by CBC to proved
-optimality (no pruning, no merging, no closed form, no attempt, no bucket-wise split, no HiGHS).
+The reference is `solve(data, reduce=False)` with the fallback solver (`reference`): the model of
+solvers.milp_model exactly as the docstring writes it, over every candidate and every original
+bucket, solved by CBC to proved optimality (no pruning, no merging, no closed form, no attempt,
+no bucket-wise split, and not the solver the fast paths use, HiGHS).
 The fast path must find the same optimum: equal cost when it says OPTIMAL, and a bound and a plan
 that bracket it when it says FEASIBLE. The instances are shaped to reach every path: more than
 MONOLITHIC_MAX_BUCKETS distinct buckets (so mixed problems go through the attempt or the
@@ -18,8 +19,18 @@ import time
 import numpy as np
 import pytest
 
-from solvers import milp, milp_bucketwise
+from solvers import milp, milp_bucketwise, milp_solver
 from solvers.milp import Bucket, Candidate, MilpData, MilpResult, Resource, prune_dominated, solve
+
+
+def reference(data: MilpData) -> MilpResult:
+    """The full model, no reductions, solved by CBC (solvers.milp_solver's fallback)."""
+    solver = milp_solver.SOLVER
+    milp_solver.SOLVER = "cbc"
+    try:
+        return solve(data, reduce=False)
+    finally:
+        milp_solver.SOLVER = solver
 
 
 def random_instance(seed: int, single_config: bool, priced: bool) -> MilpData:
@@ -86,7 +97,7 @@ def test_mixed_fast_path_finds_the_reference_optimum(seed):
     data = random_instance(seed, single_config=False, priced=seed % 2 == 0)
     assert len({b.demand_per_s for b in data.buckets}) > milp.MONOLITHIC_MAX_BUCKETS
     fast = solve(data)
-    agree(data, fast, solve(data, reduce=False))
+    agree(data, fast, reference(data))
     # Few replicas: without reserved prices the bucket-wise path is exact (odd seeds); with them
     # its gap is closed by the whole model, warm started, within ATTEMPT_NODES nodes.
     assert fast.status == "OPTIMAL"
@@ -103,7 +114,7 @@ def test_bucketwise_path_finds_the_reference_optimum(seed, monkeypatch):
     data = random_instance(seed, single_config=False, priced=seed % 2 == 1)
     fast = solve(data)
     assert fast.stats.method == "bucketwise"
-    ref = solve(data, reduce=False)
+    ref = reference(data)
     agree(data, fast, ref)
     if seed % 2 == 0:
         assert fast.status == "OPTIMAL"
@@ -121,7 +132,7 @@ def test_bucketwise_path_finds_the_reference_optimum(seed, monkeypatch):
 def test_single_configuration_fast_path_finds_the_reference_optimum(seed):
     data = random_instance(seed, single_config=True, priced=True)
     fast = solve(data)
-    agree(data, fast, solve(data, reduce=False))
+    agree(data, fast, reference(data))
     assert fast.status == "OPTIMAL"
 
 
@@ -133,8 +144,8 @@ def test_pruned_multiples_never_carry_the_optimum():
         kept, n = prune_dominated(data.candidates, respect_groups=False)
         assert n > 0
         narrow = MilpData(data.buckets, data.resources, kept, data.headroom, False, data.time_limit_s)
-        full = solve(data, reduce=False)
-        pruned = solve(narrow, reduce=False)
+        full = reference(data)
+        pruned = reference(narrow)
         assert full.status == pruned.status == "OPTIMAL"
         assert pruned.objective_usd == pytest.approx(full.objective_usd, abs=1e-6)
 
@@ -144,18 +155,18 @@ def test_buckets_covered_by_a_smaller_proved_answer_are_not_solved_again(monkeyp
     # covers (solvers.milp_bucketwise): fewer HiGHS runs than buckets, the same optimum.
     monkeypatch.setattr(milp, "ATTEMPT_MAX_REPLICAS", 0)
     calls = []
-    real = milp_bucketwise.run_highs
+    real = milp_bucketwise.run_model
 
     def counted(*a, **k):
         calls.append(1)
         return real(*a, **k)
 
-    monkeypatch.setattr(milp_bucketwise, "run_highs", counted)
+    monkeypatch.setattr(milp_bucketwise, "run_model", counted)
     data = random_instance(0, single_config=False, priced=False)
     fast = solve(data)
     assert fast.stats.method == "bucketwise"
     assert 0 < len(calls) < fast.stats.buckets_in_model
-    agree(data, fast, solve(data, reduce=False))
+    agree(data, fast, reference(data))
     assert fast.status == "OPTIMAL"
 
 
@@ -165,7 +176,7 @@ def test_reserved_rate_bound_never_exceeds_the_reference_optimum(seed, monkeypat
     # min(reserved, on-demand) per hour. A lower bound on any plan (its docstring's proof), so
     # never above the reference optimum; its answers cover each bucket within the caps.
     data = random_instance(seed, single_config=False, priced=True)
-    ref = solve(data, reduce=False)
+    ref = reference(data)
     assert ref.status == "OPTIMAL" and ref.objective_usd is not None
     labels = tuple((b,) for b in range(len(data.buckets)))
     plan = np.array([[ref.replicas[c.id][b] for b in range(len(data.buckets))] for c in data.candidates])
@@ -204,5 +215,5 @@ def test_reserved_rate_bound_proves_a_plan_without_reserved_gpus(monkeypatch):
     fast = solve(data)
     assert fast.stats.method == "bucketwise"
     assert (fast.status, fast.stats.bound_source) == ("OPTIMAL", "reserved_rate")
-    agree(data, fast, solve(data, reduce=False))
+    agree(data, fast, reference(data))
     assert fast.reserved == {"spot": 0, "dear": 0}
