@@ -159,6 +159,14 @@ def test_an_inventory_relaxation_is_re_planned() -> None:
     assert inf.relaxation.startswith(f"inventory.h100-sxm >= {json.loads(inf.relaxed[0].value)}: $")
 
 
+def test_caps_of_zero_are_lifted_and_re_planned() -> None:
+    req = request(inventory={"h100-sxm": 0}, candidates={"gpus": ["h100-sxm"], "tensor_parallel_sizes": [1]})
+    rep = run(req)
+    _check_relaxations_plan(req, rep)
+    inf = rep.infeasibility
+    assert inf is not None and inf.constraint == "inventory" and inf.relaxed[0].value == "{}"
+
+
 def test_a_model_that_fits_nowhere_is_offered_a_gpu_it_fits_on() -> None:
     req = request(
         model="meta-llama/Llama-3.1-70B-Instruct", candidates={"gpus": ["l40s"], "tensor_parallel_sizes": [1]}
@@ -219,3 +227,21 @@ def test_ceil_4_never_rounds_below() -> None:
     for x in (2.4341, 7.2889, 137.04, 0.0012345, 1.0, 99.999):
         v = ceil_4(x)
         assert x <= v <= x * (1 + 1e-3) and float(f"{v:.4g}") == v
+
+
+def test_an_infeasible_answer_and_the_new_request_fields_cross_the_proto() -> None:
+    from test_proto_schema import _round_trip
+
+    from planner.plan import parse_plan_request
+    from planner.server import convert
+
+    req = request(slo={"ttft_p99_ms": 500, "itl_p99_ms": 4},
+                  candidates={"gpus": ["h100-sxm"], "tensor_parallel_sizes": [1], "allow_transferred_profiles": True},
+                  price_list="lambda-2026-09-25", availability={"min_replicas": 3, "spare_replicas": 1})  # fmt: skip
+    rep = run(req)
+    assert rep.infeasibility is not None and rep.infeasibility.relaxed
+    _round_trip("Plan", rep)
+    parsed = parse_plan_request(req)
+    message = convert.request_from_model(convert.RPCS["Plan"], parsed)
+    data, _ = convert.request_to_mapping(message)
+    assert parse_plan_request(data) == parsed

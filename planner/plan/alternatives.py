@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from planner.plan.capacity import CapacityPoint
+from planner.plan.defaults import availability
 from planner.plan.explain import below_floor
 from planner.plan.flags import default_configs
 from planner.plan.planning import Planning, replicas_at, roomiest
@@ -137,8 +138,9 @@ class Alternatives:
                             f"peak, more than the {MAX_REPLICAS_PER_BUCKET:,} a plan sizes")  # fmt: skip
         self.extra.update({p.config.id: p for p in sized})
         data = milp_data(
-            sized, pl.forecast, pl.prices, pl.req.headroom, True, pl.req.solver.time_limit_s, None
-        )
+            sized, pl.forecast, pl.prices, pl.req.headroom, True, pl.req.solver.time_limit_s, None,
+            **availability(pl.req),
+        )  # fmt: skip
         best = cheapest(single_configurations(data), lambda o: True)
         reason = "" if best is not None else "vLLM's defaults exceed the inventory caps"
         return self.row("vllm_defaults", label, best, reason)

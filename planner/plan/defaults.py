@@ -14,6 +14,11 @@ A plan compares GPUs, so every candidate needs the same standard of evidence and
   list's (`price_list`, default planner.catalog.prices.DEFAULT_PRICE_LIST), else, for a GPU that
   list does not price and the request lists explicitly, the fallback list's, with a warning that
   the plan mixes price sources. The notes name the list.
+* Availability. Each deployment (each pool) keeps at least `availability.min_replicas` (default
+  2: a production service must survive a restart, an upgrade or a lost node) replicas in every
+  bucket with demand, and `spare_replicas` beyond those its load needs (N+1 with 1); the MILP
+  and the alternatives size with the rule (solvers.milp_data), the binding constraints say
+  where it sets the count.
 """
 
 from __future__ import annotations
@@ -22,10 +27,20 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from planner.errors import InvalidInput
+from planner.plan.planning import Planning
 from planner.plan.request import PlanRequest
 from planner.plan.solve import Prices
+from solvers.milp import MilpResult
 
-__all__ = ["candidate_gpus", "other_gpus", "price_note", "price_warnings", "prices"]
+__all__ = [
+    "availability",
+    "availability_binding",
+    "candidate_gpus",
+    "other_gpus",
+    "price_note",
+    "price_warnings",
+    "prices",
+]
 
 
 def _profile_pool(req: PlanRequest, base: Path | None) -> list[str]:
@@ -192,3 +207,46 @@ def price_warnings(req: PlanRequest, gpus: Sequence[str]) -> list[str]:
         + f". {req.price_list} does not price every listed GPU, so GPUs are compared at different providers' "
         "prices; set pricing: for each of them to compare like with like"
     ]
+
+
+def availability(req: PlanRequest) -> dict[str, int]:
+    """The request's availability rule as planner.plan.solve.milp_data's keywords: every
+    deployment (each pool) in use keeps at least `min_replicas` replicas in each bucket with
+    demand, and `spare_replicas` beyond those whose capacity covers it (solvers.milp_data)."""
+    a = req.availability
+    return {"min_replicas": a.min_replicas, "spare_replicas": a.spare_replicas}
+
+
+def availability_binding(pl: Planning, result: MilpResult) -> list[str]:
+    """Where the availability rule, not the demand, sets a deployment's replicas: the buckets
+    with demand where it holds exactly `min_replicas` though its load needs fewer (one
+    configuration serves the whole demand, each pool of a disaggregated one too; in a mixed
+    plan the buckets it sits at the floor), and the spare replicas kept."""
+    from planner.plan.planning import replicas_at
+
+    a, rates = pl.req.availability, pl.forecast.rates_per_s
+    out = []
+    mixed = pl.req.candidates.mixed_gpu_types
+    for cid, reps in sorted(result.replicas.items()):
+        p = pl.by_id.get(cid)
+        if p is None or a.min_replicas <= 1:
+            continue
+        floor = [
+            b
+            for b, n in enumerate(reps)
+            if rates[b] > 0
+            and n == a.min_replicas
+            and (mixed or replicas_at(rates[b] * (1.0 + pl.req.headroom), p) + a.spare_replicas < n)
+        ]
+        if floor:
+            what = "holds" if mixed else "is held to"
+            out.append(
+                f"availability.min_replicas: {cid} {what} {a.min_replicas} replicas in {len(floor)} of "
+                f"{len(rates)} buckets{'' if mixed else ' where its load needs fewer'}"
+            )
+    if a.spare_replicas > 0:
+        out.append(
+            f"availability.spare_replicas: each deployment keeps {a.spare_replicas} replica"
+            f"{'s' if a.spare_replicas > 1 else ''} beyond those its load needs in every bucket with demand"
+        )
+    return out

@@ -90,15 +90,13 @@ def milp_infeasible(pl: Planning, data: MilpData, result: MilpResult) -> Infeasi
             if gpu is not None:
                 return explain.inventory_answer(gpu, math.ceil(v.needed), int(v.limit), None, v.constraint)
     # No diagnosis from the solver: the cheapest single configuration without caps, per capped GPU.
-    free = MilpData(
-        buckets=data.buckets,
+    free = replace(
+        data,
         resources=tuple(
             type(r)(r.name, r.on_demand_usd_per_hour, r.reserved_usd_per_hour, None) for r in data.resources
         ),
-        candidates=data.candidates,
-        headroom=data.headroom,
         single_config=True,
-    )
+    )  # the same buckets, candidates, headroom and availability rule
     options = [o for o in single_configurations(free) if o.feasible]
     if options:
         best = min(options, key=lambda o: (o.cost_usd, o.members))

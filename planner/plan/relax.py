@@ -169,19 +169,18 @@ def _floor(pl: Planning, why: Infeasibility, tries: _Tries) -> tuple[list[Relaxe
     return found, text
 
 
-def _binding_target(pl: Planning, binding: Sequence[str]) -> str | None:
-    """The SLO field to relax: the target most configurations missed, among those set."""
+def _binding_target(pl: Planning, binding: Sequence[str]) -> str:
+    """The SLO field to relax: the target most configurations missed, among those set (else the
+    first set: TTFT, ITL, E2E)."""
     s = pl.req.slo
     have = {"ttft": s.ttft_p99_ms, "itl": s.itl_p99_ms, "e2e": s.e2e_p99_ms}
     counts = Counter(b for b in binding if have.get(b) is not None)
     if not counts:
-        return None
+        return SLO_FIELD[next(b for b, v in have.items() if v is not None)]
     return SLO_FIELD[min(counts, key=lambda b: (-counts[b], b))]
 
 
-def _target_ladder(pl: Planning, field: str | None, tries: _Tries) -> tuple[list[RelaxedPlan], str]:
-    if field is None:
-        return [], ""
+def _target_ladder(pl: Planning, field: str, tries: _Tries) -> tuple[list[RelaxedPlan], str]:
     start = getattr(pl.req.slo, field.split(".")[1])
     found, tried = tries.ladder(field, start, TARGET_STEPS)
     return found, _ladder_text(field, found, tried, " ms")
@@ -202,8 +201,7 @@ def _replicas(pl: Planning, why: Infeasibility, tries: _Tries) -> tuple[list[Rel
     top = roomiest(pl.oversized)
     room = MAX_REPLICAS_PER_BUCKET * top.requests_per_s / (1.0 + pl.req.headroom)
     found, text = _target_ladder(pl, _binding_target(pl, [top.binding_limit]), tries)
-    parts = f"plan the service in parts of at most {room:.4g} req/s at the peak"
-    return found, (f"{text}; or {parts}" if text else parts)
+    return found, f"{text}; or plan the service in parts of at most {room:.4g} req/s at the peak"
 
 
 def _fit(pl: Planning, tries: _Tries) -> tuple[list[RelaxedPlan], str]:
@@ -240,20 +238,29 @@ def _fit(pl: Planning, tries: _Tries) -> tuple[list[RelaxedPlan], str]:
     return [], f"no change tried gives a plan ({tried}); use a GPU with more memory"
 
 
+def _caps_lifted(pl: Planning, tries: _Tries) -> tuple[list[RelaxedPlan], str]:
+    """Caps that no single count explains: the plan without them, then caps at its peaks."""
+    if tries.plan("inventory", {}) is None or tries.last is None:
+        return [], "no plan even without inventory caps"
+    caps = {u.gpu: u.peak for u in tries.last.gpus}
+    r = tries.plan("inventory", caps)
+    if r is None:
+        return [], "no plan even without inventory caps"
+    return [r], f"inventory: {json.dumps(caps)}: {_summary(r)}"
+
+
 def _inventory(pl: Planning, why: Infeasibility, tries: _Tries) -> tuple[list[RelaxedPlan], str]:
     """An inventory cap: all caps 0 lifted; or the capped GPU's count the solver reported, else
-    the peak of the plan with the cap lifted."""
+    the peak of the plan with the cap lifted; caps the solver does not name: all of them."""
     if why.constraint == "inventory":
         caps = {g: n for g, n in pl.req.inventory.items() if n != 0}
         r = tries.plan("inventory", caps)
-        return (
-            ([r], f"inventory: {json.dumps(caps)} (no cap of 0): {_summary(r)}")
-            if r
-            else ([], why.relaxation)
-        )
+        if r is None:
+            return [], f"inventory: {json.dumps(caps)} (no cap of 0) gives no plan either"
+        return [r], f"inventory: {json.dumps(caps)} (no cap of 0): {_summary(r)}"
     gpus = [g for g, _ in pl.ctx.profiles if why.constraint.startswith(f"inventory_{g}")]
     if not gpus:
-        return [], why.relaxation
+        return _caps_lifted(pl, tries)
     gpu = max(gpus, key=len)
     field = f"inventory.{gpu}"
     m = re.search(r"needs (\d+) ", why.reason)
@@ -284,9 +291,9 @@ def relaxed_report(pl: Planning, report: PlanReport, replan: Replan) -> PlanRepo
         found, text = _fit(pl, tries)
     elif c.startswith("inventory"):
         found, text = _inventory(pl, why, tries)
+    elif pl.req.inventory:  # a MILP constraint the caps make infeasible
+        found, text = _caps_lifted(pl, tries)
     else:
-        return report
-    if not text:
         return report
     inf = why.model_copy(update={"relaxation": text, "relaxed": found})
     return report.model_copy(update={"infeasibility": inf})

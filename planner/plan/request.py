@@ -10,6 +10,7 @@ is an InvalidInput naming the dotted key the user wrote (`candidates.tensor_para
     pricing: {h100-sxm: {usd_per_gpu_hour: 2.49, reserved_usd_per_gpu_hour: 1.85}}
     inventory: {h200-sxm: 16}
     headroom: 0.1
+    availability: {min_replicas: 2, spare_replicas: 0}
     solver: {time_limit_s: 10}
 """
 
@@ -38,6 +39,7 @@ from planner.vllm_defaults import GPU_MEMORY_UTILIZATION
 __all__ = [
     "BUDGET_MAX_TOKENS",
     "BUDGET_MIN_TOKENS",
+    "Availability",
     "CandidateSpace",
     "GpuPrice",
     "PlanRequest",
@@ -56,6 +58,10 @@ MAX_HEADROOM = 10.0
 MAX_TIME_LIMIT_S = 3600.0
 MAX_BUDGET_TOKENS = 1_048_576
 MAX_SEQS = 65_536
+MAX_AVAILABILITY_REPLICAS = 1000  # solvers.milp_data.MAX_SPARE_REPLICAS
+# A plan whose demand needs one replica keeps a second: a restart, an upgrade or a lost node must
+# not stop a production service (docs/plan.md, "Availability").
+DEFAULT_MIN_REPLICAS = 2
 
 TensorParallel = Annotated[int, Field(ge=1, le=MAX_TP)]
 BudgetTokens = Annotated[int, Field(ge=64, le=MAX_BUDGET_TOKENS)]
@@ -191,6 +197,27 @@ class GpuPrice(BaseModel):
     )
 
 
+class Availability(BaseModel):
+    """Replicas kept for failover, per deployment (each pool of a disaggregated one) in every
+    bucket with demand: at least `min_replicas`, and `spare_replicas` beyond those whose capacity
+    covers the demand (N+1 with 1)."""
+
+    model_config = _CONFIG
+    min_replicas: int = Field(
+        default=DEFAULT_MIN_REPLICAS,
+        ge=1,
+        le=MAX_AVAILABILITY_REPLICAS,
+        description=f"fewest replicas of a deployment in a bucket with demand, [1, {MAX_AVAILABILITY_REPLICAS}]; "
+        "1: no floor (a single replica has no failover)",
+    )
+    spare_replicas: int = Field(
+        default=0,
+        ge=0,
+        le=MAX_AVAILABILITY_REPLICAS,
+        description=f"replicas beyond those the demand needs, [0, {MAX_AVAILABILITY_REPLICAS}]; 1: N+1",
+    )
+
+
 class SolverOptions(BaseModel):
     model_config = _CONFIG
     time_limit_s: float = Field(
@@ -230,6 +257,7 @@ class PlanRequest(BaseModel):
         le=MAX_HEADROOM,
         description="capacity kept free above each bucket's demand, a fraction; [0, 10]",
     )
+    availability: Availability = Availability()
     solver: SolverOptions = SolverOptions()
     profile: str = Field(
         default=DEFAULT_PROFILE,

@@ -182,6 +182,7 @@ def _build(pl: Planning, verify: bool) -> PlanReport:
         not pl.req.candidates.mixed_gpu_types,
         pl.req.solver.time_limit_s,
         pl.req.solver.relative_gap,
+        **defaults.availability(pl.req),
     )
     result = solve(data)
     if result.status in ("INFEASIBLE", "NO_SOLUTION"):
@@ -367,4 +368,4 @@ class _Answer:
             out.append(
                 f"{fam}: every {gpu} the inventory allows is in use in {len(names)} of {n_b} buckets ({shown})"
             )
-        return out
+        return out + defaults.availability_binding(pl, result)

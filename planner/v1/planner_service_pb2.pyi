@@ -1561,6 +1561,14 @@ class GpuPrice(_message.Message):
     reserved_usd_per_gpu_hour: float
     def __init__(self, usd_per_gpu_hour: _Optional[float] = ..., reserved_usd_per_gpu_hour: _Optional[float] = ...) -> None: ...
 
+class Availability(_message.Message):
+    __slots__ = ("min_replicas", "spare_replicas")
+    MIN_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    SPARE_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    min_replicas: int
+    spare_replicas: int
+    def __init__(self, min_replicas: _Optional[int] = ..., spare_replicas: _Optional[int] = ...) -> None: ...
+
 class SolverOptions(_message.Message):
     __slots__ = ("time_limit_s", "relative_gap")
     TIME_LIMIT_S_FIELD_NUMBER: _ClassVar[int]
@@ -1570,7 +1578,7 @@ class SolverOptions(_message.Message):
     def __init__(self, time_limit_s: _Optional[float] = ..., relative_gap: _Optional[float] = ...) -> None: ...
 
 class PlanRequest(_message.Message):
-    __slots__ = ("model", "slo", "workload", "candidates", "pricing", "inventory", "headroom", "solver", "profile", "verify", "price_list")
+    __slots__ = ("model", "slo", "workload", "candidates", "pricing", "inventory", "headroom", "solver", "profile", "verify", "price_list", "availability")
     class PricingEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -1596,6 +1604,7 @@ class PlanRequest(_message.Message):
     PROFILE_FIELD_NUMBER: _ClassVar[int]
     VERIFY_FIELD_NUMBER: _ClassVar[int]
     PRICE_LIST_FIELD_NUMBER: _ClassVar[int]
+    AVAILABILITY_FIELD_NUMBER: _ClassVar[int]
     model: str
     slo: PlanSlo
     workload: Workload
@@ -1607,7 +1616,8 @@ class PlanRequest(_message.Message):
     profile: str
     verify: bool
     price_list: str
-    def __init__(self, model: _Optional[str] = ..., slo: _Optional[_Union[PlanSlo, _Mapping]] = ..., workload: _Optional[_Union[Workload, _Mapping]] = ..., candidates: _Optional[_Union[CandidateSpace, _Mapping]] = ..., pricing: _Optional[_Mapping[str, GpuPrice]] = ..., inventory: _Optional[_Mapping[str, int]] = ..., headroom: _Optional[float] = ..., solver: _Optional[_Union[SolverOptions, _Mapping]] = ..., profile: _Optional[str] = ..., verify: _Optional[bool] = ..., price_list: _Optional[str] = ...) -> None: ...
+    availability: Availability
+    def __init__(self, model: _Optional[str] = ..., slo: _Optional[_Union[PlanSlo, _Mapping]] = ..., workload: _Optional[_Union[Workload, _Mapping]] = ..., candidates: _Optional[_Union[CandidateSpace, _Mapping]] = ..., pricing: _Optional[_Mapping[str, GpuPrice]] = ..., inventory: _Optional[_Mapping[str, int]] = ..., headroom: _Optional[float] = ..., solver: _Optional[_Union[SolverOptions, _Mapping]] = ..., profile: _Optional[str] = ..., verify: _Optional[bool] = ..., price_list: _Optional[str] = ..., availability: _Optional[_Union[Availability, _Mapping]] = ...) -> None: ...
 
 class PlanResponse(_message.Message):
     __slots__ = ("report",)
