@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TypedDict
 
 from planner.errors import InvalidInput
 from planner.plan.planning import Planning
@@ -209,12 +210,17 @@ def price_warnings(req: PlanRequest, gpus: Sequence[str]) -> list[str]:
     ]
 
 
-def availability(req: PlanRequest) -> dict[str, int]:
+class AvailabilityKeywords(TypedDict):
+    min_replicas: int
+    spare_replicas: int
+
+
+def availability(req: PlanRequest) -> AvailabilityKeywords:
     """The request's availability rule as planner.plan.solve.milp_data's keywords: every
     deployment (each pool) in use keeps at least `min_replicas` replicas in each bucket with
     demand, and `spare_replicas` beyond those whose capacity covers it (solvers.milp_data)."""
     a = req.availability
-    return {"min_replicas": a.min_replicas, "spare_replicas": a.spare_replicas}
+    return AvailabilityKeywords(min_replicas=a.min_replicas, spare_replicas=a.spare_replicas)
 
 
 def availability_binding(pl: Planning, result: MilpResult) -> list[str]:
