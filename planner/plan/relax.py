@@ -38,8 +38,8 @@ from solvers.milp_data import MAX_REPLICAS_PER_BUCKET
 
 __all__ = ["MAX_REPLANS", "relaxed_report", "with_value"]
 
-MAX_REPLANS = 8
-FLOOR_STEPS = (1.0, 1.02, 1.05, 1.1, 1.25, 1.5, 2.0)  # x the idle floor
+MAX_REPLANS = 10
+FLOOR_STEPS = (1.0, 1.02, 1.05, 1.1, 1.25, 1.5, 2.0, 4.0, 10.0)  # x the idle floor
 TARGET_STEPS = (1.25, 1.5, 2.0, 3.0, 5.0, 10.0)  # x the request's target
 CHEAPER = 0.5  # rungs past the first are followed while each at most halves the bill
 SLO_METRIC = {"slo.ttft_p99_ms": "TTFT", "slo.itl_p99_ms": "ITL", "slo.e2e_p99_ms": "E2E"}
