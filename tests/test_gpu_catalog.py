@@ -9,7 +9,7 @@ from importlib import resources
 
 import pytest
 
-from planner.catalog.gpus import GpuSpec, Sourced, get_gpu, gpu_names
+from planner.catalog.gpus import GpuSpec, Sourced, _price, get_gpu, gpu_names
 from planner.errors import InvalidInput
 
 GPU_DIR = resources.files("planner.catalog") / "data" / "gpus"
@@ -29,7 +29,9 @@ def test_catalog_holds_the_expected_gpus() -> None:
 
 @pytest.mark.parametrize("entry", GPU_FILES, ids=lambda e: e.name)
 def test_file_validates_and_name_matches_stem(entry) -> None:
-    spec = GpuSpec.model_validate(json.loads(entry.read_text()))
+    data = json.loads(entry.read_text())
+    assert "usd_per_gpu_hour" not in data  # prices live in the price lists (test_catalog_prices.py)
+    spec = GpuSpec.model_validate({**data, **_price(data["name"])})
     assert spec.name == entry.name.removesuffix(".json")
     assert spec.vendor in {"nvidia", "amd"}
     assert spec.display_name.strip()

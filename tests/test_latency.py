@@ -213,9 +213,11 @@ def test_hand_derived_disaggregated_case() -> None:
         TTFT p50: P(W > 0) = rho < 0.5, so p50 = service + transfer = 0.024230862973203333 s
         TTFT p99: rho e^{-w/m} = 0.01 => w = m ln(rho / 0.01) = 0.02864851419577765 s,
                   p99 = service + transfer + w = 0.05287937716898099 s.
-    Cost: 2 GPUs x $4.29/h = $8.58/h over 10 x 101 output tokens/s: $2.35973597... per 1M."""
+    Cost: 2 GPUs x $4.29/h (set: Lambda's, the seed's price) = $8.58/h over 10 x 101 output
+    tokens/s: $2.35973597... per 1M."""
     dep = Deployment(
         **QWEN_H100,
+        usd_per_gpu_hour=4.29,
         disaggregated={
             "prefill_replicas": 1,
             "decode_replicas": 1,

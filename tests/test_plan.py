@@ -476,7 +476,10 @@ SCHEMA_FIELDS = {
         "kind", "label", "feasible", "usd_per_month", "usd_per_hour_peak", "delta_usd_per_month",
         "delta_fraction", "gpu_count_peak", "deployments", "reason",
     ],
-    "Infeasibility": ["constraint", "reason", "relaxation"],
+    "Infeasibility": ["constraint", "reason", "relaxation", "relaxed"],
+    "RelaxedPlan": [
+        "field", "value", "status", "usd_per_month", "usd_per_hour_peak", "gpu_count_peak", "deployments",
+    ],
 }  # fmt: skip
 
 

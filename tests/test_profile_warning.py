@@ -97,7 +97,7 @@ workload:
   arrivals: {requests_per_s: 10}
   input_tokens: {constant: 800}
   output_tokens: {constant: 200}
-candidates: {gpus: [h100-pcie], tensor_parallel_sizes: [1], disaggregation: never}
+candidates: {gpus: [h100-pcie], tensor_parallel_sizes: [1], disaggregation: never, allow_transferred_profiles: true}
 """
 
 
@@ -108,3 +108,11 @@ def test_plan_lists_it_among_its_warnings(tmp_path: Path, capsys: pytest.Capture
     assert f"h100-pcie: {_warning('h100-pcie')}" in json.loads(out)["warnings"]
     rc, out, err = run_cli(["plan", str(f)], capsys)
     assert f"  - h100-pcie: {_warning('h100-pcie')}" in out.splitlines()
+
+
+def test_plan_refuses_a_transferred_profile_unless_asked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = write(tmp_path, PLAN.replace(", allow_transferred_profiles: true", ""))
+    rc, _, err = run_cli(["plan", str(f)], capsys)
+    assert rc == 2
+    assert err.startswith("capplan: error: candidates.gpus: h100-pcie has no measured profile")
+    assert "candidates.allow_transferred_profiles: true" in err

@@ -15,6 +15,7 @@ import pytest
 
 from planner.catalog.gpus import get_gpu
 from planner.catalog.models import get_model
+from planner.catalog.prices import get_price_list
 from planner.cli import main
 from planner.costmodel import analyses
 from planner.costmodel.roofline import Replica
@@ -47,7 +48,8 @@ def test_setup_matches_catalog(seed: dict[str, Any], replica: Replica) -> None:
     assert replica.model.query_dim == s["query_heads_times_head_dim"]
     assert replica.gpu.bandwidth == s["hbm_bandwidth_bytes_per_s"]
     assert replica.gpu.matmul_flops("bf16") == s["bf16_dense_flops"]
-    assert replica.gpu.price == s["usd_per_gpu_hour"]
+    # the seed's $4.29 is Lambda's 1x H100 SXM (the catalog's default list is RunPod's)
+    assert get_price_list("lambda-2026-09-25").prices["h100-sxm"].usd_per_gpu_hour == s["usd_per_gpu_hour"]
     assert s["hours_per_month"] == analyses.HOURS_PER_MONTH
     assert round(replica.compute_knee_tokens) == seed["compute_bound_knee_tokens_per_step"]
 

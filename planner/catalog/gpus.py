@@ -1,7 +1,9 @@
 """GPU catalog: one JSON file per GPU under data/gpus/, SI units, each value with its source.
 
 Every sourced value is stored as {"value": x, "source": "...", "checked": "YYYY-MM-DD"} so a
-report can say where a number came from; prices are defaults a caller may override.
+report can say where a number came from. Prices are not in the GPU files: `usd_per_gpu_hour` is
+filled from the price lists (planner/catalog/prices.py), the default list's price else the
+fallback list's, and `price_list` names the list; a caller may override it.
 """
 
 from __future__ import annotations
@@ -40,7 +42,8 @@ class GpuSpec(BaseModel):
     interconnect_bandwidth_bytes_per_s: Sourced  # per GPU, one direction, within a node
     interconnect_latency_s: Sourced  # per all-reduce call, small-message floor
     max_gpus_per_node: int = Field(gt=0)
-    usd_per_gpu_hour: Sourced  # on-demand default; overridable everywhere
+    usd_per_gpu_hour: Sourced  # on-demand default, from `price_list`; overridable everywhere
+    price_list: str  # the price list usd_per_gpu_hour comes from (planner.catalog.prices)
     # Total memory the driver reports (torch.cuda.mem_get_info), what vLLM budgets from: an "80 GB"
     # H100 reports 79.19 GiB. A null value: no reading, memory_bytes stands in
     # (planner.costmodel.memory.reported_memory_bytes).
@@ -102,9 +105,24 @@ def _all() -> dict[str, GpuSpec]:
     root = resources.files("planner.catalog") / "data" / "gpus"
     for entry in sorted(root.iterdir(), key=lambda e: e.name):
         if entry.name.endswith(".json"):
-            spec = GpuSpec.model_validate(json.loads(entry.read_text()))
+            data = json.loads(entry.read_text())
+            spec = GpuSpec.model_validate({**data, **_price(data["name"])})
             out[spec.name] = spec
     return out
+
+
+def _price(gpu: str) -> dict[str, object]:
+    """The catalog's price of `gpu`: the default list's, else the fallback list's."""
+    from planner.catalog.prices import DEFAULT_PRICE_LIST, fallback, get_price_list
+
+    lst = get_price_list(DEFAULT_PRICE_LIST)
+    if gpu not in lst.prices:
+        other = fallback(gpu, DEFAULT_PRICE_LIST)
+        if other is None:
+            raise ValueError(f"no price list prices {gpu} (planner/catalog/data/prices)")
+        lst = other
+    sourced = Sourced(value=lst.prices[gpu].usd_per_gpu_hour, source=lst.source_of(gpu), checked=lst.checked)
+    return {"usd_per_gpu_hour": sourced, "price_list": lst.name}
 
 
 def gpu_names() -> list[str]:

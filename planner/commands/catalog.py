@@ -60,6 +60,7 @@ def _gpus(args: argparse.Namespace) -> None:
             for s in specs
         ]
         out = [c.table(["gpu", "memory", "HBM", "bf16 TFLOP/s", "fp8 TFLOP/s", "link/dir", "$/GPU-h"], rows)]
+        out += _price_lines(specs)
         if args.gpu:
             s = specs[0]
             out.append("")
@@ -69,6 +70,38 @@ def _gpus(args: argparse.Namespace) -> None:
         return "\n".join(out)
 
     c.emit(report, args.json, render)
+
+
+def _price_lines(specs: Any) -> list[str]:
+    """Where the $/GPU-h column comes from: the default price list, a GPU priced from another
+    list, the other lists a plan may name (`price_list:`)."""
+    from planner.catalog.prices import DEFAULT_PRICE_LIST, get_price_list, price_list_names
+
+    default = get_price_list(DEFAULT_PRICE_LIST)
+    out = ["", f"$/GPU-h: price list {default.title()}"]
+    for s in specs:
+        if s.price_list != DEFAULT_PRICE_LIST:
+            out.append(
+                f"  {s.name}: not on it; from {get_price_list(s.price_list).title()} (a plan lists it only when "
+                "asked, with a warning that it mixes price sources)"
+            )
+    others = [n for n in price_list_names() if n != DEFAULT_PRICE_LIST]
+    out.append(f"other price lists (plan request `price_list:`): {', '.join(others)}")
+    from planner.costmodel.profiles import measured_gpus
+
+    measured = set(measured_gpus())
+    plain = [s.name for s in specs if s.name in measured and s.price_list == DEFAULT_PRICE_LIST]
+    rest = [s.name for s in specs if s.name not in measured]
+    out.append(
+        "`capplan plan` candidates by default: the GPUs with their own measured profile on the default "
+        f"list: {', '.join(plain) or 'none'}"
+        + (
+            f"; {', '.join(rest)}: transferred profiles, only with candidates.allow_transferred_profiles"
+            if rest
+            else ""
+        )
+    )
+    return out
 
 
 def _models(args: argparse.Namespace) -> None:

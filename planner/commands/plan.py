@@ -272,4 +272,6 @@ def _tail(d: dict[str, Any]) -> list[str]:
     )
     profiles = ", ".join(f"{p['gpu']} {p['name']}" for p in d["profiles"])
     lines.append(f"profiles: {profiles}")
+    # the defaults the request left unsaid (planner/plan/defaults.py): which GPUs, whose prices
+    lines += [n for n in d["notes"] if n.startswith(("candidates: ", "prices: "))]
     return lines

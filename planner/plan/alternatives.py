@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from planner.plan.capacity import CapacityPoint
+from planner.plan.defaults import availability
+from planner.plan.explain import below_floor
 from planner.plan.flags import default_configs
 from planner.plan.planning import Planning, replicas_at, roomiest
 from planner.plan.report import Alternative, AlternativeDeployment
@@ -91,11 +93,18 @@ class Alternatives:
         )
         return feasible + sorted((a for a in out if not a.feasible), key=lambda a: (a.kind, a.label))
 
+    def targets(self) -> dict[str, float | None]:
+        c = self.pl.ctx
+        return {"TTFT": c.ttft_p99_s, "ITL": c.itl_p99_s, "E2E": c.e2e_p99_s}
+
     def why_not(self, gpu: str) -> str:
         pl = self.pl
         pts = [p for p in pl.found.points if p.config.gpu == gpu]
         if pts and not any(p.fits for p in pts):
             return f"{pl.ctx.model} does not fit: {pts[0].reason}"
+        floor = below_floor(self.targets(), pts)
+        if floor is not None:
+            return f"no configuration meets the SLOs: {floor}"
         reasons = sorted({p.reason for p in pts if p.reason})
         return (
             f"no configuration meets the SLOs: {reasons[0]}" if reasons else "no configuration meets the SLOs"
@@ -118,8 +127,9 @@ class Alternatives:
         )
         if not pts:
             reasons = sorted({p.reason for p in evaluated if p.reason})
+            why = below_floor(self.targets(), evaluated) or (reasons[0] if reasons else "")
             return self.row("vllm_defaults", label, None,
-                            "no TP meets the SLOs with vLLM's default flags" + (f": {reasons[0]}" if reasons else ""))  # fmt: skip
+                            "no TP meets the SLOs with vLLM's default flags" + (f": {why}" if why else ""))  # fmt: skip
         sized, oversized = pl.sizable(pts)
         if not sized:
             top = roomiest(oversized)
@@ -128,8 +138,9 @@ class Alternatives:
                             f"peak, more than the {MAX_REPLICAS_PER_BUCKET:,} a plan sizes")  # fmt: skip
         self.extra.update({p.config.id: p for p in sized})
         data = milp_data(
-            sized, pl.forecast, pl.prices, pl.req.headroom, True, pl.req.solver.time_limit_s, None
-        )
+            sized, pl.forecast, pl.prices, pl.req.headroom, True, pl.req.solver.time_limit_s, None,
+            **availability(pl.req),
+        )  # fmt: skip
         best = cheapest(single_configurations(data), lambda o: True)
         reason = "" if best is not None else "vLLM's defaults exceed the inventory caps"
         return self.row("vllm_defaults", label, best, reason)

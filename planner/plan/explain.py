@@ -21,10 +21,47 @@ def _where(p: CapacityPoint) -> str:
 
 
 def _lowest(points: Sequence[CapacityPoint], attr: str) -> CapacityPoint | None:
+    """The point of the lowest `attr` floor (over every TP, budget and role given): a GPU's
+    floor is its best configuration's, never the first one asked."""
     have = [p for p in points if p.fits and getattr(p, attr) is not None]
     if not have:
         return None
     return min(have, key=lambda p: (getattr(p, attr), p.config))
+
+
+# (metric, CapacityPoint floor attribute, the roles whose floor it is)
+FLOORS = (
+    ("TTFT", "floor_ttft_p99_s", ("colocated", "prefill")),
+    ("ITL", "floor_itl_p99_s", ("colocated", "decode")),
+    ("E2E", "floor_e2e_p99_s", ("colocated",)),
+)
+
+
+def floor_of(points: Sequence[CapacityPoint], metric: str) -> CapacityPoint | None:
+    """The point of the lowest `metric` floor among the roles that floor belongs to."""
+    for m, attr, roles in FLOORS:
+        if m == metric:
+            return _lowest([p for p in points if p.config.role in roles], attr)
+    raise ValueError(metric)
+
+
+def below_floor(targets_s: dict[str, float | None], points: Sequence[CapacityPoint]) -> str | None:
+    """Why `points` (one GPU's configurations, or vLLM's defaults on it) cannot meet a target at
+    any load: the first target below their lowest floor, quoted with the configuration that
+    reaches it (the best over every TP and role asked), e.g. "ITL p99 target 3 ms is below the
+    3.702 ms floor of its best configuration (TP8 decode pool)". None: no target is below."""
+    for metric, attr, _ in FLOORS:
+        target = targets_s.get(metric)
+        best = floor_of(points, metric) if target is not None else None
+        if best is None or target is None or getattr(best, attr) <= target:
+            continue
+        c = best.config
+        role = "colocated" if c.role == "colocated" else f"{c.role} pool"
+        return (
+            f"{metric} p99 target {target * 1e3:.4g} ms is below the {_ms(getattr(best, attr))} floor of its "
+            f"best configuration (TP{c.tensor_parallel_size} {role}; an idle replica)"
+        )
+    return None
 
 
 def _floor_answer(
@@ -99,7 +136,11 @@ def no_candidate(
         )  # fmt: skip
         if ans is not None:
             return ans
-    reasons = sorted({p.reason for p in points if p.fits and p.reason})
+    # Each target is above the best configuration's floor here: a configuration's own floor is
+    # not the reason, so quote the reasons of those whose floors meet every target (if any).
+    targets = {"TTFT": ttft_p99_s, "ITL": itl_p99_s, "E2E": e2e_p99_s}
+    clear = [p for p in points if p.fits and p.reason and below_floor(targets, [p]) is None]
+    reasons = sorted({p.reason for p in clear or points if p.fits and p.reason})
     reason = reasons[0] if reasons else "no configuration meets the targets"
     relax = "relax the SLO targets"
     if disaggregation == "never" and itl_p99_s is not None and ttft_p99_s is not None:

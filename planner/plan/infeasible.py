@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from planner.plan import explain
+from planner.plan import defaults, explain
 from planner.plan.capacity import CapacityPoint
 from planner.plan.planning import Planning, replicas_at, roomiest
 from planner.plan.pool import CapacityPool
@@ -38,36 +38,37 @@ def too_many_replicas(pl: Planning) -> Infeasibility:
 
 def no_candidate(pl: Planning) -> Infeasibility:
     """No configuration meets the SLOs: the floors, and other catalog GPUs that reach them."""
-    from planner.catalog.gpus import gpu_names
-
-    if not [g for g in (pl.req.candidates.gpus or gpu_names()) if pl.req.inventory.get(g) != 0]:
+    listed = [g for g, _ in pl.ctx.profiles]
+    if not [g for g in listed if pl.req.inventory.get(g) != 0]:
         return Infeasibility(
             constraint="inventory",
             reason="every candidate GPU type has inventory 0",
             relaxation="raise an inventory cap above 0",
         )
-    listed = {g for g, _ in pl.ctx.profiles}
-    others = [g for g in gpu_names() if g not in listed]
-    other_points: list[CapacityPoint] = []
-    if others:
-        from planner.costmodel.profiles import BUILTIN_NAMES, resolve_profile
-
-        spec = pl.req.profile if pl.req.profile in BUILTIN_NAMES else "auto"  # a file fits one GPU
-        ctx2 = replace(pl.ctx, profiles=tuple((g, resolve_profile(spec, g)) for g in sorted(others)))
-        with CapacityPool(ctx2, 1) as pool2:
-            other_points = pool2.evaluate(
-                explain.floor_probes(others, pl.req.candidates.tensor_parallel_sizes, 16384)
-            )
     return explain.no_candidate(
         pl.ctx.model,
         pl.ctx.ttft_p99_s,
         pl.ctx.itl_p99_s,
         pl.ctx.e2e_p99_s,
         pl.found.points,
-        other_points,
+        other_points(pl),
         pl.found.unfit,
         pl.req.candidates.disaggregation,
     )
+
+
+def other_points(pl: Planning) -> list[CapacityPoint]:
+    """The floors of the catalog GPUs the request could add as it stands (defaults.other_gpus):
+    each at every TP in the candidates, so a GPU's floor is its best TP's (from the capacity
+    memo when asked again)."""
+    others = defaults.other_gpus(pl.req, [g for g, _ in pl.ctx.profiles])
+    if not others:
+        return []
+    from planner.costmodel.profiles import resolve_profile
+
+    ctx2 = replace(pl.ctx, profiles=tuple((g, resolve_profile(pl.req.profile, g)) for g in sorted(others)))
+    with CapacityPool(ctx2, 1) as pool2:
+        return pool2.evaluate(explain.floor_probes(others, pl.req.candidates.tensor_parallel_sizes, 16384))
 
 
 MIXING = "raise the inventory caps, add GPU types or allow mixing them (candidates.mixed_gpu_types)"
@@ -89,15 +90,13 @@ def milp_infeasible(pl: Planning, data: MilpData, result: MilpResult) -> Infeasi
             if gpu is not None:
                 return explain.inventory_answer(gpu, math.ceil(v.needed), int(v.limit), None, v.constraint)
     # No diagnosis from the solver: the cheapest single configuration without caps, per capped GPU.
-    free = MilpData(
-        buckets=data.buckets,
+    free = replace(
+        data,
         resources=tuple(
             type(r)(r.name, r.on_demand_usd_per_hour, r.reserved_usd_per_hour, None) for r in data.resources
         ),
-        candidates=data.candidates,
-        headroom=data.headroom,
         single_config=True,
-    )
+    )  # the same buckets, candidates, headroom and availability rule
     options = [o for o in single_configurations(free) if o.feasible]
     if options:
         best = min(options, key=lambda o: (o.cost_usd, o.members))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from planner.latency.engine import Role
 
@@ -180,12 +180,29 @@ class Alternative(_Report):
     reason: str
 
 
+class RelaxedPlan(_Report):
+    """A relaxation of the request, re-planned before it is suggested: the request with `field`
+    (a dotted key, e.g. `slo.itl_p99_ms`, `inventory.h100-sxm`) set to `value` (JSON) gives this
+    plan: its status, bill, GPUs at the peak and shape."""
+
+    field: str
+    value: str
+    status: Status
+    usd_per_month: float | None
+    usd_per_hour_peak: float | None
+    gpu_count_peak: int
+    deployments: list[AlternativeDeployment]
+
+
 class Infeasibility(_Report):
-    """Why no plan exists, and the nearest change that makes one."""
+    """Why no plan exists, and the nearest change that makes one: `relaxation` says it with the
+    cost of the plan it gives; `relaxed` holds those plans (empty: no change tried gave one, or
+    none was tried: a time limit)."""
 
     constraint: str
     reason: str
     relaxation: str
+    relaxed: list[RelaxedPlan] = Field(default_factory=list)
 
 
 class ProfileUsed(_Report):

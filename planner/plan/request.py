@@ -6,9 +6,11 @@ is an InvalidInput naming the dotted key the user wrote (`candidates.tensor_para
     slo: {ttft_p99_ms: 500, itl_p99_ms: 50}
     workload: {...}                         # exactly evaluate's workload (rates or buckets, or a trace)
     candidates: {gpus: [h100-sxm], tensor_parallel_sizes: [1, 2, 4, 8], disaggregation: auto}
+    price_list: runpod-secure-2026-09-25     # the catalog's prices: one source, one date
     pricing: {h100-sxm: {usd_per_gpu_hour: 2.49, reserved_usd_per_gpu_hour: 1.85}}
     inventory: {h200-sxm: 16}
     headroom: 0.1
+    availability: {min_replicas: 2, spare_replicas: 0}
     solver: {time_limit_s: 10}
     max_model_len: 16384                    # optional; default: the workload's longest request, rounded up
 """
@@ -22,6 +24,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from planner.catalog.models import Dtype
+from planner.catalog.prices import DEFAULT_PRICE_LIST
 from planner.costmodel.profiles import DEFAULT_PROFILE
 from planner.deployment import MAX_MAX_MODEL_LEN, MIN_MAX_MODEL_LEN
 from planner.errors import InvalidInput
@@ -38,6 +41,7 @@ from planner.vllm_defaults import GPU_MEMORY_UTILIZATION
 __all__ = [
     "BUDGET_MAX_TOKENS",
     "BUDGET_MIN_TOKENS",
+    "Availability",
     "CandidateSpace",
     "GpuPrice",
     "PlanRequest",
@@ -56,6 +60,10 @@ MAX_HEADROOM = 10.0
 MAX_TIME_LIMIT_S = 3600.0
 MAX_BUDGET_TOKENS = 1_048_576
 MAX_SEQS = 65_536
+MAX_AVAILABILITY_REPLICAS = 1000  # solvers.milp_data.MAX_SPARE_REPLICAS
+# A plan whose demand needs one replica keeps a second: a restart, an upgrade or a lost node must
+# not stop a production service (docs/plan.md, "Availability").
+DEFAULT_MIN_REPLICAS = 2
 
 TensorParallel = Annotated[int, Field(ge=1, le=MAX_TP)]
 BudgetTokens = Annotated[int, Field(ge=64, le=MAX_BUDGET_TOKENS)]
@@ -89,13 +97,23 @@ class PlanSlo(BaseModel):
 
 
 class CandidateSpace(BaseModel):
-    """The deployments the planner may choose from. Unset lists: the whole catalog, TP 1-8, the
-    budget search 512..16384 (coarse grid, refined near the best) and `max_num_seqs` from the
-    concurrency the SLO allows, up to the KV-cache limit."""
+    """The deployments the planner may choose from. Unset lists: the GPUs with their own measured
+    profile that the price list prices (planner/plan/defaults.py), TP 1-8, the budget search
+    512..16384 (coarse grid, refined near the best) and `max_num_seqs` from the concurrency the
+    SLO allows, up to the KV-cache limit."""
 
     model_config = _CONFIG
     gpus: tuple[str, ...] | None = Field(
-        default=None, min_length=1, description="GPU catalog names; default: every GPU in the catalog"
+        default=None,
+        min_length=1,
+        description="GPU catalog names; default: the catalog GPUs with their own measured profile (every GPU "
+        "with profile theoretical) that the price list prices",
+    )
+    allow_transferred_profiles: bool = Field(
+        default=False,
+        description="with profile auto, also plan on GPUs without a measured profile, timed by the nearest "
+        "measured GPU's efficiencies (labelled transferred, with a warning); false: such a GPU is left out "
+        "of the defaults and refused in gpus",
     )
     tensor_parallel_sizes: tuple[TensorParallel, ...] = Field(
         default=(1, 2, 4, 8),
@@ -181,6 +199,27 @@ class GpuPrice(BaseModel):
     )
 
 
+class Availability(BaseModel):
+    """Replicas kept for failover, per deployment (each pool of a disaggregated one) in every
+    bucket with demand: at least `min_replicas`, and `spare_replicas` beyond those whose capacity
+    covers the demand (N+1 with 1)."""
+
+    model_config = _CONFIG
+    min_replicas: int = Field(
+        default=DEFAULT_MIN_REPLICAS,
+        ge=1,
+        le=MAX_AVAILABILITY_REPLICAS,
+        description=f"fewest replicas of a deployment in a bucket with demand, [1, {MAX_AVAILABILITY_REPLICAS}]; "
+        "1: no floor (a single replica has no failover)",
+    )
+    spare_replicas: int = Field(
+        default=0,
+        ge=0,
+        le=MAX_AVAILABILITY_REPLICAS,
+        description=f"replicas beyond those the demand needs, [0, {MAX_AVAILABILITY_REPLICAS}]; 1: N+1",
+    )
+
+
 class SolverOptions(BaseModel):
     model_config = _CONFIG
     time_limit_s: float = Field(
@@ -203,7 +242,14 @@ class PlanRequest(BaseModel):
     slo: PlanSlo
     workload: WorkloadInput
     candidates: CandidateSpace = CandidateSpace()
-    pricing: dict[str, GpuPrice] = Field(default_factory=dict, description="per GPU type")
+    price_list: str = Field(
+        default=DEFAULT_PRICE_LIST,
+        min_length=1,
+        description="the catalog price list the GPUs are priced from (capplan catalog gpus lists them)",
+    )
+    pricing: dict[str, GpuPrice] = Field(
+        default_factory=dict, description="per GPU type; overrides the price list"
+    )
     inventory: dict[str, int] = Field(
         default_factory=dict, description="most GPUs of a type in use at any time, each in [0, 1e6]"
     )
@@ -213,12 +259,14 @@ class PlanRequest(BaseModel):
         le=MAX_HEADROOM,
         description="capacity kept free above each bucket's demand, a fraction; [0, 10]",
     )
+    availability: Availability = Availability()
     solver: SolverOptions = SolverOptions()
     profile: str = Field(
         default=DEFAULT_PROFILE,
         min_length=1,
-        description="auto (calibrated where a profile exists for the GPU, else theoretical), theoretical, "
-        "calibrated, or a profile file",
+        description="auto (each GPU's own measured profile; the nearest measured GPU's, transferred, only "
+        "with candidates.allow_transferred_profiles), theoretical (the roofline for every GPU), calibrated "
+        "(measured only), or a profile file",
     )
     max_model_len: int | None = Field(
         default=None,
@@ -229,6 +277,16 @@ class PlanRequest(BaseModel):
         "must be shorter (answers are cut at it, as vLLM cuts them). Default: the workload's longest prompt "
         "plus its longest answer, rounded up to a multiple of 1,024, at most the model's context",
     )
+
+    @field_validator("price_list")
+    @classmethod
+    def _price_list(cls, v: str) -> str:
+        from planner.catalog.prices import get_price_list
+
+        try:
+            return get_price_list(v).name
+        except InvalidInput as exc:
+            raise ValueError(exc.reason) from None
 
     @field_validator("pricing")
     @classmethod

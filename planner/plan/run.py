@@ -16,12 +16,14 @@ from __future__ import annotations
 import math
 import shlex
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from planner.errors import InvalidInput
 from planner.inputs import TraceWorkload
 from planner.latency import WorkloadStats
+from planner.plan import defaults
 from planner.plan.alternatives import Alternatives
 from planner.plan.capacity import CapacityPoint, Role, SearchContext
 from planner.plan.flags import default_configs, incompatible_pairs, plan_max_model_len, vllm_args
@@ -30,10 +32,11 @@ from planner.plan.peak import at_peak, points_at, predicted, shares
 from planner.plan.planning import Planning
 from planner.plan.pool import CapacityPool, default_workers
 from planner.plan.recheck import exact_answer
+from planner.plan.relax import relaxed_report
 from planner.plan.report import BucketCost, GpuUse, PlanDeployment, PlanReport, Simulated, SolverSummary
 from planner.plan.request import PlanRequest, parse_plan_request
 from planner.plan.search import SearchResult, shapes_of, unfit_shapes
-from planner.plan.solve import HOURS_PER_MONTH, Forecast, Prices, milp_data, single_configurations
+from planner.plan.solve import HOURS_PER_MONTH, Forecast, milp_data, single_configurations
 from planner.plan.split import Split
 from planner.plan.warn import plan_warnings
 from planner.workload import Workload
@@ -73,19 +76,6 @@ def _forecast(workload: Workload, req: PlanRequest) -> Forecast:
             f"{len(a.buckets):,} buckets over {span_s:.4g} s; a plan sizes at most {MAX_BUCKETS:,} ({fix})",
         )
     return Forecast(tuple(b.requests_per_s for b in a.buckets), tuple(b.duration_s for b in a.buckets))
-
-
-def _prices(req: PlanRequest, gpu: str) -> Prices:
-    from planner.catalog.gpus import get_gpu
-
-    over = req.pricing.get(gpu)
-    price = over.usd_per_gpu_hour if over is not None and over.usd_per_gpu_hour is not None else None
-    return Prices(
-        gpu=gpu,
-        usd_per_gpu_hour=price if price is not None else get_gpu(gpu).price,
-        reserved_usd_per_gpu_hour=None if over is None else over.reserved_usd_per_gpu_hour,
-        inventory=req.inventory.get(gpu),
-    )
 
 
 def _roles(req: PlanRequest, notes: list[str]) -> list[Role]:
@@ -151,37 +141,42 @@ def plan(
     """The cheapest plan for `request` (docs/plan.md). `verify`: simulate each part at its hardest bucket.
     `workers`: processes answering capacity questions (default 2; 1 = in this process, e.g.
     inside a threaded server). Bad input raises InvalidInput; an SLO no configuration meets is
-    an answer (status INFEASIBLE with the reason and the nearest relaxation)."""
-    from planner.catalog.gpus import gpu_names
+    an answer (status INFEASIBLE with the reason and the nearest relaxation, re-planned:
+    planner/plan/relax.py)."""
+    base = None if base_dir is None else Path(base_dir)
+    return _plan(parse_plan_request(request), base, verify, workers, relax=True)
+
+
+def _plan(req: PlanRequest, base: Path | None, verify: bool, workers: int | None, relax: bool) -> PlanReport:
     from planner.catalog.models import get_model
     from planner.inputs import build_workload
 
-    req = parse_plan_request(request)
-    base = None if base_dir is None else Path(base_dir)
     workload = build_workload(req.workload, "workload", base)
     model = _model_ref(req.model, base)
     spec = get_model(model, "model")
     stats = WorkloadStats.of(workload)
     notes: list[str] = []
     roles = _roles(req, notes)
-    listed = list(req.candidates.gpus or gpu_names())
+    listed, why = defaults.candidate_gpus(req, base)
+    notes += [*why, defaults.price_note(req, listed)]
     gpus = [g for g in listed if req.inventory.get(g) != 0]
     if len(gpus) < len(listed):
         notes.append("inventory 0 excludes " + ", ".join(g for g in listed if g not in gpus))
     ctx = _context(req, model, stats, listed, base, plan_max_model_len(req.max_model_len, workload, spec))
     forecast = _forecast(workload, req)
-    prices = [_prices(req, g) for g in sorted(listed)]
+    prices = defaults.prices(req, listed)
     with CapacityPool(ctx, default_workers() if workers is None else workers) as pool:
         unfit = unfit_shapes(model, req.candidates, gpus, ctx.profile, ctx.max_model_len)
         also = default_configs(gpus, req.candidates.tensor_parallel_sizes, unfit)  # for the alternatives
         shapes = shapes_of(req.candidates, gpus, roles, unfit)
         split = Split.of(forecast.rates_per_s, req.headroom)
         found = pool.search(shapes, also, split) if shapes else SearchResult((), (), ())
-        found = SearchResult(
-            found.best, found.points, tuple(sorted({*found.unfit, *unfit})), found.dominated, found.evaluated
-        )
+        found = replace(found, unfit=tuple(sorted({*found.unfit, *unfit})))
         pl = Planning(req, ctx, workload, stats, forecast, prices, roles, notes, pool, found, split)
-        return _build(pl, verify)
+        report = _build(pl, verify)
+    if relax and report.status == "INFEASIBLE":
+        report = relaxed_report(pl, report, lambda r: _plan(r, base, False, workers, relax=False))
+    return report
 
 
 def _kv_heads(pl: Planning) -> int:
@@ -215,6 +210,7 @@ def _milp_data(pl: Planning, points: Sequence[CapacityPoint]) -> MilpData:
         pl.req.solver.relative_gap,
         incompatible_pairs=incompatible_pairs(points, _kv_heads(pl)),
         capacity_by_bucket=by_bucket or None,
+        **defaults.availability(pl.req),
     )
 
 
@@ -383,4 +379,4 @@ class _Answer:
             out.append(
                 f"{fam}: every {gpu} the inventory allows is in use in {len(names)} of {n_b} buckets ({shown})"
             )
-        return out
+        return out + defaults.availability_binding(pl, result)

@@ -1,6 +1,6 @@
 """A plan's warnings: what a reader must know before trusting it (a time-limited solve, idle
 GPUs, the router bursty arrivals assume, where the latency model is least right, KV pressure,
-profiles of unequal evidence)."""
+profiles of unequal evidence, prices from more than one source, a replica without failover)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import math
 from collections.abc import Sequence
 
 from planner.latency.model import per_replica_arrival_cv2
+from planner.plan.defaults import price_warnings
 from planner.plan.peak import Points, Serving
 from planner.plan.planning import Planning
 from solvers.milp import MilpResult
@@ -102,6 +103,25 @@ def point_warnings(points: Points) -> list[str]:
     return out
 
 
+def single_replica_warnings(pl: Planning, result: MilpResult) -> list[str]:
+    """A deployment with one replica in a bucket with demand has no failover: a restart, an
+    upgrade or a lost node stops it (possible with availability.min_replicas: 1 and no spare)."""
+    a = pl.req.availability
+    if a.min_replicas > 1 or a.spare_replicas > 0:
+        return []
+    rates = pl.forecast.rates_per_s
+    out = []
+    for cid, reps in sorted(result.replicas.items()):
+        alone = [b for b, n in enumerate(reps) if n == 1 and rates[b] > 0]
+        if alone:
+            out.append(
+                f"{cid}: 1 replica in {len(alone)} of {len(rates)} buckets (availability.min_replicas: 1): a "
+                "restart, an upgrade or a lost node stops it there; availability.min_replicas: 2 or "
+                "spare_replicas: 1 keeps one serving"
+            )
+    return out
+
+
 def plan_warnings(
     pl: Planning,
     result: MilpResult,
@@ -117,4 +137,6 @@ def plan_warnings(
         *burst_warnings(pl, serving),
         *point_warnings(points),
         *pl.profile_warnings(sorted({s.point.config.gpu for s in serving})),
+        *price_warnings(pl.req, [g for g, _ in pl.ctx.profiles]),
+        *single_replica_warnings(pl, result),
     ]

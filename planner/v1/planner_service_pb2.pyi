@@ -1420,7 +1420,7 @@ class Sourced(_message.Message):
     def __init__(self, value: _Optional[float] = ..., source: _Optional[str] = ..., checked: _Optional[str] = ...) -> None: ...
 
 class GpuSpec(_message.Message):
-    __slots__ = ("name", "display_name", "vendor", "memory_bytes", "memory_bandwidth_bytes_per_s", "bf16_dense_flops_per_s", "fp8_dense_flops_per_s", "interconnect_bandwidth_bytes_per_s", "interconnect_latency_s", "max_gpus_per_node", "usd_per_gpu_hour", "memory_reported_bytes", "sm_count")
+    __slots__ = ("name", "display_name", "vendor", "memory_bytes", "memory_bandwidth_bytes_per_s", "bf16_dense_flops_per_s", "fp8_dense_flops_per_s", "interconnect_bandwidth_bytes_per_s", "interconnect_latency_s", "max_gpus_per_node", "usd_per_gpu_hour", "memory_reported_bytes", "sm_count", "price_list")
     NAME_FIELD_NUMBER: _ClassVar[int]
     DISPLAY_NAME_FIELD_NUMBER: _ClassVar[int]
     VENDOR_FIELD_NUMBER: _ClassVar[int]
@@ -1434,6 +1434,7 @@ class GpuSpec(_message.Message):
     USD_PER_GPU_HOUR_FIELD_NUMBER: _ClassVar[int]
     MEMORY_REPORTED_BYTES_FIELD_NUMBER: _ClassVar[int]
     SM_COUNT_FIELD_NUMBER: _ClassVar[int]
+    PRICE_LIST_FIELD_NUMBER: _ClassVar[int]
     name: str
     display_name: str
     vendor: str
@@ -1447,7 +1448,8 @@ class GpuSpec(_message.Message):
     usd_per_gpu_hour: Sourced
     memory_reported_bytes: Sourced
     sm_count: Sourced
-    def __init__(self, name: _Optional[str] = ..., display_name: _Optional[str] = ..., vendor: _Optional[str] = ..., memory_bytes: _Optional[_Union[Sourced, _Mapping]] = ..., memory_bandwidth_bytes_per_s: _Optional[_Union[Sourced, _Mapping]] = ..., bf16_dense_flops_per_s: _Optional[_Union[Sourced, _Mapping]] = ..., fp8_dense_flops_per_s: _Optional[_Union[Sourced, _Mapping]] = ..., interconnect_bandwidth_bytes_per_s: _Optional[_Union[Sourced, _Mapping]] = ..., interconnect_latency_s: _Optional[_Union[Sourced, _Mapping]] = ..., max_gpus_per_node: _Optional[int] = ..., usd_per_gpu_hour: _Optional[_Union[Sourced, _Mapping]] = ..., memory_reported_bytes: _Optional[_Union[Sourced, _Mapping]] = ..., sm_count: _Optional[_Union[Sourced, _Mapping]] = ...) -> None: ...
+    price_list: str
+    def __init__(self, name: _Optional[str] = ..., display_name: _Optional[str] = ..., vendor: _Optional[str] = ..., memory_bytes: _Optional[_Union[Sourced, _Mapping]] = ..., memory_bandwidth_bytes_per_s: _Optional[_Union[Sourced, _Mapping]] = ..., bf16_dense_flops_per_s: _Optional[_Union[Sourced, _Mapping]] = ..., fp8_dense_flops_per_s: _Optional[_Union[Sourced, _Mapping]] = ..., interconnect_bandwidth_bytes_per_s: _Optional[_Union[Sourced, _Mapping]] = ..., interconnect_latency_s: _Optional[_Union[Sourced, _Mapping]] = ..., max_gpus_per_node: _Optional[int] = ..., usd_per_gpu_hour: _Optional[_Union[Sourced, _Mapping]] = ..., memory_reported_bytes: _Optional[_Union[Sourced, _Mapping]] = ..., sm_count: _Optional[_Union[Sourced, _Mapping]] = ..., price_list: _Optional[str] = ...) -> None: ...
 
 class GpuCatalogReport(_message.Message):
     __slots__ = ("gpus",)
@@ -1524,7 +1526,7 @@ class PlanSlo(_message.Message):
     def __init__(self, ttft_p99_ms: _Optional[float] = ..., itl_p99_ms: _Optional[float] = ..., e2e_p99_ms: _Optional[float] = ...) -> None: ...
 
 class CandidateSpace(_message.Message):
-    __slots__ = ("gpus", "tensor_parallel_sizes", "disaggregation", "mixed_gpu_types", "max_num_batched_tokens", "max_num_seqs", "long_prefill_token_thresholds", "gpu_memory_utilization", "weight_dtype", "kv_dtype", "kv_transfer_bandwidth_bytes_per_s", "kv_transfer_latency_s")
+    __slots__ = ("gpus", "tensor_parallel_sizes", "disaggregation", "mixed_gpu_types", "max_num_batched_tokens", "max_num_seqs", "long_prefill_token_thresholds", "gpu_memory_utilization", "weight_dtype", "kv_dtype", "kv_transfer_bandwidth_bytes_per_s", "kv_transfer_latency_s", "allow_transferred_profiles")
     GPUS_FIELD_NUMBER: _ClassVar[int]
     TENSOR_PARALLEL_SIZES_FIELD_NUMBER: _ClassVar[int]
     DISAGGREGATION_FIELD_NUMBER: _ClassVar[int]
@@ -1537,6 +1539,7 @@ class CandidateSpace(_message.Message):
     KV_DTYPE_FIELD_NUMBER: _ClassVar[int]
     KV_TRANSFER_BANDWIDTH_BYTES_PER_S_FIELD_NUMBER: _ClassVar[int]
     KV_TRANSFER_LATENCY_S_FIELD_NUMBER: _ClassVar[int]
+    ALLOW_TRANSFERRED_PROFILES_FIELD_NUMBER: _ClassVar[int]
     gpus: _containers.RepeatedScalarFieldContainer[str]
     tensor_parallel_sizes: _containers.RepeatedScalarFieldContainer[int]
     disaggregation: DisaggregationPolicy
@@ -1549,7 +1552,8 @@ class CandidateSpace(_message.Message):
     kv_dtype: Dtype
     kv_transfer_bandwidth_bytes_per_s: float
     kv_transfer_latency_s: float
-    def __init__(self, gpus: _Optional[_Iterable[str]] = ..., tensor_parallel_sizes: _Optional[_Iterable[int]] = ..., disaggregation: _Optional[_Union[DisaggregationPolicy, str]] = ..., mixed_gpu_types: _Optional[bool] = ..., max_num_batched_tokens: _Optional[_Iterable[int]] = ..., max_num_seqs: _Optional[_Iterable[int]] = ..., long_prefill_token_thresholds: _Optional[_Iterable[int]] = ..., gpu_memory_utilization: _Optional[float] = ..., weight_dtype: _Optional[_Union[Dtype, str]] = ..., kv_dtype: _Optional[_Union[Dtype, str]] = ..., kv_transfer_bandwidth_bytes_per_s: _Optional[float] = ..., kv_transfer_latency_s: _Optional[float] = ...) -> None: ...
+    allow_transferred_profiles: bool
+    def __init__(self, gpus: _Optional[_Iterable[str]] = ..., tensor_parallel_sizes: _Optional[_Iterable[int]] = ..., disaggregation: _Optional[_Union[DisaggregationPolicy, str]] = ..., mixed_gpu_types: _Optional[bool] = ..., max_num_batched_tokens: _Optional[_Iterable[int]] = ..., max_num_seqs: _Optional[_Iterable[int]] = ..., long_prefill_token_thresholds: _Optional[_Iterable[int]] = ..., gpu_memory_utilization: _Optional[float] = ..., weight_dtype: _Optional[_Union[Dtype, str]] = ..., kv_dtype: _Optional[_Union[Dtype, str]] = ..., kv_transfer_bandwidth_bytes_per_s: _Optional[float] = ..., kv_transfer_latency_s: _Optional[float] = ..., allow_transferred_profiles: _Optional[bool] = ...) -> None: ...
 
 class GpuPrice(_message.Message):
     __slots__ = ("usd_per_gpu_hour", "reserved_usd_per_gpu_hour")
@@ -1558,6 +1562,14 @@ class GpuPrice(_message.Message):
     usd_per_gpu_hour: float
     reserved_usd_per_gpu_hour: float
     def __init__(self, usd_per_gpu_hour: _Optional[float] = ..., reserved_usd_per_gpu_hour: _Optional[float] = ...) -> None: ...
+
+class Availability(_message.Message):
+    __slots__ = ("min_replicas", "spare_replicas")
+    MIN_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    SPARE_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    min_replicas: int
+    spare_replicas: int
+    def __init__(self, min_replicas: _Optional[int] = ..., spare_replicas: _Optional[int] = ...) -> None: ...
 
 class SolverOptions(_message.Message):
     __slots__ = ("time_limit_s", "relative_gap")
@@ -1568,7 +1580,7 @@ class SolverOptions(_message.Message):
     def __init__(self, time_limit_s: _Optional[float] = ..., relative_gap: _Optional[float] = ...) -> None: ...
 
 class PlanRequest(_message.Message):
-    __slots__ = ("model", "slo", "workload", "candidates", "pricing", "inventory", "headroom", "solver", "profile", "verify", "max_model_len")
+    __slots__ = ("model", "slo", "workload", "candidates", "pricing", "inventory", "headroom", "solver", "profile", "verify", "max_model_len", "price_list", "availability")
     class PricingEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -1594,6 +1606,8 @@ class PlanRequest(_message.Message):
     PROFILE_FIELD_NUMBER: _ClassVar[int]
     VERIFY_FIELD_NUMBER: _ClassVar[int]
     MAX_MODEL_LEN_FIELD_NUMBER: _ClassVar[int]
+    PRICE_LIST_FIELD_NUMBER: _ClassVar[int]
+    AVAILABILITY_FIELD_NUMBER: _ClassVar[int]
     model: str
     slo: PlanSlo
     workload: Workload
@@ -1605,7 +1619,9 @@ class PlanRequest(_message.Message):
     profile: str
     verify: bool
     max_model_len: int
-    def __init__(self, model: _Optional[str] = ..., slo: _Optional[_Union[PlanSlo, _Mapping]] = ..., workload: _Optional[_Union[Workload, _Mapping]] = ..., candidates: _Optional[_Union[CandidateSpace, _Mapping]] = ..., pricing: _Optional[_Mapping[str, GpuPrice]] = ..., inventory: _Optional[_Mapping[str, int]] = ..., headroom: _Optional[float] = ..., solver: _Optional[_Union[SolverOptions, _Mapping]] = ..., profile: _Optional[str] = ..., verify: _Optional[bool] = ..., max_model_len: _Optional[int] = ...) -> None: ...
+    price_list: str
+    availability: Availability
+    def __init__(self, model: _Optional[str] = ..., slo: _Optional[_Union[PlanSlo, _Mapping]] = ..., workload: _Optional[_Union[Workload, _Mapping]] = ..., candidates: _Optional[_Union[CandidateSpace, _Mapping]] = ..., pricing: _Optional[_Mapping[str, GpuPrice]] = ..., inventory: _Optional[_Mapping[str, int]] = ..., headroom: _Optional[float] = ..., solver: _Optional[_Union[SolverOptions, _Mapping]] = ..., profile: _Optional[str] = ..., verify: _Optional[bool] = ..., max_model_len: _Optional[int] = ..., price_list: _Optional[str] = ..., availability: _Optional[_Union[Availability, _Mapping]] = ...) -> None: ...
 
 class PlanResponse(_message.Message):
     __slots__ = ("report",)
@@ -1887,15 +1903,35 @@ class Alternative(_message.Message):
     reason: str
     def __init__(self, kind: _Optional[_Union[AlternativeKind, str]] = ..., label: _Optional[str] = ..., feasible: _Optional[bool] = ..., usd_per_month: _Optional[float] = ..., usd_per_hour_peak: _Optional[float] = ..., delta_usd_per_month: _Optional[float] = ..., delta_fraction: _Optional[float] = ..., gpu_count_peak: _Optional[int] = ..., deployments: _Optional[_Iterable[_Union[AlternativeDeployment, _Mapping]]] = ..., reason: _Optional[str] = ...) -> None: ...
 
+class RelaxedPlan(_message.Message):
+    __slots__ = ("field", "value", "status", "usd_per_month", "usd_per_hour_peak", "gpu_count_peak", "deployments")
+    FIELD_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    USD_PER_MONTH_FIELD_NUMBER: _ClassVar[int]
+    USD_PER_HOUR_PEAK_FIELD_NUMBER: _ClassVar[int]
+    GPU_COUNT_PEAK_FIELD_NUMBER: _ClassVar[int]
+    DEPLOYMENTS_FIELD_NUMBER: _ClassVar[int]
+    field: str
+    value: str
+    status: PlanStatus
+    usd_per_month: float
+    usd_per_hour_peak: float
+    gpu_count_peak: int
+    deployments: _containers.RepeatedCompositeFieldContainer[AlternativeDeployment]
+    def __init__(self, field: _Optional[str] = ..., value: _Optional[str] = ..., status: _Optional[_Union[PlanStatus, str]] = ..., usd_per_month: _Optional[float] = ..., usd_per_hour_peak: _Optional[float] = ..., gpu_count_peak: _Optional[int] = ..., deployments: _Optional[_Iterable[_Union[AlternativeDeployment, _Mapping]]] = ...) -> None: ...
+
 class Infeasibility(_message.Message):
-    __slots__ = ("constraint", "reason", "relaxation")
+    __slots__ = ("constraint", "reason", "relaxation", "relaxed")
     CONSTRAINT_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     RELAXATION_FIELD_NUMBER: _ClassVar[int]
+    RELAXED_FIELD_NUMBER: _ClassVar[int]
     constraint: str
     reason: str
     relaxation: str
-    def __init__(self, constraint: _Optional[str] = ..., reason: _Optional[str] = ..., relaxation: _Optional[str] = ...) -> None: ...
+    relaxed: _containers.RepeatedCompositeFieldContainer[RelaxedPlan]
+    def __init__(self, constraint: _Optional[str] = ..., reason: _Optional[str] = ..., relaxation: _Optional[str] = ..., relaxed: _Optional[_Iterable[_Union[RelaxedPlan, _Mapping]]] = ...) -> None: ...
 
 class ProfileUsed(_message.Message):
     __slots__ = ("gpu", "name", "source")
