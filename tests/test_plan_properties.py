@@ -184,6 +184,7 @@ def _grid_request(rates: list[float], ttft: float, itl: float, tps: list[int]) -
             "max_num_seqs": GRID_SEQS,
         },
         "headroom": 0.1,
+        "availability": {"min_replicas": 1},  # the search's optimum, not the availability floor's
     }
 
 
