@@ -7,6 +7,7 @@ tests/milp_brute.py on small seeded instances.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -312,9 +313,9 @@ def test_the_planner_adapter_passes_the_new_data_through():
 
     from planner.plan.solve import Forecast, Prices, milp_data
 
-    def point(cid: str, tp: int, rate: float, role: str = "colocated") -> SimpleNamespace:
+    def point(cid: str, tp: int, rate: float, role: str = "colocated", by_bucket: Any = None) -> SimpleNamespace:
         return SimpleNamespace(config=SimpleNamespace(id=cid, gpu="h100", tensor_parallel_size=tp, role=role),
-                               requests_per_s=rate)  # fmt: skip
+                               requests_per_s=rate, capacity_by_bucket_per_s=by_bucket)  # fmt: skip
 
     points = [
         point("tp1", 1, 4.0),
@@ -327,7 +328,8 @@ def test_the_planner_adapter_passes_the_new_data_through():
     base = milp_data(points, forecast, prices, 0.0, False, 10.0, None)
     assert (base.min_replicas, base.spare_replicas, base.incompatible_pairs) == (0, 0, ())
     assert all(c.capacity_by_bucket_per_s is None for c in base.candidates)
-    more = milp_data(points, forecast, prices, 0.0, False, 10.0, None, capacity_by_bucket={"tp1": [4.0, 3.0]},
+    points[0] = point("tp1", 1, 4.0, by_bucket=(4.0, 3.0))
+    more = milp_data(points, forecast, prices, 0.0, False, 10.0, None,
                      min_replicas=2, spare_replicas=1, incompatible_pairs=[("p", "d")])  # fmt: skip
     assert more.candidates[0].capacity_by_bucket_per_s == (4.0, 3.0)
     assert more.candidates[1].capacity_by_bucket_per_s is None

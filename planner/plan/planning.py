@@ -153,13 +153,21 @@ class Planning:
     # -- what a MILP answer serves --
 
     def capacity_at(self, result: MilpResult, b: int, stable: bool = False) -> float:
-        """Requests/s the plan's replicas serve in bucket `b` within the SLOs (`stable`: at all)."""
+        """Requests/s the plan's replicas serve in bucket `b` within the SLOs, as the MILP counts
+        them (each deployment's capacity there, its spare replicas left out); `stable`: what all
+        its replicas serve at all, latency aside."""
+        spare = self.req.availability.spare_replicas
         cap = {"colocated": 0.0, "prefill": 0.0, "decode": 0.0}
         for cid, reps in result.replicas.items():
             p = self.by_id.get(cid)
-            if p is not None:
-                rate = p.max_stable_requests_per_s if stable else p.requests_per_s
-                cap[p.config.role] += rate * reps[b]
+            if p is None or reps[b] == 0:
+                continue
+            if stable:
+                cap[p.config.role] += p.max_stable_requests_per_s * reps[b]
+            else:
+                by_bucket = p.capacity_by_bucket_per_s
+                rate = p.requests_per_s if by_bucket is None else by_bucket[b]
+                cap[p.config.role] += rate * max(reps[b] - spare, 0)
         return cap["colocated"] + min(cap["prefill"], cap["decode"])
 
     def slack(self, result: MilpResult, b: int) -> float:

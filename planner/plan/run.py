@@ -199,7 +199,6 @@ def _servable(pl: Planning) -> bool:
 def _milp_data(pl: Planning, points: Sequence[CapacityPoint]) -> MilpData:
     """The sizing problem over `points` (a bursty stream's candidates with their capacity per
     bucket, planner/plan/split.py)."""
-    by_bucket = {p.config.id: p.capacity_by_bucket_per_s for p in points if p.capacity_by_bucket_per_s}
     return milp_data(
         points,
         pl.forecast,
@@ -209,7 +208,6 @@ def _milp_data(pl: Planning, points: Sequence[CapacityPoint]) -> MilpData:
         pl.req.solver.time_limit_s,
         pl.req.solver.relative_gap,
         incompatible_pairs=incompatible_pairs(points, _kv_heads(pl)),
-        capacity_by_bucket=by_bucket or None,
         **defaults.availability(pl.req),
     )
 

@@ -12,7 +12,7 @@ GPU type).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -72,21 +72,19 @@ def milp_data(
     time_limit_s: float,
     gap_rel: float | None,
     *,
-    capacity_by_bucket: Mapping[str, Sequence[float]] | None = None,
     min_replicas: int = 0,
     spare_replicas: int = 0,
     incompatible_pairs: Sequence[tuple[str, str]] = (),
 ) -> MilpData:
-    """The sizing problem of `points` (one candidate each) over `forecast`. Optional, each off by
-    default: `capacity_by_bucket` (config id -> requests/s per replica in each forecast bucket,
-    for a capacity that depends on the bucket, e.g. bursty traffic; ids left out keep their
-    one capacity), `min_replicas` / `spare_replicas` (0..1000: each deployment in use holds at
+    """The sizing problem of `points` (one candidate each) over `forecast`: a point's capacity per
+    replica in each bucket is its `capacity_by_bucket_per_s` when it has one (bursty traffic,
+    planner/plan/split.py), else its `requests_per_s` everywhere. Optional, each off by default:
+    `min_replicas` / `spare_replicas` (0..1000: each deployment in use holds at
     least that many replicas / that many beyond those that cover its load, N+1 with 1), and
     `incompatible_pairs` (config ids never deployed together, e.g. a prefill and a decode pool
     whose KV transfer cannot work). solvers.milp_data validates them (ValueError naming the
     field)."""
     used = {p.config.gpu for p in points}
-    by_bucket = capacity_by_bucket or {}
     return MilpData(
         buckets=tuple(
             Bucket(demand_per_s=r, hours=h) for r, h in zip(forecast.rates_per_s, forecast.hours, strict=True)
@@ -109,9 +107,7 @@ def milp_data(
                 capacity_per_s=p.requests_per_s,
                 pool=p.config.role,
                 group=p.config.gpu,
-                capacity_by_bucket_per_s=(
-                    tuple(by_bucket[p.config.id]) if p.config.id in by_bucket else None
-                ),
+                capacity_by_bucket_per_s=p.capacity_by_bucket_per_s,
             )
             for p in points
         ),
