@@ -413,6 +413,16 @@ def test_tail_quantiles_default_spread_one_value() -> None:
     np.testing.assert_allclose(got, [1.0, 10.5 - 2.0 / 3.0, 10.5 - 1.0 / 30.0], rtol=EXACT)
 
 
+def test_tail_quantiles_unbounded_rates_take_every_step() -> None:
+    """A queue past its stable range gives its full steps an unbounded rate (the capacity search
+    probes such rates to bracket its answer): they take every step. v = 2 with rate inf beside
+    v = 1 with 0.5: all mass on [1.9, 2.1], P(X > x) = (2.1 - x) / 0.2 -> p50 2.0, p99 2.098;
+    no NaN, no RuntimeWarning."""
+    with np.errstate(all="raise"):
+        got = tail_quantiles(0.5, np.array([1.0, 2.0]), np.array([0.5, math.inf]), np.array([0.5, 0.99]))
+    np.testing.assert_allclose(got, [2.0, 2.1 - 0.2 * 0.01], rtol=EXACT)
+
+
 def test_tail_quantiles_two_overlapping_values() -> None:
     """Spread 0.25: v1 = 4 on [3, 5] with share 0.4, v2 = 6 on [4.5, 7.5] with share 0.3, atom 1.
     P(X > x) = 0.4 (5 - x)/2 + 0.3 (7.5 - x)/3 where each term is inside its range:

@@ -306,6 +306,14 @@ def tail_quantiles(
         total = float(rates.sum())
     if total <= 0:
         return np.full(levels.shape, atom)
+    if not math.isfinite(total):
+        # Steps of unbounded rate (a queue past its stable range: its full steps take every
+        # step) leave the others no share: the limit of their rates growing alike.
+        endless = ~np.isfinite(rates)
+        n_endless = int(endless.sum())
+        each = np.full(n_endless, 1.0 / n_endless)
+        part = spread if np.ndim(spread) == 0 else np.asarray(spread)[endless]
+        return tail_quantiles(atom, values[endless], each, levels, part, 1.0)
     # Same arithmetic as the textbook form (edges, slopes by edge, P at each edge by cumulative
     # sums), written into preallocated arrays: these arrays are small and numpy's per-call
     # overhead dominates.
