@@ -2,7 +2,7 @@
 
 Two modes.
 
-`--trace azure-conv-2023` (the figure docs/latency.md quotes): the Azure LLM inference
+`--trace azure-conv-2023` (the figure docs/simulate.md quotes): the Azure LLM inference
 conversation trace (19,366 requests in an hour) tiled to `--requests` requests (copies end to end,
 each shifted by the trace's span plus one mean gap: the recorded gaps, lengths and per-minute
 shape repeat), time-scaled to `--load` (default 0.6) of the analytic max stable rate of the

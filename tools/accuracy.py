@@ -782,10 +782,10 @@ def state_section(checks: Sequence[StateCheck]) -> list[str]:
         "request arriving in the span). The mean step is t_dec / (1 − λE[Δ]), so near capacity a few "
         "percent in E[Δ] is several times that in the decodes. Where a budget-8192 step carries whole "
         "prompts of constant length, a prompt opens its step or joins one another opened (docs/latency.md, "
-        '"Whole prompts that share a step", session 19; E[Δ] had read 5–11% high); the decodes read '
+        '"Whole prompts that share a step"); the decodes read '
         "low there near capacity: the closed form's count is the per-step mean, and steps with prompts "
-        "carry more decodes than the others (item 4). On the H100 at budget 512 near capacity a "
-        "prompt's chunks hide in decode steps "
+        'carry more decodes than the others (docs/latency.md, "What still misses", item 4). On the H100 '
+        "at budget 512 near capacity a prompt's chunks hide in decode steps "
         "that read the weights anyway, E[Δ] falls to a fraction of a millisecond, and the model's is "
         "short there: a full step sits at the roofline's ridge, where the step's mean over the "
         "wandering decode count exceeds the step at its mean (item 6). No ✗ in this column: it is "
