@@ -31,14 +31,14 @@ infeasible problem; bench/bench_milp.py (y), (yb): 8,760 distinct buckets answer
 past a 10 s limit on two busy cores). Every loop is bounded by a count, and by the clock. Same
 input, same plan, wherever the clock does not cut: the solvers run single-threaded and every
 order is fixed. Where it cuts (a solver stopped by its time limit, buckets of the bucket-wise
-path left with the plan they had), the plan depends on the machine's speed, and the result says
+path left with the plan they had, its passes at other reserved units stopped), the plan depends on the machine's speed, and the result says
 so: FEASIBLE with its true gap (or NO_SOLUTION when no plan was had at all).
 
 Status: OPTIMAL (proved: the plan meets a bound within solvers.milp_solver's proof tolerance;
 gap None), FEASIBLE (stopped by the time limit, by `gap_rel`, or a bucket-wise answer, with
 `gap` = (objective - best bound) / objective, the bound the highest of the solver's, the LP
-relaxation's, the reserved-rate bound and the closed-form one, solvers.milp_fastpath.fluid_bound,
-so never None), INFEASIBLE (with `infeasibility`: which named constraint cannot hold, with the
+relaxation's, the reserved box's and reserved-rate bounds (solvers.milp_bucketwise) and the
+closed-form one, solvers.milp_fastpath.fluid_bound, so never None), INFEASIBLE (with `infeasibility`: which named constraint cannot hold, with the
 numbers), NO_SOLUTION (a limit before any plan).
 """
 
@@ -136,7 +136,7 @@ class SolveStats:
     variables: int  # of the whole model solved (0 when none was)
     constraints: int
     warm_start: bool
-    bound_source: str | None  # "solver" | "lp_relaxation" | "reserved_rate" | "closed_form" | None
+    bound_source: str | None  # "solver" | "lp_relaxation" | "reserved_rate" | "reserved_box" | "closed_form" | None
     build_s: float
     solver_s: float  # the solver runs (bucket-wise: the LP and every bucket)
 

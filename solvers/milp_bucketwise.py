@@ -16,6 +16,7 @@ plan (HiGHS single-threaded, fixed orders, ties to the earlier candidate).
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from collections.abc import Sequence
@@ -33,7 +34,7 @@ from solvers.milp_fastpath import (
     shortlist,
 )
 from solvers.milp_model import Relaxation, build, lp_relaxation, run_model
-from solvers.milp_plan import Raw, bucket_needs, covered, live_pairs, matrices, with_candidates
+from solvers.milp_plan import Raw, bucket_needs, covered, live_pairs, matrices, plan_cost, with_candidates
 from solvers.milp_solver import MIN_SOLVER_S
 
 __all__ = [
@@ -59,6 +60,12 @@ LP_TIME_LIMIT_S = 10.0
 
 # With incompatible pairs, at most this many maximal compatible sets of candidates are compared.
 MAX_FAMILIES = 16
+
+# With reserved prices, the buckets are sized again at other reserved units (_reserved_descent) at
+# most this many times; when a plan cheaper than the best found can hold at most RESERVED_BOX
+# reserved vectors, each is sized, and the least of their proved bills is the optimum.
+RESERVED_PASSES = 16
+RESERVED_BOX = 16
 
 # With reserved prices, the buckets are sized twice: with the reserved units fixed (the plan) in at
 # most this share of the time limit, then at reserved-rate prices (the bound) in the rest.
@@ -100,8 +107,13 @@ def solve_bucketwise(
        of time (FIXED_PASS_SHARE of it with reserved prices; a bucket not reached keeps the
        cheapest plan it has, at least its start);
     4. the reserved units re-chosen for the final replicas (closed form: never costs more);
-    5. the bound: the highest of the closed-form one, the LP's and `reserved_rate_bound`'s
-       (without reserved prices and pairs, step 3 is that bound's own problem: no second pass).
+    5. with reserved prices, the buckets sized again at other reserved units from the best so
+       far (`_reserved_descent`: its own re-chosen, each priced resource's one up and one down,
+       then the box below), the cheapest plan kept;
+    6. the bound: the highest of the closed-form one, the LP's, `_box_bound`'s (when a cheaper
+       plan could hold at most RESERVED_BOX reserved vectors, each sized with every bucket
+       proved: the least of those bills is the optimum) and `reserved_rate_bound`'s (without
+       reserved prices and pairs, step 3 is that bound's own problem: no second pass).
 
     OPTIMAL when no resource has a reserved price, every candidate may be used and every bucket
     was proved; otherwise FEASIBLE (solvers.milp reads a bound that meets the plan as OPTIMAL)."""
@@ -126,7 +138,6 @@ def solve_bucketwise(
     if lp.r is not None:
         rs[priced] = np.floor(lp.r[priced] + 1e-6).astype(np.int64)
     xs, start_cost = cheapest_start(allowed, starts, rs)
-    free = np.isfinite(start_cost) & (start_cost <= 0.0)  # the reserved units hold it all: optimal
     # Unpriced, every candidate allowed: sizing the buckets is the reserved-rate bound's own
     # problem (r = 0, every price its on-demand one), so one pass gives the plan and the bound.
     one_pass = not priced and len(family) == len(data.candidates)
@@ -134,17 +145,27 @@ def solve_bucketwise(
     # more than the bound in hand, that pass cannot help, and the plan's pass gets all the time.
     hopeless = bool(starts) and _rate_bill(allowed, xs) <= bound * (1.0 + 1e-12)
     share = 1.0 if one_pass or hopeless else FIXED_PASS_SHARE
-    sized = size_buckets(allowed, labels, layout_of, rs, xs, np.flatnonzero(~free).tolist(),
-                         t0 + (deadline - t0) * share)  # fmt: skip
+    until = t0 + (deadline - t0) * share
+    free = np.isfinite(start_cost) & (start_cost <= 0.0)  # the reserved units hold it all: optimal
+    sized = size_buckets(allowed, labels, layout_of, rs, xs, np.flatnonzero(~free).tolist(), until)
     if sized.infeasible and len(family) == len(data.candidates):
         return Raw("INFEASIBLE", None, None, None, None, None, time.perf_counter() - t0)
     if not (sized.solved | free).all():
         return Raw("NO_SOLUTION", None, None, None, bound, source, time.perf_counter() - t0, True)
+    proved_at = {tuple(rs.tolist()): plan_cost(allowed, xs, rs)} if sized.proved.all() else {}
     rs = reserved_for(allowed, xs)
+    if priced:
+        xs, rs = _reserved_descent(allowed, labels, layout_of, starts, priced, (xs, rs), proved_at, until)
     full_xs = np.zeros((len(data.candidates), len(data.buckets)), dtype=np.int64)
     full_xs[family] = xs
     if one_pass and (sized.proved | free).all():
         return Raw("OPTIMAL", full_xs, rs, None, None, None, time.perf_counter() - t0)
+    if priced:
+        # with incompatible pairs only the first family was sized: the bound sizes them all
+        known = proved_at if len(family) == len(data.candidates) else {}
+        boxed = _box_bound(data, labels, layout_of, priced, plan_cost(allowed, xs, rs), known, full_xs, deadline)
+        if boxed is not None and boxed > bound:
+            bound, source = boxed, "reserved_box"
     better: float | None
     if one_pass:
         summed = math.fsum(np.fmax(sized.lower, fluid_bound_by_bucket(data)).tolist())
@@ -157,6 +178,111 @@ def solve_bucketwise(
         bound, source = better, "reserved_rate"
     timed_out = time.perf_counter() >= deadline
     return Raw("FEASIBLE", full_xs, rs, None, bound, source, time.perf_counter() - t0, timed_out)
+
+
+def _reserved_descent(
+    data: MilpData,
+    labels: tuple[tuple[int, ...], ...],
+    layout_of: Sequence[Candidate],
+    starts: Sequence[np.ndarray],
+    priced: Sequence[int],
+    first: tuple[np.ndarray, np.ndarray],
+    exact: dict[tuple[int, ...], float],
+    until: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The buckets sized again at other reserved units, the cheapest plan kept: from the best so
+    far, its own reserved units re-chosen (`reserved_for`) and each priced resource's count one
+    up and one down, while a pass finds a cheaper plan; then the rest of the box `_box_bound`
+    needs. At most RESERVED_PASSES passes, none after `until`; a pass the clock cuts is dropped.
+    The LP relaxation's reserved units, which start the first pass, can be far off: with
+    availability floors and a few replicas per bucket its fractional replicas hold 0.2 reserved
+    GPUs where 2 are best, and every bucket is then sized as if on-demand were the only price.
+    `exact` collects, per reserved vector whose pass proved every bucket, the optimum's bill at
+    exactly those reserved units."""
+    best_xs, best_rs = first
+    best = plan_cost(data, best_xs, best_rs)
+    tried = set(exact)
+    for _ in range(RESERVED_PASSES):  # bounded
+        steps = [best_rs.copy()]
+        for t in priced:
+            for d in (1, -1):
+                r = best_rs.copy()
+                r[t] += d
+                steps.append(r)
+        todo = [r for r in steps if r.min() >= 0 and tuple(r.tolist()) not in tried]
+        if not todo:
+            todo = [np.array(r) for r in _box(data, priced, best) or () if r not in tried]
+        if not todo or time.perf_counter() >= until:
+            break
+        rs = todo[0]
+        tried.add(tuple(rs.tolist()))
+        xs, start_cost = cheapest_start(data, starts, rs)
+        free = np.isfinite(start_cost) & (start_cost <= 0.0)
+        sized = size_buckets(data, labels, layout_of, rs, xs, np.flatnonzero(~free).tolist(), until)
+        if sized.infeasible or not (sized.solved | free).all() or time.perf_counter() >= until:
+            continue
+        if sized.proved.all():
+            exact[tuple(rs.tolist())] = plan_cost(data, xs, rs)
+        rs = reserved_for(data, xs)
+        cost = plan_cost(data, xs, rs)
+        if cost < best * (1.0 - 1e-12):
+            best, best_xs, best_rs = cost, xs, rs
+    return best_xs, best_rs
+
+
+def _box(data: MilpData, priced: Sequence[int], incumbent: float) -> list[tuple[int, ...]] | None:
+    """Every reserved vector a plan cheaper than `incumbent` may hold (the others' reserved bill
+    alone exceeds it; within the inventory caps), or None when there are more than RESERVED_BOX."""
+    tops = []
+    for t in priced:
+        res = data.resources[t]
+        assert res.reserved_usd_per_hour is not None
+        top = int(incumbent // (res.reserved_usd_per_hour * data.total_hours))
+        tops.append(min(top, res.inventory) if res.inventory is not None else top)
+    if math.prod(top + 1 for top in tops) > RESERVED_BOX:
+        return None
+    out = []
+    for combo in itertools.product(*(range(top + 1) for top in tops)):
+        r = [0] * len(data.resources)
+        for t, v in zip(priced, combo, strict=True):
+            r[t] = v
+        out.append(tuple(r))
+    return out
+
+
+def _box_bound(
+    data: MilpData,
+    labels: tuple[tuple[int, ...], ...],
+    layout_of: Sequence[Candidate],
+    priced: Sequence[int],
+    incumbent: float,
+    known: dict[tuple[int, ...], float],
+    start: np.ndarray,
+    deadline: float,
+) -> float | None:
+    """A lower bound on the optimum from every reserved vector of the box (`_box`): given the
+    reserved units the buckets are independent, so the least over the box of the bills with
+    every bucket proved is the optimum. `known`: such bills already in hand (exact); the others
+    are sized here over every candidate, each bucket alone (its incompatible pairs within the
+    bucket only: a relaxation, so still a bound), from `start`. None when the box is too large,
+    or the clock or an unproved bucket leaves a vector of it out."""
+    box = _box(data, priced, incumbent)
+    if box is None:
+        return None
+    bills = []
+    for r in box:  # bounded: at most RESERVED_BOX
+        if r in known:
+            bills.append(known[r])
+            continue
+        if time.perf_counter() >= deadline:
+            return None
+        rs = np.array(r, dtype=np.int64)
+        xs = start.copy()
+        sized = size_buckets(data, labels, layout_of, rs, xs, range(len(data.buckets)), deadline)
+        if sized.infeasible or not sized.proved.all():
+            return None
+        bills.append(plan_cost(data, xs, rs))
+    return min(bills)
 
 
 def _rate_bill(data: MilpData, xs: np.ndarray) -> float:

@@ -160,7 +160,7 @@ def build(
     rows = _Rows(prob)
     model = Model(data, prob, {}, {}, {}, {}, {}, {}, {}, {}, rows.named, labels, 0.0)
     tag = [f"b{ls[0]}" for ls in labels]
-    bound = _replicas(model, need)
+    bound = _replicas(model, need, reserved_fixed=_reserved is not None)
     _shares(model, need, has_col and has_dis)
     _coverage(model, rows, need, tag, has_col, has_dis)
     _units(model, rows, tag, _reserved)
@@ -180,8 +180,9 @@ def build(
     return model
 
 
-def _replicas(model: Model, need: np.ndarray) -> dict[tuple[int, int], int]:
-    """x (where need_b > 0), r, o, y, a and z; returns M_kb per x variable."""
+def _replicas(model: Model, need: np.ndarray, *, reserved_fixed: bool = False) -> dict[tuple[int, int], int]:
+    """x (where need_b > 0), r (unless the reserved units are fixed: `build`'s `_reserved`), o, y,
+    a and z; returns M_kb per x variable."""
     data, prob = model.data, model.problem
     capacity = capacity_matrix(data)
     bound: dict[tuple[int, int], int] = {}
@@ -192,7 +193,7 @@ def _replicas(model: Model, need: np.ndarray) -> dict[tuple[int, int], int]:
             bound[(k, j)] = int(m[j])
     for t in sorted({data.resource_index(c.resource) for c in data.candidates}):
         res = data.resources[t]
-        if res.reserved_usd_per_hour is not None:
+        if res.reserved_usd_per_hour is not None and not reserved_fixed:
             model.r[t] = prob.add_variable(f"r_t{t}", 0, res.inventory, pulp.LpInteger)
         for b in range(len(data.buckets)):
             model.o[(t, b)] = prob.add_variable(f"o_t{t}_b{b}", 0, res.inventory, pulp.LpContinuous)

@@ -16,7 +16,7 @@ import numpy as np
 import pulp
 import pytest
 
-from solvers import milp, milp_model, milp_solver
+from solvers import milp, milp_bucketwise, milp_model, milp_solver
 from solvers.milp import (
     Bucket,
     Candidate,
@@ -484,17 +484,23 @@ def test_bucketwise_bound_and_answer_bracket_the_optimum(seed, monkeypatch):
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_few_replicas_are_proved_as_one_model(seed):
+@pytest.mark.parametrize("box", [True, False], ids=["reserved-box", "one-model"])
+def test_few_replicas_are_proved_as_one_model(seed, box, monkeypatch):
     # The same instances need at most 8 replicas of the largest candidate in any bucket. Without
-    # reserved prices the bucket-wise answer is exact; with them it leaves a gap (its reserved
-    # units come from the LP), and the whole model, warm started from it (solvers.milp._attempt),
-    # proves the brute-force optimum within ATTEMPT_NODES nodes.
+    # reserved prices the bucket-wise answer is exact. With them, the few reserved vectors a
+    # cheaper plan could hold are each sized and proved (milp_bucketwise._box_bound); without
+    # that box (RESERVED_BOX 0) a gap is left, and the whole model, warm started from the answer
+    # (solvers.milp._attempt), proves the brute-force optimum within ATTEMPT_NODES nodes.
+    if not box:
+        monkeypatch.setattr(milp_bucketwise, "RESERVED_BOX", 0)
     rng = np.random.default_rng(50 + seed)
     for priced in (False, True):
         data = random_many_buckets(rng, priced)
         assert milp._few_replicas(data)
         out = solve(data)
-        assert out.stats.method == ("milp" if priced else "bucketwise")
+        assert out.stats.method == ("milp" if priced and not box else "bucketwise")
+        if priced and box:
+            assert out.stats.bound_source == "reserved_box"
         assert out.status == "OPTIMAL"
         check_solution(data, out)
         assert out.objective_usd == pytest.approx(separable_optimum(data), abs=1e-6)
@@ -508,6 +514,7 @@ def test_an_attempt_cut_by_time_is_discarded(monkeypatch):
     rng = np.random.default_rng(50)
     random_many_buckets(rng, False)
     data = random_many_buckets(rng, True)  # seed 50's priced instance: the attempt proves it
+    monkeypatch.setattr(milp_bucketwise, "RESERVED_BOX", 0)  # else the bucket-wise path proves it
     real_run = milp_model.run_model  # solve() reads it there when it runs a model
     attempts = []
 
