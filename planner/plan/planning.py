@@ -4,6 +4,7 @@ the worker pool; and the pieces of the report that do not depend on the MILP's a
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -18,6 +19,8 @@ from planner.plan.split import Split, share_note
 from planner.workload import Workload
 from solvers.milp import MilpResult
 from solvers.milp_data import MAX_REPLICAS_PER_BUCKET, peak_replicas
+
+MIN_SOLVE_S = 0.1
 
 
 def replicas_at(need_per_s: float, p: CapacityPoint) -> int:
@@ -50,6 +53,9 @@ class Planning:
     pool: CapacityPool
     found: SearchResult
     split: Split | None = None
+    # time.perf_counter() by which the plan is to be answered (the plan's start plus
+    # solver.time_limit_s): every MILP solve gets what is left of it (`solver_seconds`)
+    deadline: float = math.inf
     oversized: tuple[CapacityPoint, ...] = field(init=False)
     peak_need_per_s: float = field(init=False)
     by_id: Mapping[str, CapacityPoint] = field(init=False)
@@ -70,6 +76,12 @@ class Planning:
         replicas of and the others."""
         fits = tuple(p for p in points if replicas_at(self.peak_need_per_s, p) <= MAX_REPLICAS_PER_BUCKET)
         return fits, tuple(p for p in points if p not in fits)
+
+    def solver_seconds(self) -> float:
+        """What is left of the plan's time limit for a MILP solve (at least MIN_SOLVE_S: a solve
+        cut at once would say nothing): the search and earlier solves already spent the rest."""
+        left = self.deadline - time.perf_counter()
+        return min(self.req.solver.time_limit_s, max(MIN_SOLVE_S, left))
 
     # -- report pieces that do not read the MILP's answer --
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import shlex
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -151,6 +152,7 @@ def _plan(req: PlanRequest, base: Path | None, verify: bool, workers: int | None
     from planner.catalog.models import get_model
     from planner.inputs import build_workload
 
+    deadline = time.perf_counter() + req.solver.time_limit_s  # the whole plan's (solver.time_limit_s)
     workload = build_workload(req.workload, "workload", base)
     model = _model_ref(req.model, base)
     spec = get_model(model, "model")
@@ -172,7 +174,7 @@ def _plan(req: PlanRequest, base: Path | None, verify: bool, workers: int | None
         split = Split.of(forecast.rates_per_s, req.headroom)
         found = pool.search(shapes, also, split) if shapes else SearchResult((), (), ())
         found = replace(found, unfit=tuple(sorted({*found.unfit, *unfit})))
-        pl = Planning(req, ctx, workload, stats, forecast, prices, roles, notes, pool, found, split)
+        pl = Planning(req, ctx, workload, stats, forecast, prices, roles, notes, pool, found, split, deadline)
         report = _build(pl, verify)
     if relax and report.status == "INFEASIBLE":
         report = relaxed_report(pl, report, lambda r: _plan(r, base, False, workers, relax=False))
@@ -205,7 +207,7 @@ def _milp_data(pl: Planning, points: Sequence[CapacityPoint]) -> MilpData:
         pl.prices,
         pl.req.headroom,
         not pl.req.candidates.mixed_gpu_types,
-        pl.req.solver.time_limit_s,
+        pl.solver_seconds(),
         pl.req.solver.relative_gap,
         incompatible_pairs=incompatible_pairs(points, _kv_heads(pl)),
         **defaults.availability(pl.req),
