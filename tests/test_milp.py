@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pulp
 import pytest
+from milp_brute import brute_force
 
 from solvers import milp, milp_bucketwise, milp_model, milp_solver
 from solvers.milp import (
@@ -252,56 +253,6 @@ def test_no_complete_configuration_is_one_config():
 
 # ---------------------------------------------------------------------------------------------
 # Brute force on random small problems
-
-
-def brute_force(data: MilpData) -> float | None:
-    """Cheapest cost by enumeration: every candidate's replicas per bucket in 0..ceil(need/c)+1,
-    selection rules checked directly, every reserved count 0..peak use. None if infeasible."""
-    cands, buckets = data.candidates, data.buckets
-    n_k, n_b = len(cands), len(buckets)
-    need = np.array([b.demand_per_s * (1 + data.headroom) for b in buckets])
-    hours = np.array([b.hours for b in buckets])
-    box = [[math.ceil(need[b] / c.capacity_per_s) + 1 for b in range(n_b)] for c in cands]
-    selections: list[tuple[int, ...]]
-    if data.single_config:
-        selections = [(k,) for k, c in enumerate(cands) if c.pool == "colocated"]
-        selections += [
-            (p, d)
-            for p, cp in enumerate(cands)
-            for d, cd in enumerate(cands)
-            if cp.pool == "prefill" and cd.pool == "decode" and cp.group == cd.group
-        ]
-    else:
-        selections = [tuple(range(n_k))]
-    best = math.inf
-    for sel in selections:
-        ranges = [range(box[k][b] + 1) if k in sel else range(1) for k in range(n_k) for b in range(n_b)]
-        xs = np.array(list(itertools.product(*ranges)), dtype=float).reshape(-1, n_k, n_b)
-        cap = {p: np.zeros((len(xs), n_b)) for p in ("colocated", "prefill", "decode")}
-        for k, c in enumerate(cands):
-            cap[c.pool] += c.capacity_per_s * xs[:, k, :]
-        ok = np.all(cap["colocated"] + np.minimum(cap["prefill"], cap["decode"]) >= need * (1 - 1e-9), axis=1)
-        cost = np.zeros(len(xs))
-        for res in data.resources:
-            used = sum(
-                c.units_per_replica * xs[:, k, :] for k, c in enumerate(cands) if c.resource == res.name
-            )
-            if isinstance(used, int):
-                continue
-            if res.inventory is not None:
-                ok &= np.all(used <= res.inventory, axis=1)
-            if res.reserved_usd_per_hour is None:
-                cost += res.on_demand_usd_per_hour * (used * hours).sum(axis=1)
-                continue
-            per_r = [
-                res.reserved_usd_per_hour * hours.sum() * r
-                + res.on_demand_usd_per_hour * (np.maximum(used - r, 0) * hours).sum(axis=1)
-                for r in range(int(used.max()) + 1)
-            ]
-            cost += np.min(np.array(per_r), axis=0)
-        if ok.any():
-            best = min(best, float(cost[ok].min()))
-    return None if math.isinf(best) else best
 
 
 def random_problem(rng: np.random.Generator, single_config: bool, pools_forced: bool = False) -> MilpData:
