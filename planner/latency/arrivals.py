@@ -21,7 +21,7 @@ P(K = 0) = 0.39 and E[K] = 1.16 (the heuristic: 0.62 and 0.48; the simulator, bu
 an H100 at 30% load: 39% of prompts scheduled alone, 1.34 others on average). And it is much
 less spread than a compound count of that mean: Var K = 1.69 there, where z's compound form
 (variance z E[K]) would read 11; that spread is what raised TTFT p99 by 35-75% when the exact
-mean was first tried with the compound form (docs/latency.md, "Approximations and known limits").
+mean was tried with the compound form).
 
 Over U, the single counts' moments are in closed form (E_U[P(a, x U)] = P(a, x) - (a/x) P(a + 1,
 x)); the two products (P(K = 0) and E[N_b N_f]) are integrated by Gauss-Legendre (GL_NODES

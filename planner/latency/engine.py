@@ -14,10 +14,10 @@ decode pool: decode steps only). With n the mean number of decoding sequences:
   tokens (after prefix-cache hits) is prefilled in k = ceil(Pe / s) steps carrying the decodes.
   Its extra engine time over the decode steps it rides on is A = sum_j (T(chunk_j) - T(decodes
   only)) alone ("own chunks", light load) and F = Pe (T_full - T_dec) / s_f when prompts queue
-  and every step is a full budget ("fluid", heavy load); the model blends them by rho, the
-  utilization of the prefill queue (the chance an arrival finds a backlog).
+  and every step is a full budget ("fluid", heavy load); the model blends them by sigma, the
+  chance an arrival finds the prefill queue busy (docs/latency.md, "A prompt's engine time").
 * Fixed point (Little): n = lambda d t_step, t_step = t_dec / (1 - lambda E[Delta]), d = E[output]
-  - 1 decode steps per request, E[Delta] = A + rho (F - A), rho = lambda q. For a given n this
+  - 1 decode steps per request, E[Delta] = A + sigma (F - A). For a given n this
   is a quadratic in lambda, so lambda(n) is explicit; the steady n at a rate is the least root
   of lambda(n) = rate (root-finding), and the capacity under SLOs is root-found over n.
   Whole prompts of alike lengths with room beside them instead open a step (A) or join one
@@ -2124,8 +2124,8 @@ class Engine:
         """How far D is `_delay_chain`'s: how far whole prompts share steps (`State.join_weight`),
         fading out as arrivals get burstier, from c_a^2 = CHAIN_DELAY_CA2[0] to [1]. The chain
         weighs the step under way by its length (a time average); bursts do not see time
-        averages (docs/latency.md, "Measured in session 18": at CV^2 4 47% of arrivals find a
-        mixed step that fills 24% of the time), so as bursts merge prompts into fewer, longer
+        averages (docs/latency.md, "Bursty arrivals": at CV^2 4 47% of arrivals find a mixed
+        step that fills 24% of the time), so as bursts merge prompts into fewer, longer
         steps its D would fall with burstiness (48-token prompts, MoE, H100: TTFT p99 -0.13% from
         c_a^2 1 to 3.3). Validated at the trace's c_a^2 1.19 (docs/accuracy.md); the classes'
         two lognormals (their company a gamma renewal count) take the bursts."""

@@ -31,18 +31,13 @@ from solvers.rootfind import RootResult, last_met
 BindingLimit = Literal["ttft", "itl", "compute", "kv_capacity", "max_num_seqs", "max_num_batched_tokens"]
 
 # The capacity is the last point that met the SLO, found to this share of itself below the first
-# point that missed it. Before 2026-12-01 the root's only tolerance was 1e-3 of the whole stable
-# range, so a capacity far below the range's end (a tight SLO) came out coarse: up to 34% low
-# (docs/latency.md, "Capacity").
+# point that missed it (a tolerance on the whole stable range instead leaves a capacity far below
+# the range's end, a tight SLO, coarse: docs/latency.md, "Capacity").
 CAPACITY_PRECISION = 1e-2
 # Brent's tolerance: 0.9 of that precision of the point (its bracket then closes within the
 # precision in one pass; `last_met` goes on between the two points where it does not), plus
 # CAPACITY_XTOL of the stable range: where no positive rate meets the SLO the search stops that
 # close to 0 (the decades below, or under bursts "no positive rate", take over from there).
-# Before 2026-12-01 (session 11) Brent ran to 1e-3 of the range, then to the precision in a
-# second pass: ~0.7 steady states more per search (7.13 against 6.39 over 336 searches: 4
-# workloads x H100/A100 x Qwen3-8B/30B-A3B x budgets 512-8192 x 7 SLOs; 11 against 10 on the
-# bench's candidate).
 CAPACITY_RTOL = 0.9 * CAPACITY_PRECISION
 CAPACITY_XTOL = 1e-3
 # `Engine.ttft_p99_at_most_s` is a bound in exact arithmetic; the quantile's own rounding is

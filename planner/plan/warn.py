@@ -17,8 +17,8 @@ LOW_UTILIZATION = 0.10
 PREEMPTION_WARN = 0.01
 # Per-replica arrival CV² from which the plan says its p99s are unreliable: the accuracy grid's
 # trace has CV² 1.2; on docs/accuracy.md's bursty table (CV² 4 and 20) the model's TTFT p99 is
-# from 55% below to 10% above the simulator's and ITL p99 up to 28% below (docs/latency.md,
-# known limits). 4 (k = 0.25) is the table's mildest burstiness.
+# from 64% below to 4% above the simulator's and ITL p99 from 1% below to 13% above (TTFT p99
+# reads low near capacity, where bursts preempt). 4 (k = 0.25) is the table's mildest burstiness.
 BURSTY_CV2_WARN = 4.0
 
 
@@ -84,8 +84,8 @@ def burst_warnings(pl: Planning, serving: Sequence[Serving]) -> list[str]:
     if worst >= BURSTY_CV2_WARN:
         out.append(
             f"arrivals this bursty (CV² up to {worst:.3g} per replica at the peak) are where the latency model is "
-            "least right: against the simulator it reads TTFT p99 from ~55% low to ~40% high and ITL p99 "
-            "up to ~30% low at CV² 4-20 (docs/accuracy.md); check this plan with --verify"
+            "least right: against the simulator it reads TTFT p99 from ~65% low to ~5% high (low near "
+            "capacity) and ITL p99 up to ~15% high at CV² 4-20 (docs/accuracy.md); check this plan with --verify"
         )
     return out
 
