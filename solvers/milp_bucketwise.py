@@ -4,8 +4,9 @@ Branch and bound does not split a model into its buckets: each bucket is a small
 closed in a few milliseconds alone, but in one model their gaps multiply (bench (b), 168 buckets
 of 21 candidates: HiGHS stops at its 30 s limit with a 1.0% gap; CBC found nothing better than
 the best single configuration in 300 s). Given the reserved units, and which candidates may be
-used at all (incompatible pairs), the buckets are independent; `solve_bucketwise` uses that. Every
-model here goes through solvers.milp_solver (HiGHS through PuLP).
+used at all (incompatible pairs), the buckets are independent (solvers.milp_buckets sizes them at
+given reserved units); `solve_bucketwise` chooses the reserved units around them and bounds the
+optimum. Every model here goes through solvers.milp_solver (HiGHS through PuLP).
 
 Time: every loop is bounded by the bucket count, and each one-bucket solve by what is left of
 the deadline; a bucket the clock leaves unsolved keeps its start (a valid plan), and its part of
@@ -20,11 +21,12 @@ import itertools
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 
-from solvers.milp_data import POOLS, Bucket, Candidate, MilpData, Resource, derive, select_buckets
+from solvers.milp_buckets import cheapest_start, size_buckets
+from solvers.milp_data import Bucket, Candidate, MilpData, Resource, derive
 from solvers.milp_fastpath import (
     best_reserved,
     enumerate_options,
@@ -33,8 +35,8 @@ from solvers.milp_fastpath import (
     fluid_bound_by_bucket,
     shortlist,
 )
-from solvers.milp_model import Relaxation, build, lp_relaxation, run_model
-from solvers.milp_plan import Raw, bucket_needs, covered, live_pairs, matrices, plan_cost, with_candidates
+from solvers.milp_model import Relaxation, build, lp_relaxation
+from solvers.milp_plan import Raw, bucket_needs, live_pairs, matrices, plan_cost, with_candidates
 from solvers.milp_solver import MIN_SOLVER_S
 
 __all__ = [
@@ -42,7 +44,6 @@ __all__ = [
     "LP_MAX_VARIABLES",
     "LP_TIME_LIMIT_S",
     "MAX_FAMILIES",
-    "better_elsewhere",
     "families",
     "reserved_for",
     "reserved_rate_bound",
@@ -416,165 +417,3 @@ def reserved_rate_bound(
     return bound if known is None or bound > known else None
 
 
-def cheapest_start(
-    data: MilpData, starts: Sequence[np.ndarray], rs: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """Per bucket, the start that covers it within the caps and the availability rule at the
-    least on-demand bill (at reserved units `rs`); its bill rate per bucket (inf where no start
-    is valid)."""
-    n_b = len(data.buckets)
-    xs = np.zeros((len(data.candidates), n_b), dtype=np.int64)
-    best = np.full(n_b, np.inf)
-    units, _ = matrices(data)
-    need = bucket_needs(data) * (1.0 - 1e-9)
-    caps = np.array([np.inf if res.inventory is None else res.inventory for res in data.resources])
-    od = np.array([res.on_demand_usd_per_hour for res in data.resources])
-    for start in starts:
-        used = units @ start
-        valid = (covered(data, start) >= need) & np.all(used <= caps[:, None], axis=0)
-        valid &= ~((start > 0) & (start < data.min_replicas)).any(axis=0)
-        cost = od @ np.maximum(used - rs[:, None], 0.0)
-        take = valid & (cost < best)
-        xs[:, take] = start[:, take]
-        best[take] = cost[take]
-    return xs, best
-
-
-def better_elsewhere(data: MilpData, rs: np.ndarray) -> dict[int, int]:
-    """With the reserved units fixed at `rs`, candidate k -> a candidate j that beats it in every
-    bucket: same pool, capacity no less in each bucket, on-demand price per replica no more, on a
-    resource without a cap, no incompatibility k has not, and k's resource holds no reserved
-    units (else k's replicas may cost nothing). Swapping every replica of k for one of j then
-    covers as much for no more (with spare replicas too: c_j (x - S) >= c_k (x - S)). Ties go to
-    the earlier candidate; chains are followed to a candidate that stays."""
-    cands = data.candidates
-    n = len(cands)
-    _, cap = matrices(data)
-    price = np.array([data.resource(c.resource).on_demand_usd_per_hour * c.units_per_replica for c in cands])
-    free = np.array([rs[data.resource_index(c.resource)] > 0 for c in cands])
-    uncapped = np.array([data.resource(c.resource).inventory is None for c in cands])
-    pool = np.array([POOLS.index(c.pool) for c in cands])
-    conflicts = data.conflicts()
-    index = np.arange(n)
-    out: dict[int, int] = {}
-    for k in range(n):  # bounded: n candidates, each against all
-        if free[k]:
-            continue
-        no_less = np.all(cap >= cap[k], axis=1)
-        more = np.any(cap > cap[k], axis=1)
-        strict = more | (price < price[k]) | (index < k)
-        beats = (pool == pool[k]) & uncapped & no_less & (price <= price[k]) & strict & (index != k)
-        mine = conflicts.get(cands[k].id, frozenset())
-        rivals = [
-            i for i in np.flatnonzero(beats).tolist() if conflicts.get(cands[i].id, frozenset()) <= mine
-        ]
-        if rivals:
-            # the best of them: most capacity, then cheapest, then earliest
-            out[k] = min(rivals, key=lambda i: (-float(cap[i].sum()), price[i], i))
-    for k in list(out):
-        last = out[k]
-        for _ in range(n):  # bounded: the relation is a strict order
-            if last not in out:
-                break
-            last = out[last]
-        out[k] = last
-    return out
-
-
-@dataclass(frozen=True)
-class Sized:
-    """What size_buckets knows per bucket: `solved` (it has a plan: its start or an answer),
-    `proved` (that plan optimal), `lower` (a lower bound on its optimum, bill rate x hours, 0
-    where none is known), and whether some bucket was proved infeasible."""
-
-    solved: np.ndarray
-    proved: np.ndarray
-    lower: np.ndarray
-    infeasible: bool
-
-
-def size_buckets(
-    data: MilpData,
-    labels: tuple[tuple[int, ...], ...],
-    layout_of: Sequence[Candidate],
-    rs: np.ndarray,
-    xs: np.ndarray,
-    todo: Sequence[int],
-    deadline: float,
-) -> Sized:
-    """Each bucket of `todo` alone with the reserved units fixed, over the candidates
-    `better_elsewhere` leaves (starts moved onto them), answers shared between buckets:
-
-    - an answer x for bucket a is a plan for every bucket b it covers (same caps, rules and
-      reserved units everywhere), at the same bill rate;
-    - proved optimal, its rate g_a is a lower bound for every bucket b with
-      lambda_ab * need_b >= need_a, lambda_ab = min_k c_ka / c_kb: b's best plan (no deployment of
-      at most S replicas, which covers nothing) covers need_a with a's capacities, so it is a
-      plan for a and costs at least g_a (equal capacities: lambda = 1, every bigger need);
-    - a bucket whose cheapest known plan meets its lower bound is proved, unsolved.
-
-    Which bucket next: the buckets in order of need per mean capacity, cut at the solved ones;
-    in the part with the most unproved buckets (the first of equals), the middle unproved one.
-    A stretch between two solved buckets with the same answer is then proved whole, and a clock
-    that cuts leaves plans and bounds spread over the whole range (bench (y), 8,760 buckets cut
-    at 10 s: a 1.0% gap against 2.3% when going up the needs one level at a time). The answers
-    go into `xs` (whose columns are the starts). At most one solve per bucket of `todo`, none
-    after the deadline."""
-    n_b = len(data.buckets)
-    swap = better_elsewhere(data, rs)
-    keep = [k for k in range(len(data.candidates)) if k not in swap]
-    for k, j in swap.items():
-        xs[j] += xs[k]
-        xs[k] = 0
-    narrow = with_candidates(data, keep)
-    units, capacity = matrices(narrow)
-    need = bucket_needs(data) * (1.0 - 1e-9)
-    hours = np.array([b.hours for b in data.buckets])
-    od = np.array([res.on_demand_usd_per_hour for res in data.resources])
-
-    def rate(x: np.ndarray) -> np.ndarray:  # bill rate per hour of replica columns at rs
-        return od @ np.maximum(units @ x - rs[:, None], 0.0)
-
-    plan = xs[keep]
-    valid = covered(narrow, plan) >= need
-    upper = np.where(valid, rate(plan), np.inf)
-    lower = np.zeros(n_b)  # per hour
-    proved = np.zeros(n_b, dtype=bool)
-    order = np.array(sorted(todo, key=lambda j: (need[j] / capacity[:, j].mean(), j)), dtype=np.int64)
-    in_todo = np.zeros(n_b, dtype=bool)
-    in_todo[order] = True
-    proved[~in_todo] = True  # not asked for: left as they are
-    tried: list[int] = []  # positions in `order` solved, sorted
-    for _ in range(len(order)):  # bounded: one solve per bucket at most
-        done = proved.copy()
-        done[order[tried]] = True
-        open_pos = np.flatnonzero(~done[order])
-        if open_pos.size == 0 or time.perf_counter() >= deadline:
-            break
-        cuts = np.array(tried, dtype=np.int64)
-        part_of = np.searchsorted(cuts, open_pos)
-        widest = int(np.argmax(np.bincount(part_of)))  # the first of the largest parts
-        members = open_pos[part_of == widest]
-        pos = int(members[len(members) // 2])
-        tried.insert(int(np.searchsorted(cuts, pos)), pos)
-        j = int(order[pos])
-        part = select_buckets(narrow, [[j]])
-        model = build(part, _labels=[labels[j]], _layout_of=layout_of, _reserved=rs.tolist())
-        raw = run_model(model, deadline - time.perf_counter() - model.build_s, gap=False)
-        if raw.status == "INFEASIBLE":
-            return Sized(np.isfinite(upper), proved, lower * hours, True)
-        if raw.x is None:
-            continue
-        x = raw.x[:, :1]
-        g = float(rate(x)[0])
-        cheaper = (covered(narrow, np.repeat(x, n_b, axis=1)) >= need) & (g < upper) & (need > 0)
-        plan[:, cheaper] = x
-        upper[cheaper] = g
-        if raw.status == "OPTIMAL":
-            scale = np.min(capacity[:, [j]] / capacity, axis=0)  # capacities are > 0
-            lower = np.where(scale * need >= need[j], np.maximum(lower, g), lower)
-        elif raw.bound_usd is not None:
-            lower[j] = max(lower[j], raw.bound_usd / hours[j])
-        proved |= in_todo & (upper <= lower * (1.0 + 1e-12) + 1e-12)
-    xs[keep] = plan
-    return Sized(np.isfinite(upper), proved & np.isfinite(upper), lower * hours, False)

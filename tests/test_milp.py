@@ -29,7 +29,7 @@ from solvers.milp import (
     solve,
     solve_model,
 )
-from solvers.milp_bucketwise import better_elsewhere
+from solvers.milp_buckets import better_elsewhere
 from solvers.milp_data import LIMIT_PREFIX, MAX_BUCKETS
 from solvers.milp_model import run_model
 from solvers.milp_solver import log_bound, read_status
@@ -399,7 +399,7 @@ def random_many_buckets(rng: np.random.Generator, priced: bool) -> MilpData:
         for t in range(2)
     ]
     resources.append(Resource("t2", 1.2))  # no cap, no reserved price: its "slow" replica is
-    # beaten in every bucket by "small" (more capacity for $1 < $1.2), see solvers.milp_bucketwise.better_elsewhere
+    # beaten in every bucket by "small" (more capacity for $1 < $1.2), see solvers.milp_buckets.better_elsewhere
     cands = [
         Candidate("slow", "t2", 1, round(float(rng.uniform(0.5, 0.75)), 2)),
         Candidate("small", "t0", 1, round(float(rng.uniform(0.8, 1.5)), 2)),

@@ -19,7 +19,7 @@ import time
 import numpy as np
 import pytest
 
-from solvers import milp, milp_bucketwise, milp_solver
+from solvers import milp, milp_buckets, milp_bucketwise, milp_solver
 from solvers.milp import Bucket, Candidate, MilpData, MilpResult, Resource, prune_dominated, solve
 
 
@@ -156,13 +156,13 @@ def test_buckets_covered_by_a_smaller_proved_answer_are_not_solved_again(monkeyp
     # covers (solvers.milp_bucketwise): fewer HiGHS runs than buckets, the same optimum.
     monkeypatch.setattr(milp, "ATTEMPT_MAX_REPLICAS", 0)
     calls = []
-    real = milp_bucketwise.run_model
+    real = milp_buckets.run_model
 
     def counted(*a, **k):
         calls.append(1)
         return real(*a, **k)
 
-    monkeypatch.setattr(milp_bucketwise, "run_model", counted)
+    monkeypatch.setattr(milp_buckets, "run_model", counted)
     data = random_instance(0, single_config=False, priced=False)
     fast = solve(data)
     assert fast.stats.method == "bucketwise"
