@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import structlog
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
@@ -37,6 +38,18 @@ def running_server(**options: Any) -> Iterator[tuple[PlannerServer, str]]:
         yield server, f"127.0.0.1:{port}"
     finally:
         server.stop(grace_s=1)
+
+
+@contextmanager
+def quiet_server(workers: int = 1) -> Iterator[str]:
+    """A real server on port 0 in this process, its log lines kept out of the output a test
+    compares (structlog returns them instead of printing); yields its address."""
+    structlog.configure(logger_factory=structlog.ReturnLoggerFactory())
+    try:
+        with running_server(workers=workers) as (_, addr):
+            yield addr
+    finally:
+        structlog.reset_defaults()
 
 
 def stub(address: str) -> tuple[grpc.Channel, pb_grpc.PlannerServiceStub]:

@@ -8,21 +8,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import structlog
 import yaml
 from cli_helpers import run_cli, write
-from grpc_helpers import CHAT_PLAN, running_server
+from grpc_helpers import CHAT_PLAN, quiet_server
 
 
 @pytest.fixture(scope="module")
 def address() -> Iterator[str]:
-    # The server shares this process: its log lines must not land in the CLI output compared.
-    structlog.configure(logger_factory=structlog.ReturnLoggerFactory())
-    try:
-        with running_server(workers=1) as (_, addr):
-            yield addr
-    finally:
-        structlog.reset_defaults()
+    with quiet_server() as addr:  # the server shares this process: its logs stay out of the output
+        yield addr
 
 
 def _both(

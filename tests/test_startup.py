@@ -16,9 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import structlog
 import yaml
-from grpc_helpers import CHAT_PLAN, running_server
+from grpc_helpers import CHAT_PLAN, quiet_server
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -87,12 +86,8 @@ def test_a_plan_of_one_configuration_loads_no_solver(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def address() -> Iterator[str]:
-    structlog.configure(logger_factory=structlog.ReturnLoggerFactory())
-    try:
-        with running_server(workers=1) as (_, addr):
-            yield addr
-    finally:
-        structlog.reset_defaults()
+    with quiet_server() as addr:  # the server shares this process: its logs stay out of the output
+        yield addr
 
 
 def test_plan_on_a_server_imports_no_scipy(tmp_path: Path, address: str) -> None:
