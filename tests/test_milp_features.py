@@ -12,9 +12,10 @@ from typing import Any
 import numpy as np
 import pytest
 from milp_brute import brute_force, plan_ok
+from milp_helpers import cbc_reference
 
-from solvers import milp, milp_solver
-from solvers.milp import Bucket, Candidate, MilpData, MilpResult, Resource, build, prune_dominated, solve
+from solvers import milp
+from solvers.milp import Bucket, Candidate, MilpData, Resource, build, prune_dominated, solve
 from solvers.milp_data import LIMIT_PREFIX
 from solvers.milp_fastpath import evaluate_options
 
@@ -22,15 +23,6 @@ from solvers.milp_fastpath import evaluate_options
 def one_bucket(demand: float, resources, candidates, **kw) -> MilpData:
     return MilpData((Bucket(demand, 1.0),), tuple(resources), tuple(candidates), **kw)
 
-
-def cbc(data: MilpData) -> MilpResult:
-    """The full model solved by the fallback solver."""
-    solver = milp_solver.SOLVER
-    milp_solver.SOLVER = "cbc"
-    try:
-        return solve(data, reduce=False)
-    finally:
-        milp_solver.SOLVER = solver
 
 
 # ---------------------------------------------------------------------------------------------
@@ -255,7 +247,7 @@ def test_features_match_brute_force(seed):
     for single in (True, False):
         data = random_featured(rng, single)
         expected = brute_force(data)
-        for out in (solve(data), solve(data, reduce=False), cbc(data)):
+        for out in (solve(data), solve(data, reduce=False), cbc_reference(data)):
             if expected is None:
                 assert out.status == "INFEASIBLE", (seed, single)
                 continue
@@ -295,7 +287,7 @@ def test_bucketwise_path_with_the_new_rules_brackets_the_reference(seed, monkeyp
         fast = solve(data)
         assert fast.stats.method == "bucketwise"
         assert fast.stats.candidates_in_model == 6  # nothing dominated, nothing unpairable
-        ref = cbc(data)
+        ref = cbc_reference(data)
         assert ref.status == "OPTIMAL"
         assert plan_ok(data, fast.replicas, fast.reserved) == pytest.approx(fast.objective_usd, abs=1e-6)
         if fast.status == "OPTIMAL":

@@ -18,19 +18,10 @@ import time
 
 import numpy as np
 import pytest
+from milp_helpers import cbc_reference
 
-from solvers import milp, milp_buckets, milp_bucketwise, milp_solver
+from solvers import milp, milp_buckets, milp_bucketwise
 from solvers.milp import Bucket, Candidate, MilpData, MilpResult, Resource, prune_dominated, solve
-
-
-def reference(data: MilpData) -> MilpResult:
-    """The full model, no reductions, solved by CBC (solvers.milp_solver's fallback)."""
-    solver = milp_solver.SOLVER
-    milp_solver.SOLVER = "cbc"
-    try:
-        return solve(data, reduce=False)
-    finally:
-        milp_solver.SOLVER = solver
 
 
 def random_instance(seed: int, single_config: bool, priced: bool) -> MilpData:
@@ -97,7 +88,7 @@ def test_mixed_fast_path_finds_the_reference_optimum(seed):
     data = random_instance(seed, single_config=False, priced=seed % 2 == 0)
     assert len({b.demand_per_s for b in data.buckets}) > milp.MONOLITHIC_MAX_BUCKETS
     fast = solve(data)
-    agree(data, fast, reference(data))
+    agree(data, fast, cbc_reference(data))
     # Few replicas: without reserved prices the bucket-wise path is exact (odd seeds); with them
     # the few reserved vectors a cheaper plan could hold are each sized and proved (the box), or
     # the whole model, warm started, closes the gap within ATTEMPT_NODES nodes.
@@ -115,7 +106,7 @@ def test_bucketwise_path_finds_the_reference_optimum(seed, monkeypatch):
     data = random_instance(seed, single_config=False, priced=seed % 2 == 1)
     fast = solve(data)
     assert fast.stats.method == "bucketwise"
-    ref = reference(data)
+    ref = cbc_reference(data)
     agree(data, fast, ref)
     if seed % 2 == 0:
         assert fast.status == "OPTIMAL"
@@ -133,7 +124,7 @@ def test_bucketwise_path_finds_the_reference_optimum(seed, monkeypatch):
 def test_single_configuration_fast_path_finds_the_reference_optimum(seed):
     data = random_instance(seed, single_config=True, priced=True)
     fast = solve(data)
-    agree(data, fast, reference(data))
+    agree(data, fast, cbc_reference(data))
     assert fast.status == "OPTIMAL"
 
 
@@ -145,8 +136,8 @@ def test_pruned_multiples_never_carry_the_optimum():
         kept, n = prune_dominated(data.candidates, respect_groups=False)
         assert n > 0
         narrow = MilpData(data.buckets, data.resources, kept, data.headroom, False, data.time_limit_s)
-        full = reference(data)
-        pruned = reference(narrow)
+        full = cbc_reference(data)
+        pruned = cbc_reference(narrow)
         assert full.status == pruned.status == "OPTIMAL"
         assert pruned.objective_usd == pytest.approx(full.objective_usd, abs=1e-6)
 
@@ -167,7 +158,7 @@ def test_buckets_covered_by_a_smaller_proved_answer_are_not_solved_again(monkeyp
     fast = solve(data)
     assert fast.stats.method == "bucketwise"
     assert 0 < len(calls) < fast.stats.buckets_in_model
-    agree(data, fast, reference(data))
+    agree(data, fast, cbc_reference(data))
     assert fast.status == "OPTIMAL"
 
 
@@ -177,7 +168,7 @@ def test_reserved_rate_bound_never_exceeds_the_reference_optimum(seed, monkeypat
     # min(reserved, on-demand) per hour. A lower bound on any plan (its docstring's proof), so
     # never above the reference optimum; its answers cover each bucket within the caps.
     data = random_instance(seed, single_config=False, priced=True)
-    ref = reference(data)
+    ref = cbc_reference(data)
     assert ref.status == "OPTIMAL" and ref.objective_usd is not None
     labels = tuple((b,) for b in range(len(data.buckets)))
     plan = np.array([[ref.replicas[c.id][b] for b in range(len(data.buckets))] for c in data.candidates])
@@ -220,5 +211,5 @@ def test_reserved_rate_bound_proves_a_plan_without_reserved_gpus(monkeypatch):
     monkeypatch.setattr(milp_bucketwise, "RESERVED_BOX", 0)
     fast = solve(data)
     assert (fast.status, fast.stats.bound_source) == ("OPTIMAL", "reserved_rate")
-    agree(data, fast, reference(data))
+    agree(data, fast, cbc_reference(data))
     assert fast.reserved == {"spot": 0, "dear": 0}

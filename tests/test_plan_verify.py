@@ -48,18 +48,19 @@ def test_the_front_end_is_counted_as_capplan_simulate_counts_it(chat: PlanReport
     assert g.bucket == 0 and g.requests == 20_000 == V.part_size(40.0)  # 10 min at 40/s, capped
     req = parse_plan_request(yaml.safe_load(CHAT.read_text()))
     workload = build_workload(req.workload)
+    deployment = Deployment(
+        model=chat.model,
+        gpu=dep.gpu,
+        tp=dep.tensor_parallel_size,
+        replicas=g.replicas[0],
+        max_num_seqs=dep.max_num_seqs,
+        max_num_batched_tokens=dep.max_num_batched_tokens,
+        long_prefill_token_threshold=dep.long_prefill_token_threshold,
+        gpu_memory_utilization=dep.gpu_memory_utilization,
+    )
     rep = api.simulate(
         SimulateRequest(
-            deployment=Deployment(
-                model=chat.model,
-                gpu=dep.gpu,
-                tp=dep.tensor_parallel_size,
-                replicas=g.replicas[0],
-                max_num_seqs=dep.max_num_seqs,
-                max_num_batched_tokens=dep.max_num_batched_tokens,
-                long_prefill_token_threshold=dep.long_prefill_token_threshold,
-                gpu_memory_utilization=dep.gpu_memory_utilization,
-            ),
+            deployment=deployment,
             workload=workload.model_copy(
                 update={"arrivals": Arrivals(requests_per_s=g.bucket_requests_per_s, burstiness=1.0)}
             ),
@@ -78,16 +79,7 @@ def test_the_front_end_is_counted_as_capplan_simulate_counts_it(chat: PlanReport
     overhead_ms = resolved.replica.profile.request_overhead_s * 1e3
     assert overhead_ms > 0
     # without the front end every TTFT is that much shorter: the p99 moves by exactly it
-    cfg = Deployment(
-        model=chat.model,
-        gpu=dep.gpu,
-        tp=dep.tensor_parallel_size,
-        replicas=g.replicas[0],
-        max_num_seqs=dep.max_num_seqs,
-        max_num_batched_tokens=dep.max_num_batched_tokens,
-        long_prefill_token_threshold=dep.long_prefill_token_threshold,
-        gpu_memory_utilization=dep.gpu_memory_utilization,
-    ).resolve()
+    cfg = deployment.resolve()
     from planner.simulate.engine import simulate
 
     reqs = workload_requests(
