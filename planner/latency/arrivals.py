@@ -47,6 +47,11 @@ EXACT_TERMS = 64
 SUM_GROUPS = 192
 TAIL_SDS = 12.0  # terms past the count's mean by this many of its standard deviations (and gaps) are dropped
 TAIL_LOG = 30.0  # for x < 1/2 terms with x^a < e^-TAIL_LOG are dropped
+# Below this chance of any company an arrival has none (all moments 0). Near-regular arrivals
+# (burstiness k ~ 1e6, under one gap per step) leave P(K >= 1) subnormal while the steps' own
+# spread keeps E[K^2] ~ 1e-3: the company's moments given any (E[K^2] / P(K >= 1)) then overflow
+# to inf and TTFT to NaN. At 1e-12 its weight is far below any percentile the model reads.
+COMPANY_MIN = 1e-12
 
 
 class CountMoments(NamedTuple):
@@ -113,8 +118,11 @@ def company_count(k: float, rate: float, mean_s: float, second_s2: float) -> Cou
     # P(K >= 1) <= E[K] (Markov): where the terms underflow to a zero mean, rounding must not
     # leave a positive chance of company with none expected.
     m1 = 2.0 * float(w @ over_u)
+    p_any = min(1.0 - float(_W @ (alone * alone[::-1])), m1)
+    if p_any < COMPANY_MIN:
+        return CountMoments(0.0, 0.0, 0.0, 0.0, 0.0)
     return CountMoments(
-        min(1.0 - float(_W @ (alone * alone[::-1])), m1),
+        p_any,
         float(over_u[0]),
         float(w @ over_u),
         float((w * (2.0 * j - 1.0)) @ over_u) + var_l / 3.0,

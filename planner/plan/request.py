@@ -26,7 +26,13 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from planner.catalog.models import Dtype
 from planner.catalog.prices import DEFAULT_PRICE_LIST
 from planner.costmodel.profiles import DEFAULT_PROFILE
-from planner.deployment import MAX_MAX_MODEL_LEN, MIN_MAX_MODEL_LEN
+from planner.deployment import (
+    MAX_KV_TRANSFER_BANDWIDTH_BYTES_PER_S,
+    MAX_KV_TRANSFER_LATENCY_S,
+    MAX_MAX_MODEL_LEN,
+    MIN_KV_TRANSFER_BANDWIDTH_BYTES_PER_S,
+    MIN_MAX_MODEL_LEN,
+)
 from planner.errors import InvalidInput
 from planner.inputs import (
     MAX_LATENCY_MS,
@@ -150,11 +156,16 @@ class CandidateSpace(BaseModel):
     )
     weight_dtype: Dtype = "bf16"
     kv_dtype: Dtype = "bf16"
+    # The ranges of a deployment's link (planner.deployment.Disaggregation), which each
+    # disaggregated candidate becomes.
     kv_transfer_bandwidth_bytes_per_s: float = Field(
-        default=50e9, gt=0, le=1e13, description="prefill -> decode link per GPU, bytes/s; (0, 1e13]"
+        default=50e9,
+        ge=MIN_KV_TRANSFER_BANDWIDTH_BYTES_PER_S,
+        le=MAX_KV_TRANSFER_BANDWIDTH_BYTES_PER_S,
+        description="prefill -> decode link per GPU, bytes/s; [1e6, 1e13]",
     )
     kv_transfer_latency_s: float = Field(
-        default=1e-3, ge=0, le=10, description="per-transfer setup latency, s; [0, 10]"
+        default=1e-3, ge=0, le=MAX_KV_TRANSFER_LATENCY_S, description="per-transfer setup latency, s; [0, 10]"
     )
 
     @field_validator(
