@@ -29,7 +29,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_status import rpc_status
 from pydantic import BaseModel
 
-from planner.errors import CapplanError, InvalidInput
+from planner.errors import CapplanError, InvalidInput, echo
 from planner.server import convert
 from planner.server.errors import BadRequest
 from planner.v1 import planner_service_pb2 as pb
@@ -104,7 +104,7 @@ class SweepResult:
 def _split(address: str) -> tuple[str, int]:
     host, sep, port = address.rpartition(":")
     if not sep or not port.isdigit():
-        raise InvalidInput("address", f"{address!r}: expected HOST:PORT")
+        raise InvalidInput("address", f"{echo(address)}: expected HOST:PORT")
     return host.strip("[]"), int(port)
 
 

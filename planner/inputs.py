@@ -41,7 +41,7 @@ from planner.catalog.models import Dtype
 from planner.costmodel import fit_data
 from planner.costmodel.profiles import DEFAULT_PROFILE
 from planner.deployment import MAX_TP, MAX_USD_PER_GPU_HOUR, Deployment
-from planner.errors import InvalidInput
+from planner.errors import InvalidInput, echo
 from planner.slo import MAX_SLO_S, Slo
 from planner.validation import error_to_invalid_input, loc_to_path
 from planner.vllm_defaults import GPU_MEMORY_UTILIZATION
@@ -107,7 +107,7 @@ class TraceWorkload(BaseModel):
             return v
         if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v > 0:
             return float(v)
-        raise ValueError(f"must be gaps, rescaled or a number k > 0 (CV^2 of the gaps = 1/k), got {v!r}")
+        raise ValueError(f"must be gaps, rescaled or a number k > 0 (CV^2 of the gaps = 1/k), got {echo(v)}")
 
 
 def _workload_kind(v: Any) -> str:
@@ -415,7 +415,7 @@ class FixedParameters(BaseModel):
         if isinstance(data, Mapping):
             for k in data:
                 if k not in cls.model_fields:
-                    raise ValueError(f"unknown parameter {k!r}; valid: {', '.join(cls.model_fields)}")
+                    raise ValueError(f"unknown parameter {echo(k)}; valid: {', '.join(cls.model_fields)}")
         return data
 
     def given(self) -> dict[str, float]:
@@ -617,7 +617,7 @@ def resolve_trace(name_or_path: str, field: str, base_dir: Path | None = None) -
     if not regular:
         raise InvalidInput(
             field,
-            f"{name_or_path!r} is neither a built-in trace ({', '.join(sorted(BUILTIN_TRACES))}) nor an existing file",
+            f"{echo(name_or_path)} is neither a built-in trace ({', '.join(sorted(BUILTIN_TRACES))}) nor an existing file",
         )
     return load_trace(path, field=field)
 

@@ -51,7 +51,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from planner.errors import InvalidInput
+from planner.errors import InvalidInput, echo
 from planner.validation import validate
 from planner.workload import (
     MAX_BUCKET_DURATION_S,
@@ -453,9 +453,9 @@ def _parse_tokens(text: str, where: str) -> int:
         try:
             f = float(t)
         except ValueError:
-            raise InvalidInput(where, f"{t!r} is not a number of tokens") from None
+            raise InvalidInput(where, f"{echo(t)} is not a number of tokens") from None
         if not (math.isfinite(f) and f.is_integer()):
-            raise InvalidInput(where, f"{t!r} is not a whole number of tokens") from None
+            raise InvalidInput(where, f"{echo(t)} is not a whole number of tokens") from None
         v = int(f)
     if v < 0:
         raise InvalidInput(where, f"{v} is negative")
@@ -524,7 +524,7 @@ def _parse_rows(reader: Any, name: str, field: str) -> Trace:
             if not math.isfinite(num):
                 raise InvalidInput(
                     f"{field}:line {line}.{TIMESTAMP}",
-                    f"cannot parse {ts_text!r}; expected YYYY-MM-DD HH:MM:SS[.fraction] or seconds",
+                    f"cannot parse {echo(ts_text)}; expected YYYY-MM-DD HH:MM:SS[.fraction] or seconds",
                 )
             row_kind = "seconds"
         if kind is None:
@@ -532,7 +532,7 @@ def _parse_rows(reader: Any, name: str, field: str) -> Trace:
         elif row_kind != kind:
             raise InvalidInput(
                 f"{field}:line {line}.{TIMESTAMP}",
-                f"{ts_text!r} mixes {row_kind} with {kind} in earlier rows",
+                f"{echo(ts_text)} mixes {row_kind} with {kind} in earlier rows",
             )
         if parsed is not None:
             whole.append(parsed[0])
@@ -583,7 +583,7 @@ def builtin_trace(name: str) -> Trace:
     fname = BUILTIN_TRACES.get(name)
     if fname is None:
         raise InvalidInput(
-            "trace", f"unknown built-in trace {name!r}; valid: {', '.join(builtin_trace_names())}"
+            "trace", f"unknown built-in trace {echo(name)}; valid: {', '.join(builtin_trace_names())}"
         )
     res = resources.files("planner") / "data" / "traces" / fname
     return parse_trace(

@@ -58,7 +58,7 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from planner.errors import InvalidInput
+from planner.errors import InvalidInput, echo
 from planner.validation import validate
 
 __all__ = [
@@ -333,10 +333,10 @@ def _percentile_level(key: str) -> float:
         return _PCT_ALIASES[key]
     m = _PCT_KEY.match(key)
     if not m:
-        raise ValueError(f"key {key!r} is not a percentile; write p50, p99.9, min, median or max")
+        raise ValueError(f"key {echo(key)} is not a percentile; write p50, p99.9, min, median or max")
     level = float(m.group(1))
     if level > 100:
-        raise ValueError(f"key {key!r}: percentile above 100")
+        raise ValueError(f"key {echo(key)}: percentile above 100")
     return level
 
 
@@ -875,7 +875,7 @@ class Workload(BaseModel):
         if (count is None) == (horizon_s is None):
             raise InvalidInput("count", "give exactly one of count or horizon_s")
         if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
-            raise InvalidInput("seed", f"must be a non-negative integer, got {seed!r}")
+            raise InvalidInput("seed", f"must be a non-negative integer, got {echo(seed)}")
         arr_ss, in_ss, out_ss = np.random.SeedSequence(int(seed)).spawn(3)
         times = self.arrivals.iter_times(
             np.random.default_rng(arr_ss), horizon_s=horizon_s, count=count, chunk_size=chunk_size

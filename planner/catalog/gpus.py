@@ -14,7 +14,7 @@ from importlib import resources
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from planner.errors import InvalidInput
+from planner.errors import InvalidInput, echo
 from planner.vllm_defaults import default_max_num_batched_tokens, default_max_num_seqs
 
 
@@ -133,4 +133,4 @@ def get_gpu(name: str, field: str = "gpu") -> GpuSpec:
     try:
         return _all()[name.lower()]
     except KeyError:
-        raise InvalidInput(field, f"unknown GPU {name!r}; valid: {', '.join(gpu_names())}") from None
+        raise InvalidInput(field, f"unknown GPU {echo(name)}; valid: {', '.join(gpu_names())}") from None

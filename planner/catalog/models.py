@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
-from planner.errors import InvalidInput
+from planner.errors import InvalidInput, echo
 from planner.validation import error_to_invalid_input
 
 Dtype = Literal["bf16", "fp8"]
@@ -146,7 +146,7 @@ def _count(lo: int, hi: int) -> Any:
     def check(v: Any) -> int:
         if isinstance(v, bool) or not isinstance(v, int):
             what = "a positive integer" if lo == 1 else f"an integer >= {lo}"
-            raise ValueError(f"must be {what}, got {v!r}")
+            raise ValueError(f"must be {what}, got {echo(v)}")
         if v < lo:
             raise ValueError(f"must be {'a positive integer' if lo == 1 else f'>= {lo}'}, got {v}")
         if v > hi:
@@ -158,7 +158,7 @@ def _count(lo: int, hi: int) -> Any:
 
 def _flag(v: Any) -> bool:
     if not isinstance(v, bool):
-        raise ValueError(f"must be true or false, got {v!r}")
+        raise ValueError(f"must be true or false, got {echo(v)}")
     return v
 
 
@@ -228,7 +228,7 @@ def spec_from_config(name: str, config: dict[str, Any], field: str = "model") ->
         if not 0 < active <= experts:
             raise bad("num_experts_per_tok", f"a MoE config needs 1 .. {experts} (num_experts), got {active}")
         if c.mlp_only_layers or (c.decoder_sparse_step if c.decoder_sparse_step is not None else 1) != 1:
-            raise InvalidInput(field, f"{name!r}: MoE models with dense layers interleaved are not supported")
+            raise InvalidInput(field, f"{echo(name)}: MoE models with dense layers interleaved are not supported")
     else:
         if c.intermediate_size is None:
             raise bad("intermediate_size", "is missing")
@@ -236,11 +236,11 @@ def spec_from_config(name: str, config: dict[str, Any], field: str = "model") ->
         active = 0
     if c.quantization_config:
         raise InvalidInput(
-            field, f"{name!r} ships pre-quantized weights; pass its bf16 config and --weight-dtype"
+            field, f"{echo(name)} ships pre-quantized weights; pass its bf16 config and --weight-dtype"
         )
     if c.layer_types and any(t != "full_attention" for t in c.layer_types):
         raise InvalidInput(
-            field, f"{name!r} uses sliding-window layers, which the KV model does not cover yet"
+            field, f"{echo(name)} uses sliding-window layers, which the KV model does not cover yet"
         )
     return ModelSpec(
         name=name,
@@ -292,7 +292,7 @@ def get_model(name: str, field: str = "model") -> ModelSpec:
         exists = is_file = False
     if name.endswith(".json") or exists:
         if not is_file:
-            raise InvalidInput(field, f"no such config file: {name!r}")
+            raise InvalidInput(field, f"no such config file: {echo(name)}")
         try:
             if path.stat().st_size > MAX_CONFIG_BYTES:
                 raise InvalidInput(
@@ -306,5 +306,5 @@ def get_model(name: str, field: str = "model") -> ModelSpec:
             raise InvalidInput(field, f"{name} is not a config.json object")
         return spec_from_config(path.name, config, field)
     raise InvalidInput(
-        field, f"unknown model {name!r}; valid: {', '.join(model_names())} (or a config.json path)"
+        field, f"unknown model {echo(name)}; valid: {', '.join(model_names())} (or a config.json path)"
     )

@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from planner.errors import InvalidInput
+from planner.errors import InvalidInput, echo
 
 __all__ = [
     "DEFAULT_PRICE_LIST",
@@ -80,7 +80,7 @@ def _all() -> dict[str, PriceList]:
         if entry.name.endswith(".json"):
             lst = PriceList.model_validate(json.loads(entry.read_text()))
             if lst.name != entry.name.removesuffix(".json"):
-                raise ValueError(f"price list {entry.name} is named {lst.name!r}")
+                raise ValueError(f"price list {entry.name} is named {echo(lst.name)}")
             out[lst.name] = lst
     return out
 
@@ -94,7 +94,7 @@ def get_price_list(name: str, field: str = "price_list") -> PriceList:
         return _all()[name.lower()]
     except KeyError:
         raise InvalidInput(
-            field, f"unknown price list {name!r}; valid: {', '.join(price_list_names())}"
+            field, f"unknown price list {echo(name)}; valid: {', '.join(price_list_names())}"
         ) from None
 
 

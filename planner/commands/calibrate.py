@@ -16,7 +16,7 @@ import math
 from typing import Any
 
 from planner.commands import common as c
-from planner.errors import InvalidInput
+from planner.errors import InvalidInput, echo
 
 
 def register(sub: Any) -> None:
@@ -56,7 +56,7 @@ def _fixed(items: list[str]) -> dict[str, str]:
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise InvalidInput("--fix", f"expected NAME=VALUE, got {item!r}")
+            raise InvalidInput("--fix", f"expected NAME=VALUE, got {echo(item)}")
         out[key.strip()] = value.strip()
     return out
 

@@ -17,7 +17,7 @@ from contextlib import contextmanager, redirect_stdout
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from planner.errors import InvalidInput
+from planner.errors import InvalidInput, echo
 
 if TYPE_CHECKING:  # `capplan --help` imports no pydantic
     from pydantic import BaseModel
@@ -148,7 +148,7 @@ def pairs(flag: str, text: str) -> list[list[str]]:
     for item in text.split(","):
         tokens, sep, prob = item.strip().partition(":")
         if not sep:
-            raise InvalidInput(flag, f"expected TOKENS:PROBABILITY items, got {item.strip()!r}")
+            raise InvalidInput(flag, f"expected TOKENS:PROBABILITY items, got {echo(item.strip())}")
         out.append([tokens.strip(), prob.strip()])
     return out
 

@@ -81,14 +81,14 @@ def request_from_args(args: argparse.Namespace) -> tuple[dict[str, Any], c.Flags
 
 
 def _workers(text: str | None) -> int | None:
-    from planner.errors import InvalidInput
+    from planner.errors import InvalidInput, echo
 
     if text is None:
         return None
     try:
         n = int(text)
     except ValueError:
-        raise InvalidInput("--workers", f"must be an integer in [1, 64], got {text!r}") from None
+        raise InvalidInput("--workers", f"must be an integer in [1, 64], got {echo(text)}") from None
     if not 1 <= n <= 64:
         raise InvalidInput("--workers", f"must be an integer in [1, 64], got {n}")
     return n

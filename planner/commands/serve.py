@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from planner.errors import InvalidInput
+from planner.errors import InvalidInput, echo
 
 
 def register(sub: Any) -> None:
@@ -45,7 +45,7 @@ def _int(flag: str, text: str | None, lo: int, hi: int) -> int | None:
     try:
         v = int(text)
     except ValueError:
-        raise InvalidInput(flag, f"must be an integer in [{lo}, {hi}], got {text!r}") from None
+        raise InvalidInput(flag, f"must be an integer in [{lo}, {hi}], got {echo(text)}") from None
     if not lo <= v <= hi:
         raise InvalidInput(flag, f"must be an integer in [{lo}, {hi}], got {v}")
     return v
@@ -55,7 +55,7 @@ def _seconds(flag: str, text: str) -> float:
     try:
         v = float(text)
     except ValueError:
-        raise InvalidInput(flag, f"must be a number of seconds >= 0, got {text!r}") from None
+        raise InvalidInput(flag, f"must be a number of seconds >= 0, got {echo(text)}") from None
     if not v >= 0 or v == float("inf"):
         raise InvalidInput(flag, f"must be a number of seconds >= 0, got {text}")
     return v

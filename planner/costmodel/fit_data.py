@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from planner.errors import InvalidInput
+from planner.errors import InvalidInput, echo
 
 StepKind = Literal["linear", "decode", "prefill", "chunked_prefill"]
 STEP_KINDS: tuple[StepKind, ...] = ("linear", "decode", "prefill", "chunked_prefill")
@@ -123,7 +123,7 @@ def load_measurements(path: str | Path, field: str = "MEASUREMENTS") -> Measurem
     except IsADirectoryError:
         raise InvalidInput(field, f"{path} is a directory, not a measurements file") from None
     except (OSError, ValueError) as exc:  # also bad UTF-8, a NUL byte in the name
-        raise InvalidInput(field, f"cannot read {str(path)!r}: {exc}") from None
+        raise InvalidInput(field, f"cannot read {echo(str(path))}: {exc}") from None
     if p.suffix.lower() == ".csv":
         return parse_csv(text, p.name, field)
     return parse_json(text, p.name, field)
@@ -168,7 +168,7 @@ def parse_json(text: str, name: str, field: str = "MEASUREMENTS") -> Measurement
                     field, f"{where}: a ceiling row needs 'what' (text) and a positive 'value'"
                 )
             if float(value or 0) > MAX_CEILING:
-                raise InvalidInput(field, f"{where}: value must be at most {MAX_CEILING:g}, got {value!r}")
+                raise InvalidInput(field, f"{where}: value must be at most {MAX_CEILING:g}, got {echo(value)}")
             ceilings[what] = float(value or 0)
             continue
         rows.append(_step_row(item, line, where, field))
@@ -191,13 +191,13 @@ def parse_csv(text: str, name: str, field: str = "MEASUREMENTS") -> Measurements
     for h in header:
         if h not in CSV_COLUMNS:
             raise InvalidInput(
-                field, f"{name}:{header_line}: unknown column {h!r}; columns: {','.join(CSV_COLUMNS)}"
+                field, f"{name}:{header_line}: unknown column {echo(h)}; columns: {','.join(CSV_COLUMNS)}"
             )
     if len(set(header)) != len(header):
         raise InvalidInput(field, f"{name}:{header_line}: a column appears twice in the header")
     for need in ("kind", "ms"):
         if need not in header:
-            raise InvalidInput(field, f"{name}:{header_line}: the header needs a {need!r} column")
+            raise InvalidInput(field, f"{name}:{header_line}: the header needs a {echo(need)} column")
     rows: list[StepRow] = []
     for line, raw in records[1:]:
         where = f"{name}:{line}"
@@ -230,7 +230,7 @@ def _csv_number(text: str, key: str, where: str, field: str) -> float | int:
     try:
         return float(text)
     except ValueError:
-        raise InvalidInput(field, f"{where}: {key} must be a number, got {text!r}") from None
+        raise InvalidInput(field, f"{where}: {key} must be a number, got {echo(text)}") from None
 
 
 def _is_number(v: Any) -> bool:
@@ -241,38 +241,38 @@ def _step_row(item: Mapping[str, Any], line: int | None, where: str, field: str)
     kind = item.get("kind")
     if kind not in STEP_KINDS:
         valid = ", ".join((*STEP_KINDS, *META_KINDS))
-        raise InvalidInput(field, f"{where}: unknown kind {kind!r}; valid: {valid}")
+        raise InvalidInput(field, f"{where}: unknown kind {echo(kind)}; valid: {valid}")
     ints, times = _INT_KEYS[kind], _TIME_KEYS[kind]
     allowed = {"kind", *ints, *times, *_OPTIONAL_KEYS.get(kind, ())}
     for k in item:
         if k not in allowed:
             raise InvalidInput(
-                field, f"{where}: {kind} rows take {', '.join(sorted(allowed - {'kind'}))}; not {k!r}"
+                field, f"{where}: {kind} rows take {', '.join(sorted(allowed - {'kind'}))}; not {echo(k)}"
             )
     values: dict[str, Any] = {}
     for k in ints:
         if k not in item:
-            raise InvalidInput(field, f"{where}: {kind} row needs {k!r}")
+            raise InvalidInput(field, f"{where}: {kind} row needs {echo(k)}")
         v = item[k]
         if not _is_number(v) or float(v) != int(v):
-            raise InvalidInput(field, f"{where}: {k} must be an integer, got {v!r}")
+            raise InvalidInput(field, f"{where}: {k} must be an integer, got {echo(v)}")
         if int(v) < 0 or (int(v) == 0 and k not in _ZERO_OK):
             raise InvalidInput(
                 field, f"{where}: {k} must be {'>= 0' if k in _ZERO_OK else 'positive'}, got {v}"
             )
         if int(v) > MAX_COUNT:
-            raise InvalidInput(field, f"{where}: {k} must be at most {MAX_COUNT:,}, got {v!r}")
+            raise InvalidInput(field, f"{where}: {k} must be at most {MAX_COUNT:,}, got {echo(v)}")
         values[k] = int(v)
     secs: list[float] = []
     for k in times:
         if k not in item:
-            raise InvalidInput(field, f"{where}: {kind} row needs {k!r}")
+            raise InvalidInput(field, f"{where}: {kind} row needs {echo(k)}")
         v = item[k]
         if not _is_number(v) or not v > 0:
-            raise InvalidInput(field, f"{where}: {k} must be a positive number of milliseconds, got {v!r}")
+            raise InvalidInput(field, f"{where}: {k} must be a positive number of milliseconds, got {echo(v)}")
         if not MIN_MS <= v <= MAX_MS:
             raise InvalidInput(
-                field, f"{where}: {k} must be {MIN_MS:g} to {MAX_MS:g} ms (1 µs to an hour), got {v!r}"
+                field, f"{where}: {k} must be {MIN_MS:g} to {MAX_MS:g} ms (1 µs to an hour), got {echo(v)}"
             )
         secs.append(float(v) / 1e3)
     if kind == "chunked_prefill":
@@ -282,7 +282,7 @@ def _step_row(item: Mapping[str, Any], line: int | None, where: str, field: str)
         if "steps" in item and item["steps"] != steps:
             raise InvalidInput(
                 field,
-                f"{where}: steps is {item['steps']!r}, but a {values['prompt']}-token prompt in "
+                f"{where}: steps is {echo(item['steps'])}, but a {values['prompt']}-token prompt in "
                 f"{values['chunk']}-token chunks takes {steps}",
             )
         if secs[1] > secs[0] * (1 + 1e-9):
@@ -294,12 +294,12 @@ def _step_row(item: Mapping[str, Any], line: int | None, where: str, field: str)
 def _check_info(info: Mapping[str, Any], name: str, field: str) -> None:
     for k, most in INFO_MAX.items():
         if k in info and (not _is_number(info[k]) or not info[k] > 0):
-            raise InvalidInput(field, f"{name}: info.{k} must be a positive number, got {info[k]!r}")
+            raise InvalidInput(field, f"{name}: info.{k} must be a positive number, got {echo(info[k])}")
         if k in info and info[k] > most:
-            raise InvalidInput(field, f"{name}: info.{k} must be at most {most:g}, got {info[k]!r}")
+            raise InvalidInput(field, f"{name}: info.{k} must be at most {most:g}, got {echo(info[k])}")
     for k in ("device", "torch", "model", "gpu", "dtype"):
         if k in info and not isinstance(info[k], str):
-            raise InvalidInput(field, f"{name}: info.{k} must be text, got {info[k]!r}")
+            raise InvalidInput(field, f"{name}: info.{k} must be text, got {echo(info[k])}")
 
 
 _ROWS_KEY = re.compile(r'(?<!\\)"rows"\s*:\s*\[')

@@ -38,7 +38,7 @@ from planner.costmodel.steptime import (
     step_coefficients,
     step_time_s,
 )
-from planner.errors import InvalidInput
+from planner.errors import InvalidInput, echo
 
 MAX_FIT_MAPE = 0.25  # a fit missing the rows by more, on average, is refused unless forced
 
@@ -410,7 +410,7 @@ def fit_profile(
     for k, v in user_fixed.items():
         param = LEGACY_FIXED.get(k, k)
         if param not in PARAMETERS or param in fixed:
-            what = f"{k!r} twice (as {param})" if param in fixed else f"unknown parameter {k!r}"
+            what = f"{echo(k)} twice (as {param})" if param in fixed else f"unknown parameter {echo(k)}"
             raise InvalidInput("fix", f"{what}; valid: {', '.join(PARAMETERS)}")
         lo, hi = BOUNDS[param]
         if not lo <= v <= hi or (k.startswith("eta_") and v <= 0):

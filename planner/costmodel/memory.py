@@ -24,7 +24,7 @@ from planner.catalog.gpus import GpuSpec
 from planner.catalog.models import DTYPE_BYTES, Dtype, ModelSpec
 from planner.costmodel.profile import THEORETICAL
 from planner.costmodel.roofline import Replica
-from planner.errors import InvalidInput
+from planner.errors import InvalidInput, echo
 from planner.vllm_defaults import (
     BLOCK_SIZE_TOKENS,
     GPU_MEMORY_UTILIZATION,
@@ -202,7 +202,7 @@ class MemoryBudget:
 
 def _version(v: str) -> VllmVersion:
     if v not in VLLM_VERSIONS:
-        raise InvalidInput("vllm_version", f"unknown vLLM version {v!r}; valid: {', '.join(VLLM_VERSIONS)}")
+        raise InvalidInput("vllm_version", f"unknown vLLM version {echo(v)}; valid: {', '.join(VLLM_VERSIONS)}")
     return v  # type: ignore[return-value]
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from planner.errors import InvalidInput
+from planner.errors import InvalidInput, echo
 
 
 class Profile(BaseModel):
@@ -115,7 +115,7 @@ def load_profile_file(path: str | Path, field: str = "profile") -> Profile:
     except IsADirectoryError:
         raise InvalidInput(field, f"profile {path} is a directory, not a JSON file") from None
     except (OSError, ValueError) as exc:  # also bad UTF-8, bad JSON, a NUL byte in the name
-        raise InvalidInput(field, f"cannot read profile {str(path)!r}: {exc}") from None
+        raise InvalidInput(field, f"cannot read profile {echo(str(path))}: {exc}") from None
     except RecursionError:  # json.loads recurses once per level of [ or {
         raise InvalidInput(field, f"profile {path}: nesting too deep") from None
     return profile_from_data(data, str(path), field)

@@ -37,7 +37,7 @@ from google.protobuf.message import Message
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
-from planner.errors import InvalidInput
+from planner.errors import InvalidInput, echo
 from planner.v1 import planner_service_pb2 as pb
 
 __all__ = [
@@ -128,10 +128,10 @@ def _scalar(fd: FieldDescriptor, value: Any, path: str) -> Any:
         ):
             return value
         words = ", ".join(_enum_words(fd.enum_type))
-        raise InvalidInput(path, f"must be one of {words}, got {value!r}")
+        raise InvalidInput(path, f"must be one of {words}, got {echo(value)}")
     if t == _F.TYPE_BOOL:
         if not isinstance(value, bool):
-            raise InvalidInput(path, f"expected true or false, got {value!r}")
+            raise InvalidInput(path, f"expected true or false, got {echo(value)}")
         return value
     if isinstance(value, str) and (t in _INT_TYPES or t in _FLOAT_TYPES):
         value = _number(value, path)  # YAML 1.1 reads 50.0e9 as a string; pydantic takes it as a number
@@ -139,18 +139,18 @@ def _scalar(fd: FieldDescriptor, value: Any, path: str) -> Any:
         if isinstance(value, float) and value.is_integer():
             value = int(value)
         if not isinstance(value, int) or isinstance(value, bool):
-            raise InvalidInput(path, f"expected an integer, got {value!r}")
+            raise InvalidInput(path, f"expected an integer, got {echo(value)}")
         lo, hi = _INT_BOUNDS[t]
         if not lo <= value <= hi:
             raise InvalidInput(path, f"{value} is out of range [{lo}, {hi}]")
         return value
     if t in _FLOAT_TYPES:
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise InvalidInput(path, f"expected a number, got {value!r}")
+            raise InvalidInput(path, f"expected a number, got {echo(value)}")
         return float(value)
     if t == _F.TYPE_STRING:
         if not isinstance(value, str):
-            raise InvalidInput(path, f"expected a string, got {value!r}")
+            raise InvalidInput(path, f"expected a string, got {echo(value)}")
         return value
     raise InvalidInput(path, f"unsupported field type {t}")  # pragma: no cover - schema has none
 
@@ -163,7 +163,7 @@ def _number(text: str, path: str) -> int | float:
     try:
         return float(text)
     except ValueError:
-        raise InvalidInput(path, f"expected a number, got {text!r}") from None
+        raise InvalidInput(path, f"expected a number, got {echo(text)}") from None
 
 
 def _enum_words(enum: EnumDescriptor) -> list[str]:

@@ -17,7 +17,7 @@ from typing import Any
 import grpc
 from grpc_status import rpc_status
 
-from planner.errors import InvalidInput
+from planner.errors import InvalidInput, clip
 from planner.server.errors import status_of
 from planner.server.observability import Metrics, logger
 
@@ -48,6 +48,10 @@ class _Status(namedtuple("_Status", ("code", "details", "trailing_metadata")), g
 
 
 _CODES = {c.value[0]: c for c in grpc.StatusCode}
+# A log line's text fields are cut to these (with their length): the error may repeat a caller's
+# value and the peer is the transport's, so no call writes a line of unbounded size.
+MAX_LOG_FIELD_CHARS = 1_000
+MAX_LOG_TRACEBACK_CHARS = 8_000
 
 
 def _request_id(details: grpc.HandlerCallDetails) -> str:
@@ -126,7 +130,7 @@ class ServiceInterceptor(grpc.ServerInterceptor):
         self.metrics.latency.labels(method).observe(duration)
         scope["duration_ms"] = round(duration * 1e3, 3)
         level = "error" if code in ("INTERNAL", "UNKNOWN") else "info"
-        getattr(self.log, level)("rpc", **scope)
+        getattr(self.log, level)("rpc", **_bounded(scope))
 
     def _unary(
         self, method: str, rid: str, inner: Callable[[Any, grpc.ServicerContext], Any]
@@ -182,6 +186,16 @@ def _safe_deserializer(deserialize: Callable[[bytes], Any] | None, method: str) 
             return _Unparseable(f"{type(exc).__name__}: {exc}"[:200])
 
     return parse
+
+
+def _bounded(scope: dict[str, Any]) -> dict[str, Any]:
+    """The log line's fields with every text cut to its bound (`planner.errors.clip`)."""
+    return {
+        k: clip(v, MAX_LOG_TRACEBACK_CHARS if k == "traceback" else MAX_LOG_FIELD_CHARS)
+        if isinstance(v, str)
+        else v
+        for k, v in scope.items()
+    }
 
 
 def _traceback(exc: BaseException) -> str:

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from planner.errors import InvalidInput
+from planner.errors import InvalidInput, echo
 from planner.server.errors import LimitExceeded
 
 __all__ = ["Limits", "check"]
@@ -32,7 +32,7 @@ def _catalog_model(name: Any, field: str) -> None:
 
     if isinstance(name, str) and name.lower() not in {n.lower() for n in model_names()}:
         raise InvalidInput(
-            field, f"unknown model {name!r}; the service takes catalog names: {', '.join(model_names())}"
+            field, f"unknown model {echo(name)}; the service takes catalog names: {', '.join(model_names())}"
         )
 
 
@@ -41,7 +41,7 @@ def _builtin_profile(name: Any, field: str) -> None:
 
     if isinstance(name, str) and name not in BUILTIN_NAMES:
         raise InvalidInput(
-            field, f"{name!r}: the service takes a built-in profile ({', '.join(BUILTIN_NAMES)}), not a file"
+            field, f"{echo(name)}: the service takes a built-in profile ({', '.join(BUILTIN_NAMES)}), not a file"
         )
 
 
@@ -51,7 +51,7 @@ def _builtin_trace(name: Any, field: str) -> None:
     if isinstance(name, str) and name not in BUILTIN_TRACES:
         raise InvalidInput(
             field,
-            f"{name!r}: the service replays built-in traces ({', '.join(sorted(BUILTIN_TRACES))}), not files",
+            f"{echo(name)}: the service replays built-in traces ({', '.join(sorted(BUILTIN_TRACES))}), not files",
         )
 
 

@@ -212,12 +212,14 @@ class PlannerServicer(pb_grpc.PlannerServiceServicer):
         code = next(c for c in grpc.StatusCode if c.value[0] == status.code)
         self.metrics.sweep_scenarios.labels(code.name).inc()
         if code is grpc.StatusCode.INTERNAL:
+            from planner.errors import clip
+            from planner.server.interceptors import MAX_LOG_FIELD_CHARS, MAX_LOG_TRACEBACK_CHARS
             from planner.server.observability import logger
 
             logger().error(
                 "sweep_scenario_failed",
                 index=i,
-                error=f"{type(exc).__name__}: {exc}",
-                traceback=getattr(exc, "details", ""),
+                error=clip(f"{type(exc).__name__}: {exc}", MAX_LOG_FIELD_CHARS),
+                traceback=clip(getattr(exc, "details", ""), MAX_LOG_TRACEBACK_CHARS),
             )
         return pb.SweepResponse(index=i, name=name, error=status)

@@ -9,7 +9,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from planner.errors import InvalidInput
+from planner.errors import InvalidInput, echo
 from planner.simulate.scheduler import Engine
 
 ROUTER_POLICIES = ("round_robin", "least_outstanding_tokens")
@@ -99,7 +99,7 @@ def make_router(policy: str | Router, field: str = "router") -> Router:
         return RoundRobin()
     if policy == "least_outstanding_tokens":
         return LeastOutstandingTokens()
-    raise InvalidInput(field, f"unknown policy {policy!r}; expected one of {', '.join(ROUTER_POLICIES)}")
+    raise InvalidInput(field, f"unknown policy {echo(policy)}; expected one of {', '.join(ROUTER_POLICIES)}")
 
 
 # --- weighted routing: a gateway's weighted backends, a proxy's pick among configurations --------

@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from planner.deployment import ResolvedDeployment
-from planner.errors import InvalidInput
+from planner.errors import InvalidInput, echo
 from planner.scheduler_config import SchedulerConfig
 from planner.simulate.disagg import simulate_disaggregated
 from planner.simulate.engine import simulate
@@ -191,7 +191,7 @@ def trace_stream(
             raise InvalidInput("requests_per_s", "required to replay a trace time-scaled")
         trace = trace.time_scaled(requests_per_s)
     elif replay != "recorded":
-        raise InvalidInput("replay", f"must be one of {', '.join(REPLAY_MODES)}, got {replay!r}")
+        raise InvalidInput("replay", f"must be one of {', '.join(REPLAY_MODES)}, got {echo(replay)}")
     elif requests_per_s is not None:
         raise InvalidInput("requests_per_s", "a trace replayed as recorded keeps its own rate")
     base = RequestArrays(
