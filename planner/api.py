@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from planner.errors import InvalidInput
+from planner.errors import InvalidInput, echo
 from planner.inputs import (
     MAX_MEASUREMENTS_FILE_BYTES,
     MAX_PROFILE_FILE_BYTES,
@@ -85,8 +87,43 @@ DEFAULT_SIMULATED_REQUESTS = 10_000
 BaseDir = str | Path | None
 
 
+# Plan's worker processes: the CLI's --workers range.
+MAX_PLAN_WORKERS = 64
+
+
 def _dir(base_dir: BaseDir) -> Path | None:
-    return None if base_dir is None else Path(base_dir)
+    """The `base_dir` keyword as a folder path: None, a str or an os.PathLike, else InvalidInput."""
+    if base_dir is None:
+        return None
+    if not isinstance(base_dir, str | os.PathLike):
+        raise InvalidInput(
+            "base_dir", f"expected a folder path (str or Path) or None, got {type(base_dir).__name__}"
+        )
+    try:
+        return Path(base_dir)
+    except TypeError as exc:  # an os.PathLike whose __fspath__ returns no str
+        raise InvalidInput("base_dir", f"not a path: {exc}") from None
+
+
+def _flag(value: object, name: str) -> bool:
+    """A bool keyword: True or False only (a string "no" would read as true)."""
+    if not isinstance(value, bool):
+        raise InvalidInput(name, f"expected True or False, got {type(value).__name__} {echo(value)}")
+    return value
+
+
+def _workers(value: object) -> int | None:
+    """Plan's `workers` keyword: None (the default) or an integer in [1, MAX_PLAN_WORKERS]."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise InvalidInput(
+            "workers",
+            f"expected an integer in [1, {MAX_PLAN_WORKERS}] or None, got {type(value).__name__} {echo(value)}",
+        )
+    if not 1 <= value <= MAX_PLAN_WORKERS:
+        raise InvalidInput("workers", f"must be in [1, {MAX_PLAN_WORKERS}], got {int(value):,}")
+    return int(value)
 
 
 def _model_ref(name: str, base: Path | None) -> str:
@@ -564,11 +601,12 @@ def catalog(request: CatalogRequest | Mapping[str, Any], *, base_dir: BaseDir = 
     from planner.catalog.reports import GpuCatalogReport, ModelCatalogReport
 
     req = validate_request(CatalogRequest, request)
+    base = _dir(base_dir)
     if req.kind == "gpus":
         names = [get_gpu(req.name, "name").name] if req.name else gpu_names()
         return GpuCatalogReport(gpus=[get_gpu(n) for n in names])
     if req.name:
-        specs = [get_model(_model_ref(req.name, _dir(base_dir)), "name")]
+        specs = [get_model(_model_ref(req.name, base), "name")]
     else:
         specs = [get_model(n) for n in model_names()]
     models = [
@@ -612,4 +650,5 @@ def plan(
     `workers`: processes answering capacity questions (None: 2; 1: in this process)."""
     from planner.plan import plan as plan_
 
-    return plan_(request, base_dir=_dir(base_dir), verify=verify, workers=workers)
+    base, check, n = _dir(base_dir), _flag(verify, "verify"), _workers(workers)
+    return plan_(request, base_dir=base, verify=check, workers=n)

@@ -145,4 +145,6 @@ def status_of(exc: BaseException, request_id: str = "") -> status_pb2.Status:
                 )
             )
         )
-    return status_pb2.Status(code=number, message=_fit(message, MAX_MESSAGE_BYTES - len(note)) + note, details=details)
+    return status_pb2.Status(
+        code=number, message=_fit(message, MAX_MESSAGE_BYTES - len(note)) + note, details=details
+    )
