@@ -121,9 +121,10 @@ def _workers(value: object) -> int | None:
             "workers",
             f"expected an integer in [1, {MAX_PLAN_WORKERS}] or None, got {type(value).__name__} {echo(value)}",
         )
-    if not 1 <= value <= MAX_PLAN_WORKERS:
-        raise InvalidInput("workers", f"must be in [1, {MAX_PLAN_WORKERS}], got {int(value):,}")
-    return int(value)
+    n = int(value)
+    if not 1 <= n <= MAX_PLAN_WORKERS:
+        raise InvalidInput("workers", f"must be in [1, {MAX_PLAN_WORKERS}], got {n:,}")
+    return n
 
 
 def _model_ref(name: str, base: Path | None) -> str:
