@@ -244,16 +244,19 @@ class PlannerClient:
     ) -> Iterator[SweepResult]:
         """Plan every scenario (a plan request, or a (name, request) pair), yielding results as
         they are solved. The scenarios are cut into `streams` chunks (default: 4 per address)
-        sent as concurrent Sweep calls, which round_robin spreads over the servers."""
+        sent as concurrent Sweep calls, which round_robin spreads over the servers. A scenario
+        that is bad input is its own answer, as the service streams it: a SweepResult whose
+        `error` is a BadRequest (fields relative to the plan request), yielded before the
+        solved ones; the other scenarios are solved."""
         items: list[tuple[str, pb.PlanRequest]] = []
-        plan = convert.RPCS["Plan"]
+        positions: list[int] = []  # each item's index among the scenarios
         for i, s in enumerate(scenarios):
-            name, req = s if isinstance(s, tuple) else (f"scenario-{i}", s)
-            try:
-                message = convert.request_from_model(plan, _validated("Plan", req))
-            except InvalidInput as exc:
-                raise InvalidInput(f"scenarios[{i}].{exc.field}", exc.reason) from None
-            items.append((str(name), message))
+            prepared = _prepared(i, s)
+            if isinstance(prepared, SweepResult):
+                yield prepared
+                continue
+            items.append(prepared)
+            positions.append(i)
         if not items:
             return
         n_streams = max(1, min(len(items), streams or 4 * len(self.addresses)))
@@ -269,7 +272,7 @@ class PlannerClient:
                 call = self.stub.Sweep(request, timeout=timeout, metadata=self._metadata)
                 calls.append(call)
                 for r in call:
-                    results.put(self._scenario(offset, r))
+                    results.put(self._scenario(offset, r, positions))
             except grpc.RpcError as exc:
                 results.put(_error(exc))
             except BaseException as exc:
@@ -294,8 +297,9 @@ class PlannerClient:
             for call in list(calls):
                 call.cancel()
 
-    def _scenario(self, offset: int, r: pb.SweepResponse) -> SweepResult:
-        index = offset + r.index
+    def _scenario(self, offset: int, r: pb.SweepResponse, positions: Sequence[int]) -> SweepResult:
+        at = offset + r.index
+        index = positions[at] if 0 <= at < len(positions) else at
         if r.WhichOneof("result") == "report":
             return SweepResult(
                 index,
@@ -312,6 +316,25 @@ class PlannerClient:
         else:
             err = ServiceError(code, r.error.message)
         return SweepResult(index, r.name, None, err)
+
+
+def _prepared(i: int, scenario: Any) -> tuple[str, pb.PlanRequest] | SweepResult:
+    """Scenario `i` as (name, PlanRequest) to send, or, when it is bad input, its answer: the
+    SweepResult with the error a local plan of it raises (the service answers the same)."""
+    name = f"scenario-{i}"
+    try:
+        if isinstance(scenario, tuple):
+            if len(scenario) != 2:
+                raise InvalidInput(
+                    "(scenario)", f"expected a request or a (name, request) pair, got a {len(scenario)}-tuple"
+                )
+            name, scenario = str(scenario[0]), scenario[1]
+        return name, convert.request_from_model(convert.RPCS["Plan"], _validated("Plan", scenario))
+    except InvalidInput as exc:
+        violations = exc.violations if isinstance(exc, BadRequest) else [(exc.field, exc.reason)]
+        return SweepResult(i, name, None, BadRequest(violations))
+    except CapplanError as exc:
+        return SweepResult(i, name, None, exc)
 
 
 def _validated(rpc_name: str, request: Any) -> Any:
