@@ -14,7 +14,7 @@ measures it; figures from the 2-core development machine):
   1.3-1.5 ms a configuration for listed budgets (5,001 in 6.5 s; 20,001 colocated + prefill
   ~60 s), ~5.8 ms for thresholds (4,345 evaluated of 8,000 estimated in 25 s): the estimate is
   an upper bound (the defaults evaluate 274 of 460 estimated), ~3 ms an estimated configuration
-  at worst, so 10,000 is ~30 s. Buckets add ~60 us each past the search (8,784 hourly buckets,
+  at worst, so 10,000 is ~30 s. Buckets add ~60 us each past the search (a leap year of hourly buckets,
   60 shapes: 0.6 s) and are capped at what the MILP sizes (solvers.milp_data.MAX_BUCKETS). The
   MILP's own time is the caller's `solver.time_limit_s` (default 10 s; the service cuts it to
   the deadline); `verify` simulates at most planner.plan.verify.MAX_REQUESTS a deployment.
