@@ -11,7 +11,7 @@ measures it; figures from the 2-core development machine):
   colocated shapes (one per long_prefill_token_threshold), the prefill shape and the decode shape,
   each searching its budgets (listed, else the coarse grid and two refinements) x its listed
   max_num_seqs, plus two to set max_num_seqs (a decode pool has one budget). Measured
-  1.3-1.5 ms a configuration for listed budgets (5,001 in 6.5 s; 20,001 colocated + prefill
+  1.3-2.7 ms a configuration for listed budgets (5,001 in 6.5 s; 20,001 colocated + prefill
   ~60 s), ~5.8 ms for thresholds (4,345 evaluated of 8,000 estimated in 25 s): the estimate is
   an upper bound (the defaults evaluate 274 of 460 estimated), ~3 ms an estimated configuration
   at worst, so 10,000 is ~30 s. Buckets add ~60 us each past the search (a leap year of hourly buckets,
