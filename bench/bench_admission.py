@@ -17,11 +17,10 @@ microseconds per simulated request (the limit, 200,000 arrivals, is ~26 s at the
 
 Evaluate at the schema's largest workload (100,000 buckets, 1,000,000 length samples).
 
-Figures on the 2-core development machine: budgets 1.3-2.7 ms a configuration (5,001 in 6.5 s; the
-machine shared),
-thresholds 25 s for 8,000 estimated (4,345 evaluated), the default search 0.6-0.9 s; simulate
-30-43 us a request within capacity (200,000 in 6.1 s), 130-150 us overloaded (200,000 in 26 s, 853 MiB);
-evaluate 1.1 s. `--quick` runs the small cases only.
+Figures on the shared 2-core development machine: budgets 1.3-2.7 ms a configuration (5,001 in
+6.5 s), thresholds 25 s for 8,000 estimated (4,345 evaluated), the default search 0.6-0.9 s;
+simulate 30-43 us a request within capacity (200,000 in 6.1 s), 130-150 us overloaded (200,000 in
+26 s, 853 MiB); evaluate 1.1 s. `--quick` runs the small cases only.
 """
 
 from __future__ import annotations
