@@ -45,17 +45,20 @@ from planner.errors import InvalidInput, echo
 from planner.slo import MAX_SLO_S, Slo
 from planner.validation import error_to_invalid_input, loc_to_path
 from planner.vllm_defaults import GPU_MEMORY_UTILIZATION
-from planner.workload import Arrivals, LengthDistribution, Workload
+from planner.workload import MAX_HORIZON_S, MAX_REQUESTS_PER_S, Arrivals, LengthDistribution, Workload
 
 if TYPE_CHECKING:
     from planner.traces import Trace
 
 # --- ranges --------------------------------------------------------------------------------------
 # Generous for any real service, tight enough that no request can run for minutes or exhaust memory.
-MAX_REQUESTS_PER_S = 1e6  # arrival rate of a whole deployment
 MAX_LATENCY_MS = MAX_SLO_S * 1e3  # an SLO target: one hour
-MAX_SIMULATED_REQUESTS = 1_000_000  # requests one simulation may generate
-MAX_HORIZON_S = 31_622_400.0  # 366 days of simulated arrivals (the request cap still applies)
+# Requests one `simulate` request may generate (`requests`, or rate x `horizon_s`, or one pass
+# over the buckets or the trace): about 2 minutes of one core at the worst measured cost
+# (~130 us a request with the replicas overloaded, bench/bench_admission.py). The
+# service admits fewer (planner/server/policy.py); the simulator itself streams up to
+# planner.workload.MAX_SAMPLED_REQUESTS.
+MAX_SIMULATED_REQUESTS = 1_000_000
 MAX_SEED = 2**63 - 1
 MAX_CONTEXT_TOKENS = 10_000_000  # beyond every model's context; each model's own limit also applies
 MAX_CONCURRENCY = 1_000_000  # sequences, batch sizes, decodes

@@ -17,6 +17,7 @@ is an InvalidInput naming the dotted key the user wrote (`candidates.tensor_para
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -43,10 +44,13 @@ from planner.inputs import (
     validate_request,
 )
 from planner.vllm_defaults import GPU_MEMORY_UTILIZATION
+from planner.workload import Workload
+from solvers.milp_data import MAX_BUCKETS, MAX_SPARE_REPLICAS, MAX_TIME_LIMIT_S
 
 __all__ = [
     "BUDGET_MAX_TOKENS",
     "BUDGET_MIN_TOKENS",
+    "MAX_BUCKETS",
     "Availability",
     "CandidateSpace",
     "GpuPrice",
@@ -63,10 +67,12 @@ BUDGET_MAX_TOKENS = 16384
 MAX_TENSOR_PARALLEL = MAX_TP
 MAX_INVENTORY_GPUS = 1_000_000
 MAX_HEADROOM = 10.0
-MAX_TIME_LIMIT_S = 3600.0
 MAX_BUDGET_TOKENS = 1_048_576
 MAX_SEQS = 65_536
-MAX_AVAILABILITY_REPLICAS = 1000  # solvers.milp_data.MAX_SPARE_REPLICAS
+MAX_AVAILABILITY_REPLICAS = MAX_SPARE_REPLICAS  # what the MILP takes
+# A plan's forecast has at most solvers.milp_data.MAX_BUCKETS buckets (a leap year of hours,
+# what the MILP sizes): a written forecast over it is refused at validation (check_buckets), one
+# derived from a trace when the plan reads it (planner/plan/run.py).
 # A plan whose demand needs one replica keeps a second: a restart, an upgrade or a lost node must
 # not stop a production service (docs/plan.md, "Availability").
 DEFAULT_MIN_REPLICAS = 2
@@ -324,9 +330,23 @@ def _gpu_key(name: str) -> str:
         raise ValueError(f"{name}: {exc.reason}") from None
 
 
+def check_buckets(n_buckets: int, span_s: float, field: str, fix: str) -> None:
+    """InvalidInput at `field` for a forecast of more buckets than the MILP sizes (MAX_BUCKETS)."""
+    if n_buckets > MAX_BUCKETS:
+        raise InvalidInput(
+            field, f"{n_buckets:,} buckets over {span_s:.4g} s; a plan sizes at most {MAX_BUCKETS:,} ({fix})"
+        )
+
+
 def parse_plan_request(data: PlanRequest | Mapping[str, Any]) -> PlanRequest:
-    """A PlanRequest as is, or a mapping (YAML/JSON) validated into one."""
-    return validate_request(PlanRequest, data)
+    """A PlanRequest as is, or a mapping (YAML/JSON) validated into one; a written forecast of
+    more buckets than the MILP sizes is refused here, before any search."""
+    req = validate_request(PlanRequest, data)
+    wl = req.workload
+    if isinstance(wl, Workload) and wl.arrivals.buckets is not None:
+        span_s = math.fsum(b.duration_s for b in wl.arrivals.buckets)
+        check_buckets(len(wl.arrivals.buckets), span_s, "workload.arrivals.buckets", "merge buckets")
+    return req
 
 
 def load_plan_file(path: str | Path) -> PlanRequest:

@@ -35,14 +35,13 @@ from planner.plan.pool import CapacityPool, default_workers
 from planner.plan.recheck import exact_answer
 from planner.plan.relax import relaxed_report
 from planner.plan.report import BucketCost, GpuUse, PlanDeployment, PlanReport, Simulated, SolverSummary
-from planner.plan.request import PlanRequest, parse_plan_request
+from planner.plan.request import MAX_BUCKETS, PlanRequest, check_buckets, parse_plan_request
 from planner.plan.search import SearchResult, shapes_of, unfit_shapes
 from planner.plan.solve import HOURS_PER_MONTH, Forecast, milp_data, single_configurations
 from planner.plan.split import Split
 from planner.plan.warn import plan_warnings
 from planner.workload import Workload
 from solvers.milp import MilpData, MilpResult, solve
-from solvers.milp_data import MAX_BUCKETS
 
 __all__ = ["default_configs", "plan", "vllm_args"]
 
@@ -67,15 +66,12 @@ def _forecast(workload: Workload, req: PlanRequest) -> Forecast:
     if a.buckets is None:
         assert a.requests_per_s is not None
         return Forecast((a.requests_per_s,), (3600.0,))
-    if len(a.buckets) > MAX_BUCKETS:  # the MILP's limit (a workload takes more: evaluate, simulate)
+    if len(a.buckets) > MAX_BUCKETS:  # a trace's buckets (written ones are refused at validation)
         span_s = math.fsum(b.duration_s for b in a.buckets)
         field, fix = "workload.arrivals.buckets", "merge buckets"
         if isinstance(req.workload, TraceWorkload):
             field, fix = "workload.bucket_s", f"give bucket_s >= {span_s / MAX_BUCKETS:.4g} s"
-        raise InvalidInput(
-            field,
-            f"{len(a.buckets):,} buckets over {span_s:.4g} s; a plan sizes at most {MAX_BUCKETS:,} ({fix})",
-        )
+        check_buckets(len(a.buckets), span_s, field, fix)
     return Forecast(tuple(b.requests_per_s for b in a.buckets), tuple(b.duration_s for b in a.buckets))
 
 

@@ -1,6 +1,32 @@
 """What the network may ask of a server: no file of the server's disk (models, profiles and
-traces by catalog or built-in name, measurements inline) and no request larger than the limits.
-Checked on the request mapping before any work is queued; errors name the field."""
+traces by catalog or built-in name, measurements inline) and no request whose work exceeds the
+limits. Checked on the request mapping before any work is queued (the servicer calls `check`
+before the job pool, and for each Sweep scenario); errors name the field.
+
+Admission is by cost: a cheap estimate of the work, from the mapping alone (no model, no search),
+calibrated so that an admitted request takes at most ~30 s of one core (bench/bench_admission.py
+measures it; figures from the 2-core development machine):
+
+* Plan: the configurations the search evaluates (`plan_configurations`): per GPU type x TP, the
+  colocated shapes (one per long_prefill_token_threshold), the prefill shape and the decode shape,
+  each searching its budgets (listed, else the coarse grid and two refinements) x its listed
+  max_num_seqs, plus two to set max_num_seqs (a decode pool has one budget). Measured
+  1.3-2.7 ms a configuration for listed budgets (5,001 in 6.5 s; 20,001 colocated + prefill
+  ~60 s), ~5.8 ms for thresholds (4,345 evaluated of 8,000 estimated in 25 s): the estimate is
+  an upper bound (the defaults evaluate 274 of 460 estimated), ~3 ms an estimated configuration
+  at worst, so 10,000 is ~30 s. Buckets add ~60 us each past the search (a leap year of hourly buckets,
+  60 shapes: 0.6 s) and are capped at what the MILP sizes (solvers.milp_data.MAX_BUCKETS). The
+  MILP's own time is the caller's `solver.time_limit_s` (default 10 s; the service cuts it to
+  the deadline); `verify` simulates at most planner.plan.verify.MAX_REQUESTS a deployment.
+* Simulate: the simulated arrivals (`simulated_arrivals`): `requests`; else rate x `horizon_s`
+  (the request's `requests_per_s`, else the workload's mean rate or the trace's); else one pass
+  over the workload's buckets (mean rate x their span), the whole trace of a replay, or
+  planner.api's default 10,000. Measured 30 us a request with the replicas within capacity
+  (200,000 in 6.1 s) and ~130 us overloaded (50,000 in 5.9 s; 200,000 in 26 s, 853 MiB): 200,000
+  is ~26 s at worst.
+* Evaluate: analytic; at the schema's largest workload (100,000 buckets, 1,000,000 length
+  samples) 1.1 s. The buckets and samples are capped as for the other RPCs.
+"""
 
 from __future__ import annotations
 
@@ -11,20 +37,36 @@ from typing import Any
 
 from planner.errors import InvalidInput, echo
 from planner.server.errors import LimitExceeded
+from planner.workload import MAX_SAMPLES
+from solvers.milp_data import MAX_BUCKETS
 
-__all__ = ["Limits", "check"]
+__all__ = [
+    "PLAN_CONFIGURATIONS_PER_CALL",
+    "SIMULATED_REQUESTS_PER_CALL",
+    "Limits",
+    "check",
+    "plan_configurations",
+    "simulated_arrivals",
+]
+
+PLAN_CONFIGURATIONS_PER_CALL = 10_000  # estimated configurations: ~30 s of one core at ~3 ms each
+SIMULATED_REQUESTS_PER_CALL = 200_000  # ~26 s of one core at ~130 us each (overloaded replicas)
+DEFAULT_TPS = 4  # CandidateSpace's default tensor_parallel_sizes: 1, 2, 4, 8
+SEQS_PASS = 2  # configurations a shape adds past its budgets x max_num_seqs (setting max_num_seqs)
 
 
 @dataclass(frozen=True)
 class Limits:
-    """Request sizes one server takes; bigger requests get RESOURCE_EXHAUSTED naming the limit."""
+    """What one call may cost; more gets RESOURCE_EXHAUSTED naming the field and the limit.
+    Defaults: the schema's own caps where they bound the work (one definition each), the cost
+    limits of the module docstring otherwise."""
 
     max_message_bytes: int = 16 * 2**20
-    max_buckets: int = 10_000  # forecast buckets in a workload: a year of hours is 8,784
-    max_candidate_configs: int = 20_000  # GPU types x TPs x budgets x max_num_seqs x thresholds listed
+    max_buckets: int = MAX_BUCKETS  # forecast buckets: a leap year of hours, what the MILP sizes
+    max_candidate_configs: int = PLAN_CONFIGURATIONS_PER_CALL  # a Plan's search (estimate)
     max_sweep_scenarios: int = 10_000
-    max_simulated_requests: int = 200_000  # about 10 s of simulator time
-    max_length_samples: int = 1_000_000  # a length distribution's `samples`
+    max_simulated_requests: int = SIMULATED_REQUESTS_PER_CALL  # a Simulate's arrivals (estimate)
+    max_length_samples: int = MAX_SAMPLES  # a length distribution's `samples`
 
 
 def _catalog_model(name: Any, field: str) -> None:
@@ -59,11 +101,39 @@ def _join(prefix: str, key: str) -> str:
     return f"{prefix}.{key}" if prefix else key
 
 
+def _number(v: Any) -> float | None:
+    """A positive finite number as written, else None (the schema reports the bad value)."""
+    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v <= 0:
+        return None
+    return float(v)
+
+
+def _trace(name: Any) -> Any:
+    """The built-in trace (cached after its first read), or None: an unknown name is refused by
+    _builtin_trace, a bad one by the schema."""
+    from planner.traces import BUILTIN_TRACES, builtin_trace
+
+    return builtin_trace(name) if isinstance(name, str) and name in BUILTIN_TRACES else None
+
+
+def _trace_buckets(w: Mapping[str, Any]) -> int:
+    """Buckets a trace workload derives: its span (time-scaled to `requests_per_s`) / `bucket_s`."""
+    t, bucket_s = _trace(w.get("trace")), w.get("bucket_s", 60.0)
+    if t is None or _number(bucket_s) is None or t.num_requests < 2 or t.duration_s <= 0:
+        return 0
+    rate = _number(w.get("requests_per_s"))
+    span_s = t.duration_s * (t.mean_requests_per_s / rate if rate else 1.0)
+    return math.ceil(min(span_s / float(bucket_s), 1e18))
+
+
 def _workload(w: Any, prefix: str, limits: Limits) -> None:
     if not isinstance(w, Mapping):
         return
     if "trace" in w:
         _builtin_trace(w["trace"], _join(prefix, "trace"))
+        n = _trace_buckets(w)
+        if n > limits.max_buckets:
+            raise LimitExceeded(_join(prefix, "bucket_s"), n, limits.max_buckets, "buckets from the trace")
     arrivals = w.get("arrivals")
     if isinstance(arrivals, Mapping):
         buckets = arrivals.get("buckets") or ()
@@ -78,29 +148,96 @@ def _workload(w: Any, prefix: str, limits: Limits) -> None:
             raise LimitExceeded(_join(prefix, f"{key}.samples"), n, limits.max_length_samples, "samples")
 
 
-def _candidates(plan: Mapping[str, Any], prefix: str, limits: Limits) -> None:
+def plan_configurations(plan: Mapping[str, Any]) -> int:
+    """An upper bound on the configurations a Plan's search evaluates (module docstring): per
+    GPU type x TP, the colocated shapes (x thresholds), prefill and decode, each its budgets x
+    max_num_seqs. planner/plan/search.py is what it bounds."""
     from planner.catalog.gpus import gpu_names
+    from planner.plan.search import COARSE_BUDGETS
 
     c = plan.get("candidates")
     c = c if isinstance(c, Mapping) else {}
 
-    def n(key: str, default: int) -> int:
+    def n(key: str) -> int | None:
         v = c.get(key)
-        return len(v) if isinstance(v, list | tuple) and v else default
+        return len(v) if isinstance(v, list | tuple) and v else None
 
-    configs = math.prod(
-        (
-            n("gpus", len(gpu_names())),
-            n("tensor_parallel_sizes", 4),
-            n("max_num_batched_tokens", 1),
-            n("max_num_seqs", 1),
-            n("long_prefill_token_thresholds", 1),
-        )
-    )
+    gpus, tps = n("gpus") or len(gpu_names()), n("tensor_parallel_sizes") or DEFAULT_TPS
+    budgets, seqs = n("max_num_batched_tokens"), n("max_num_seqs")
+    thresholds = n("long_prefill_token_thresholds") or 1
+
+    def per_shape(n_budgets: int) -> int:
+        return n_budgets * (seqs or 1) + SEQS_PASS
+
+    searched = per_shape(budgets or len(COARSE_BUDGETS) + 2)  # the coarse grid and two refinements
+    colocated, prefill, decode = thresholds * searched, searched, per_shape(1)
+    mode = c.get("disaggregation")
+    roles = {"never": colocated, "always": prefill + decode}.get(str(mode), colocated + prefill + decode)
+    return gpus * tps * roles
+
+
+def _candidates(plan: Mapping[str, Any], prefix: str, limits: Limits) -> None:
+    configs = plan_configurations(plan)
     if configs > limits.max_candidate_configs:
         raise LimitExceeded(
-            _join(prefix, "candidates"), configs, limits.max_candidate_configs, "listed configurations"
+            _join(prefix, "candidates"),
+            configs,
+            limits.max_candidate_configs,
+            "configurations to search (GPU types x TPs x roles x budgets x max_num_seqs x thresholds)",
         )
+
+
+def _workload_rate_and_period(w: Any) -> tuple[float | None, float | None]:
+    """The workload's mean rate (requests/s) and the span of one pass over its buckets or trace."""
+    if not isinstance(w, Mapping):
+        return None, None
+    if "trace" in w:
+        t = _trace(w["trace"])
+        if t is None or t.num_requests < 2 or t.duration_s <= 0:
+            return None, None
+        rate = _number(w.get("requests_per_s")) or t.mean_requests_per_s
+        bucketed = w.get("bucket_s", 60.0) is not None
+        return rate, (t.num_requests / rate if bucketed else None)
+    a = w.get("arrivals")
+    if not isinstance(a, Mapping):
+        return None, None
+    buckets = [b for b in a.get("buckets") or () if isinstance(b, Mapping)]
+    if not buckets:
+        return _number(a.get("requests_per_s")), None
+    span_s = math.fsum(_number(b.get("duration_s")) or 0.0 for b in buckets)
+    n = math.fsum(
+        (_number(b.get("duration_s")) or 0.0) * (_number(b.get("requests_per_s")) or 0.0) for b in buckets
+    )
+    return (n / span_s if span_s > 0 else None), (span_s or None)
+
+
+def simulated_arrivals(data: Mapping[str, Any]) -> tuple[str, int]:
+    """The field that sets a Simulate's number of requests and an estimate of it (module
+    docstring; planner.api._sampled and _replayed are what it follows)."""
+    from planner.api import DEFAULT_SIMULATED_REQUESTS
+
+    requests, horizon_s = data.get("requests"), _number(data.get("horizon_s"))
+    if isinstance(requests, int) and not isinstance(requests, bool):
+        return "requests", requests
+    rate = _number(data.get("requests_per_s"))
+    if data.get("trace") is not None:  # a replay: the trace's rate unless scaled to requests_per_s
+        t = _trace(data["trace"])
+        if t is None or t.num_requests < 2 or t.duration_s <= 0:
+            return "trace", 0
+        if horizon_s is None:
+            return "trace", t.num_requests
+        return "horizon_s", _ceil((rate or t.mean_requests_per_s) * horizon_s)
+    wl_rate, period_s = _workload_rate_and_period(data.get("workload"))
+    rate = rate or wl_rate
+    if horizon_s is not None:
+        return "horizon_s", _ceil((rate or 0.0) * horizon_s)
+    if period_s is not None:  # one pass over the buckets
+        return "requests", _ceil((rate or 0.0) * period_s)
+    return "requests", DEFAULT_SIMULATED_REQUESTS
+
+
+def _ceil(x: float) -> int:
+    return math.ceil(min(x, 1e18))
 
 
 def check(rpc: str, data: Mapping[str, Any], limits: Limits, prefix: str = "") -> None:
@@ -120,10 +257,10 @@ def check(rpc: str, data: Mapping[str, Any], limits: Limits, prefix: str = "") -
     if rpc == "Simulate":
         if data.get("trace") is not None:
             _builtin_trace(data["trace"], _join(prefix, "trace"))
-        requests = data.get("requests")
-        if isinstance(requests, int) and requests > limits.max_simulated_requests:
+        field, arrivals = simulated_arrivals(data)
+        if arrivals > limits.max_simulated_requests:
             raise LimitExceeded(
-                _join(prefix, "requests"), requests, limits.max_simulated_requests, "simulated requests"
+                _join(prefix, field), arrivals, limits.max_simulated_requests, "simulated requests"
             )
     if rpc == "Calibrate":
         m = data.get("measurements")

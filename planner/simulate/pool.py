@@ -54,6 +54,7 @@ from planner.simulate.requests import (
 from planner.simulate.router import Router
 from planner.simulate.scheduler import MAX_SIM_EVENTS, Engine
 from planner.slo import Slo
+from planner.workload import MAX_SAMPLED_REQUESTS
 
 __all__ = [
     "MAX_REQUEST_TOKENS",
@@ -68,7 +69,7 @@ __all__ = [
     "run_pool",
 ]
 
-MAX_SIM_REQUESTS = 10_000_000
+MAX_SIM_REQUESTS = MAX_SAMPLED_REQUESTS  # what a workload sample may hold: one definition
 CHUNK = 65_536  # requests handed to the event loop at a time
 # Per-minute sums held over all replicas before the finished minutes are folded into the pool's
 # totals (at least every FOLD_MIN_MINUTES minutes apart).
