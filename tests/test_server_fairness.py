@@ -123,7 +123,9 @@ def test_one_peer_at_its_limit_does_not_stop_another(tmp_path: Path) -> None:
             with pytest.raises(grpc.RpcError) as e:
                 list(s.Sweep(_sweep(1, 99), timeout=10, metadata=alice))
             assert e.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
-            assert "token:alice" in e.value.details() and "limit 2 (--max-streams-per-peer)" in e.value.details()
+            assert (
+                "token:alice" in e.value.details() and "limit 2 (--max-streams-per-peer)" in e.value.details()
+            )
             s.ListCatalog(pb.ListCatalogRequest(kind=pb.CATALOG_KIND_GPUS), timeout=5, metadata=alice)
             for c in held:
                 c.cancel()  # alice's running scenarios finish; bob's scenario waits for the worker
