@@ -200,3 +200,46 @@ def _quiet() -> Iterator[None]:
     structlog.configure(logger_factory=structlog.ReturnLoggerFactory())
     yield
     structlog.reset_defaults()
+
+
+def test_health_check_runs_on_threads_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Check is served by the capplan-health pool, not the threads the long calls share."""
+    import threading
+
+    from grpc_health.v1 import health
+
+    seen: list[str] = []
+    real = health.HealthServicer.Check
+
+    def check(self: Any, request: Any, context: Any) -> Any:
+        seen.append(threading.current_thread().name)
+        return real(self, request, context)
+
+    monkeypatch.setattr(health.HealthServicer, "Check", check)
+    with running_server(workers=1, warm=False) as (_, address):
+        _health_latencies_s(address, 3)
+    assert seen and all(name.startswith("capplan-health") for name in seen), seen
+
+
+def test_the_peer_of_an_mtls_client_is_its_certificate(tmp_path: Path) -> None:
+    from grpc_helpers import make_pki
+
+    from planner.client import ClientTls, PlannerClient, ServiceError
+    from planner.server.app import TlsFiles
+
+    pki = make_pki(tmp_path)
+    files = TlsFiles(pki["server.pem"], pki["server.key"], client_ca_file=pki["ca.pem"])
+    tls = ClientTls(pki["ca.pem"], pki["client.pem"], pki["client.key"], server_name="localhost")
+    fairness = Fairness(max_calls=4, max_streams_per_peer=1)
+    with running_server(workers=1, tls=files, fairness=fairness) as (_, address):
+        client = PlannerClient(address, tls=tls, timeout_s=30)
+        held = client.stub.Sweep(_sweep(40, 0), timeout=30)
+        try:
+            time.sleep(0.3)
+            with pytest.raises(ServiceError) as e:
+                list(client.sweep([CHAT_PLAN]))
+            assert e.value.code is grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert "from tls:capplan client" in e.value.message
+        finally:
+            held.cancel()
+            client.close()
