@@ -7,9 +7,15 @@
    Throughput, p50/p99 per method, errors by status code, peak RSS of the server's processes.
 2. Sweep: `--sweep` plan scenarios (traffic growth x price x SLO variants) through one server,
    then through two (each `--workers`), with planner.client's chunked Sweep: scenarios/s.
+3. Hostile mix: the uncached load twice on fresh servers, clean and with `--hostile` of the calls
+   replaced by abusive ones (in equal shares: Plans of many budgets over many buckets with 1 s
+   deadlines, Sweeps with 1 s deadlines, over-limit requests, 1 MiB strings), while a prober on
+   its own connection sends a health Check every 20 ms. Health p50/p99 and Evaluate p99 of each
+   run; the targets: health p99 under 100 ms, Evaluate p99 within 2x of the clean run.
 
     python3 bench/bench_server.py                       # smoke: 5 s, 100 scenarios
     python3 bench/bench_server.py --duration-s 30 --sweep 1000
+    python3 bench/bench_server.py --phases hostile --duration-s 20
 """
 
 from __future__ import annotations
@@ -71,8 +77,13 @@ class Server:
     def __init__(self, workers: int, cache_mib: int) -> None:
         cmd = [sys.executable, "-m", "planner.cli", "serve", "--host", "127.0.0.1", "--port", "0",
                "--workers", str(workers), "--cache-mib", str(cache_mib), "--log-format", "json", "--queue", "256"]  # fmt: skip
-        self.proc = subprocess.Popen(
-            cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, cwd=ROOT
+        self.proc = subprocess.Popen(  # its own process group: its workers are stopped with it
+            cmd,
+            stderr=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            text=True,
+            cwd=ROOT,
+            start_new_session=True,
         )
         assert self.proc.stderr is not None
         self.port = 0
@@ -122,15 +133,24 @@ class Server:
             self.peak_rss_mib = max(self.peak_rss_mib, self._tree_rss_mib())
 
     def stop(self) -> None:
+        """SIGTERM (the drain); a server still busy after 60 s is killed with its workers."""
         self._stop.set()
         self.proc.send_signal(signal.SIGTERM)
-        self.proc.wait(timeout=60)
+        try:
+            self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=10)
 
 
 # --- the load test ---------------------------------------------------------------------------------
 
 
-def load(address: str, clients: int, duration_s: float, fresh: float, seed: int) -> dict[str, Any]:
+def load(
+    address: str, clients: int, duration_s: float, fresh: float, seed: int, hostile: float = 0.0
+) -> dict[str, Any]:
+    """Closed-loop clients for `duration_s`; `hostile`: the share of calls that are abusive
+    (hostile_call), the rest Plan and Evaluate in turn."""
     rng = random.Random(seed)
     pool_rates = [round(2 + 62 * rng.random(), 2) for _ in range(64)]
     pool = {
@@ -147,6 +167,11 @@ def load(address: str, clients: int, duration_s: float, fresh: float, seed: int)
         stub = pb_grpc.PlannerServiceStub(channel)
         n = 0
         while time.perf_counter() < stop_at:
+            if hostile and r.random() < hostile:
+                kind, code, took = hostile_call(stub, r)
+                with lock:
+                    results.append((kind, took, code))
+                continue
             method = "Plan" if (n + i) % 2 == 0 else "Evaluate"
             n += 1
             if r.random() < fresh:
@@ -171,12 +196,15 @@ def load(address: str, clients: int, duration_s: float, fresh: float, seed: int)
     for t in threads:
         t.join()
     wall = time.perf_counter() - began
+    normal = [(m, d, c) for m, d, c in results if m in ("Plan", "Evaluate")]
     out: dict[str, Any] = {
-        "calls": len(results),
+        "calls": len(normal),
         "wall_s": round(wall, 2),
-        "calls_per_s": round(len(results) / wall, 1),
-        "errors": dict(Counter(code for _, _, code in results if code != "OK")),
+        "calls_per_s": round(len(normal) / wall, 1),
+        "errors": dict(Counter(code for _, _, code in normal if code != "OK")),
     }
+    if hostile:
+        out["hostile"] = dict(Counter(f"{m}:{c}" for m, _, c in results if m not in ("Plan", "Evaluate")))
     for method in ("Plan", "Evaluate"):
         lat = sorted(d for m, d, c in results if m == method and c == "OK")
         if lat:
@@ -186,6 +214,123 @@ def load(address: str, clients: int, duration_s: float, fresh: float, seed: int)
                 "p99_ms": round(1e3 * lat[min(len(lat) - 1, int(0.99 * len(lat)))], 1),
                 "max_ms": round(1e3 * lat[-1], 1),
             }
+    return out
+
+
+# --- the hostile mix -------------------------------------------------------------------------------
+
+# Many listed budgets over 96 hourly buckets: ~2.4 s of one worker (240 configurations), asked
+# with a 1 s deadline.
+_RNG = random.Random(7)
+BIG_PLAN: dict[str, Any] = {
+    **PLAN,
+    "workload": {
+        **PLAN["workload"],
+        "arrivals": {
+            "buckets": [
+                {"duration_s": 3600, "requests_per_s": round(4 + 36 * _RNG.random(), 2)} for _ in range(96)
+            ]
+        },
+    },
+    "candidates": {
+        "gpus": ["h100-sxm", "a100-80gb-sxm", "l40s", "h200-sxm"],
+        "tensor_parallel_sizes": [1, 2, 4],
+        "max_num_seqs": [32, 64, 128, 256, 512],
+        "max_num_batched_tokens": [2048, 4096, 8192, 16384],
+    },
+}
+HOSTILE_KINDS = ("expiring_plan", "expiring_sweep", "over_limit", "huge_string")
+
+
+def hostile_call(stub: Any, r: random.Random) -> tuple[str, str, float]:
+    """One abusive call, each kind equally often: (kind, status code, seconds)."""
+    kind = r.choice(HOSTILE_KINDS)
+    start = time.perf_counter()
+    try:
+        if kind == "expiring_plan":  # a new request each time: never answered from the cache
+            data = json.loads(json.dumps(BIG_PLAN))
+            data["slo"]["ttft_p99_ms"] = 400 + r.randrange(400)
+            stub.Plan(convert.to_message(data, pb.PlanRequest), timeout=1.0)
+        elif kind == "expiring_sweep":
+            base = r.random()
+            rates = [round(5 + 30 * base + 0.1 * k, 3) for k in range(50)]
+            request = pb.SweepRequest(
+                scenarios=[pb.SweepScenario(name=f"s{k}", plan=plan_request(x)) for k, x in enumerate(rates)]
+            )
+            for _ in stub.Sweep(request, timeout=1.0):
+                pass
+        elif kind == "over_limit":  # more buckets than the service takes (10,000)
+            data = json.loads(json.dumps(PLAN))
+            data["workload"]["arrivals"] = {"buckets": [{"duration_s": 60, "requests_per_s": 1}] * 10_001}
+            stub.Plan(convert.to_message(data, pb.PlanRequest), timeout=10)
+        else:  # a 1 MiB model name
+            request = evaluate_request(2.0)
+            request.deployment.model = "x" * 2**20
+            stub.Evaluate(request, timeout=10)
+        code = "OK"
+    except grpc.RpcError as exc:
+        code = exc.code().name
+    return kind, code, time.perf_counter() - start
+
+
+class HealthProbe:
+    """A health Check every `period_s` on a connection of its own, as a kubelet probe: the
+    latencies (failures count as their time, and separately)."""
+
+    def __init__(self, address: str, period_s: float = 0.02) -> None:
+        self.address, self.period_s = address, period_s
+        self.latencies_s: list[float] = []
+        self.failures: Counter[str] = Counter()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+        with grpc.insecure_channel(self.address) as channel:
+            check = health_pb2_grpc.HealthStub(channel).Check
+            check(health_pb2.HealthCheckRequest(), timeout=5)  # connected before the clock starts
+            while not self._stop.wait(self.period_s):
+                start = time.perf_counter()
+                try:
+                    check(health_pb2.HealthCheckRequest(), timeout=2)
+                except grpc.RpcError as exc:
+                    self.failures[exc.code().name] += 1
+                self.latencies_s.append(time.perf_counter() - start)
+
+    def stop(self) -> dict[str, Any]:
+        self._stop.set()
+        self._thread.join()
+        lat = sorted(self.latencies_s)
+        return {
+            "checks": len(lat),
+            "p50_ms": round(1e3 * statistics.median(lat), 2),
+            "p99_ms": round(1e3 * lat[min(len(lat) - 1, int(0.99 * len(lat)))], 2),
+            "max_ms": round(1e3 * lat[-1], 2),
+            "failures": dict(self.failures),
+        }
+
+
+def hostile_mix(args: argparse.Namespace) -> dict[str, Any]:
+    """The clean and the hostile run, each on a fresh uncached server with a health prober."""
+    out: dict[str, Any] = {}
+    for label, share in (("clean", 0.0), ("hostile", args.hostile)):
+        server = Server(args.workers, 0)
+        try:
+            probe = HealthProbe(server.address)
+            run = load(server.address, args.clients, args.duration_s, 1.0, args.seed, hostile=share)
+            run["health"] = probe.stop()
+        finally:
+            server.stop()
+        run["peak_rss_mib"] = round(server.peak_rss_mib, 1)
+        out[label] = run
+        print(f"mix_{label}", json.dumps(run), flush=True)
+    clean, bad = out["clean"].get("Evaluate"), out["hostile"].get("Evaluate")
+    out["targets"] = {
+        "health_p99_under_100ms": all(out[k]["health"]["p99_ms"] < 100 for k in ("clean", "hostile")),
+        "evaluate_p99_ratio": round(bad["p99_ms"] / clean["p99_ms"], 2) if clean and bad else None,
+    }
     return out
 
 
@@ -229,6 +374,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fresh", type=float, default=0.1, help="share of new requests in the cached run")
     p.add_argument("--sweep", type=int, default=100, help="scenarios (0: skip the sweep)")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--hostile", type=float, default=0.1, help="share of abusive calls in the hostile mix")
+    p.add_argument(
+        "--phases", nargs="+", choices=("load", "sweep", "hostile"), default=["load", "sweep", "hostile"]
+    )
     args = p.parse_args(argv)
     report: dict[str, Any] = {
         "cores": len(os.sched_getaffinity(0)),
@@ -236,7 +385,8 @@ def main(argv: list[str] | None = None) -> int:
         "clients": args.clients,
     }
 
-    for label, cache_mib, fresh in (("load_uncached", 0, 1.0), ("load_cached", 64, args.fresh)):
+    loads = (("load_uncached", 0, 1.0), ("load_cached", 64, args.fresh)) if "load" in args.phases else ()
+    for label, cache_mib, fresh in loads:
         server = Server(args.workers, cache_mib)
         try:
             report[label] = load(server.address, args.clients, args.duration_s, fresh, args.seed)
@@ -245,7 +395,7 @@ def main(argv: list[str] | None = None) -> int:
         report[label]["peak_rss_mib"] = round(server.peak_rss_mib, 1)
         print(label, json.dumps(report[label]), flush=True)
 
-    if args.sweep:
+    if args.sweep and "sweep" in args.phases:
         servers = [Server(args.workers, 0), Server(args.workers, 0)]
         try:
             report["sweep_one_server"] = sweep([servers[0].address], args.sweep)
@@ -255,6 +405,8 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             for s in servers:
                 s.stop()
+    if "hostile" in args.phases:
+        report["hostile_mix"] = hostile_mix(args)
     print(json.dumps(report, indent=2))
     return 0
 

@@ -157,7 +157,8 @@ def _violations(details: Iterable[Any]) -> list[tuple[str, str]]:
 
 class PlannerClient:
     """Calls planner.v1.PlannerService on one or several servers. `timeout_s` is each call's
-    deadline (a Plan's solver time limit is cut to fit it)."""
+    deadline (a Plan's solver time limit is cut to fit it); `auth_token` is sent as
+    `authorization: Bearer <token>` on every call."""
 
     def __init__(
         self,
@@ -166,12 +167,16 @@ class PlannerClient:
         timeout_s: float | None = DEFAULT_TIMEOUT_S,
         tls: ClientTls | None = None,
         request_id: str | None = None,
+        auth_token: str | None = None,
     ) -> None:
         addrs = [addresses] if isinstance(addresses, str) else list(addresses)
         target, host = _target(addrs)
         self.addresses = addrs
         self.timeout_s = timeout_s
-        self._metadata = None if request_id is None else (("x-request-id", request_id),)
+        metadata = [] if request_id is None else [("x-request-id", request_id)]
+        if auth_token is not None:  # a server started with --auth-token-file
+            metadata.append(("authorization", f"Bearer {auth_token.strip()}"))
+        self._metadata = tuple(metadata) or None
         options: list[tuple[str, Any]] = [
             ("grpc.service_config", _SERVICE_CONFIG),
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),

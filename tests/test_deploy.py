@@ -15,6 +15,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from planner.errors import InvalidInput
+
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"
 BASE = DEPLOY / "k8s" / "base"
@@ -86,7 +88,23 @@ def test_dockerfile_ports_and_command_match_the_deployment() -> None:
 
     args = build_parser().parse_args([*entry[1:], *cmd])
     assert int(args.port) == grpc_port
-    assert shlex.join(entry + cmd).startswith("capplan serve --port")
+    assert shlex.join(entry + cmd).startswith("capplan serve --host")
+
+
+def test_the_pod_serves_its_security_choices_deliberately() -> None:
+    """The pod listens on every address (Services, probes, Prometheus reach it there), which a
+    plaintext server refuses without an explicit --plaintext; the kubelet's gRPC probes speak
+    plaintext only. Reflection stays off; metrics follow the serving host."""
+    from planner.cli import build_parser
+    from planner.server.transport import host_of, is_loopback, require_safe_transport
+
+    (container,) = manifests()["Deployment"]["spec"]["template"]["spec"]["containers"]
+    args = build_parser().parse_args(["serve", *container["args"]])
+    assert not is_loopback(host_of(f"{args.host}:{args.port}"))
+    with pytest.raises(InvalidInput, match="--plaintext"):
+        require_safe_transport(f"{args.host}:{args.port}", tls=False, plaintext=False)
+    assert args.plaintext and args.tls_cert is None
+    assert not args.reflection and args.metrics_host is None
 
 
 def test_probes_are_native_grpc_on_the_serving_port() -> None:

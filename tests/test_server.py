@@ -45,7 +45,7 @@ def _example(name: str) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def served() -> Iterator[tuple[PlannerServer, str]]:
-    with running_server(workers=2, limits=LIMITS) as s:
+    with running_server(workers=2, limits=LIMITS, reflection=True) as s:
         yield s
 
 

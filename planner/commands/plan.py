@@ -55,7 +55,8 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--server",
         metavar="HOST:PORT",
-        help="plan on a `capplan serve` instead (same output); comma-separated addresses are balanced",
+        help="plan on a `capplan serve` instead (same output); comma-separated addresses are balanced; "
+        "$CAPPLAN_AUTH_TOKEN: the bearer token of a server that wants one",
     )
     c.add_profile_flag(p, "auto")
     c.add_json_flag(p)
@@ -120,7 +121,10 @@ def _plan(args: argparse.Namespace) -> int:
 
 def _remote_plan(server: str, data: dict[str, Any], base: Path, verify: bool) -> Any:
     """The same request answered by the service (docs/service.md). The service reads no files, so
-    a trace CSV beside the plan file is read here and sent as the workload it makes."""
+    a trace CSV beside the plan file is read here and sent as the workload it makes. A server that
+    wants a bearer token gets $CAPPLAN_AUTH_TOKEN."""
+    import os
+
     from planner.client import PlannerClient
     from planner.inputs import TraceWorkload, build_workload
     from planner.plan.request import parse_plan_request
@@ -129,7 +133,8 @@ def _remote_plan(server: str, data: dict[str, Any], base: Path, verify: bool) ->
     request = parse_plan_request(data)
     if isinstance(request.workload, TraceWorkload) and request.workload.trace not in BUILTIN_TRACES:
         request = request.model_copy(update={"workload": build_workload(request.workload, "workload", base)})
-    with PlannerClient([a.strip() for a in server.split(",")], timeout_s=None) as client:
+    token = os.environ.get("CAPPLAN_AUTH_TOKEN")  # for a server started with --auth-token-file
+    with PlannerClient([a.strip() for a in server.split(",")], timeout_s=None, auth_token=token) as client:
         return client.plan(request, verify=verify)
 
 

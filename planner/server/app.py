@@ -1,5 +1,6 @@
-"""The gRPC server: PlannerService with health checking and reflection, the job pool, metrics,
-TLS, and a graceful drain.
+"""The gRPC server: PlannerService with health checking (and reflection when asked), the job pool,
+metrics, TLS or bearer-token authentication, fair admission of long calls (planner.server.admission),
+a connection policy (planner.server.transport), and a graceful drain.
 
 `create_server(...)` builds and starts a server and returns it with its port (tests use port 0);
 `serve(...)` is `capplan serve`: it logs, waits, and on SIGTERM or SIGINT drains: health goes to
@@ -18,15 +19,18 @@ from typing import Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
+from grpc_reflection.v1alpha import reflection as reflection_service
 
 from planner.errors import InvalidInput
+from planner.server.admission import Admission, AdmissionLimits, Fairness, FairnessInterceptor, peer_address
+from planner.server.auth import AuthInterceptor, BearerTokens
 from planner.server.cache import ResponseCache
 from planner.server.interceptors import ServiceInterceptor
 from planner.server.observability import Metrics, configure_logging, logger
 from planner.server.policy import Limits
 from planner.server.pool import JobPool, default_workers
 from planner.server.servicer import PlannerServicer
+from planner.server.transport import ConnectionPolicy, host_of, require_safe_transport
 from planner.v1 import planner_service_pb2 as pb
 from planner.v1 import planner_service_pb2_grpc as pb_grpc
 
@@ -37,8 +41,11 @@ DEFAULT_PORT = 50051
 DEFAULT_GRACE_S = 30.0
 DEFAULT_QUEUE_PER_WORKER = 32  # requests admitted per worker beyond the one it computes
 MAX_SEND_MESSAGE_BYTES = 64 * 2**20  # a simulation's per-minute series can be large
-SPARE_THREADS = 16
-DEFAULT_CACHE_BYTES = 64 * 2**20  # health checks, reflection and catalog calls while every job slot is taken
+SPARE_THREADS = 16  # serving threads long calls never hold: health, catalog calls, refusals
+# gRPC's own limit on calls in progress (every kind alike): only against floods, far above ours.
+RPC_BACKSTOP_PER_THREAD = 8
+MIN_RPC_BACKSTOP = 1024
+DEFAULT_CACHE_BYTES = 64 * 2**20
 
 
 @dataclass(frozen=True)
@@ -121,23 +128,33 @@ def _warm_server_process() -> None:
 
 
 def create_server(
-    address: str = f"[::]:{DEFAULT_PORT}",
+    address: str = f"127.0.0.1:{DEFAULT_PORT}",
     *,
     workers: int | None = None,
     queue_size: int | None = None,
     tls: TlsFiles | None = None,
+    plaintext: bool = False,
     metrics_port: int = 0,
-    metrics_host: str = "0.0.0.0",
+    metrics_host: str | None = None,
     limits: Limits | None = None,
     cache_bytes: int = DEFAULT_CACHE_BYTES,
     warm: bool = True,
+    reflection: bool = False,
+    auth: BearerTokens | None = None,
+    fairness: Fairness | None = None,
+    connections: ConnectionPolicy | None = None,
 ) -> tuple[PlannerServer, int]:
     """Build and start a server on `address` ("host:port"; port 0 picks a free one). `workers`:
     solver processes (default: one per core); `queue_size`: requests admitted beyond them before
-    RESOURCE_EXHAUSTED (default 32 per worker); `metrics_port` 0: no metrics endpoint;
-    `cache_bytes`: memory for answers to repeated requests (0: none). Returns the server and the
-    port it listens on."""
+    RESOURCE_EXHAUSTED (default 32 per worker); `plaintext`: serve without TLS on a host that is
+    not loopback; `metrics_port` 0: no metrics endpoint, `metrics_host` default the serving host;
+    `cache_bytes`: memory for answers to repeated requests (0: none); `reflection`: register
+    server reflection; `auth`: bearer tokens every call but health must carry; `fairness`:
+    admission limits of long calls (default: from workers + queue, Fairness.resolve);
+    `connections`: keepalive and connection limits. Returns the server and its port."""
+    require_safe_transport(address, tls is not None, plaintext)
     limits = limits or Limits()
+    connections = connections or ConnectionPolicy()
     n_workers = workers or default_workers()
     queue = DEFAULT_QUEUE_PER_WORKER * n_workers if queue_size is None else queue_size
     metrics = Metrics()
@@ -145,30 +162,15 @@ def create_server(
     try:
         workers_up = pool.warm() if warm else None  # the forkserver imports while this process does
         _warm_server_process()
-
-        threads = pool.capacity + SPARE_THREADS
-        server = grpc.server(
-            futures.ThreadPoolExecutor(max_workers=threads, thread_name_prefix="capplan-rpc"),
-            interceptors=[ServiceInterceptor(metrics)],
-            maximum_concurrent_rpcs=threads,
-            options=[
-                ("grpc.max_receive_message_length", limits.max_message_bytes),
-                ("grpc.max_send_message_length", MAX_SEND_MESSAGE_BYTES),
-                ("grpc.so_reuseport", 0),
-            ],
-        )
+        admitted = (fairness or Fairness()).resolve(pool.capacity)
+        server = _grpc_server(limits, metrics, admitted, auth, connections)
         servicer = PlannerServicer(pool, limits, metrics, ResponseCache(cache_bytes))
         pb_grpc.add_PlannerServiceServicer_to_server(servicer, server)
         health_servicer = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-        reflection.enable_server_reflection(
-            (
-                SERVICE_NAME,
-                health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
-                reflection.SERVICE_NAME,
-            ),
-            server,
-        )
+        if reflection:
+            names = (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name)
+            reflection_service.enable_server_reflection((*names, reflection_service.SERVICE_NAME), server)
         try:
             port = (
                 server.add_secure_port(address, tls.credentials())
@@ -179,12 +181,11 @@ def create_server(
             raise InvalidInput("address", f"cannot listen on {address}: {exc}") from None
         if workers_up is not None:
             workers_up()
+        mhost = host_of(address) if metrics_host is None else metrics_host.strip("[]")
         try:
-            mport = metrics.serve_http(metrics_port, metrics_host)
+            mport = metrics.serve_http(metrics_port, mhost)
         except OSError as exc:
-            raise InvalidInput(
-                "--metrics-port", f"cannot listen on {metrics_host}:{metrics_port}: {exc}"
-            ) from None
+            raise InvalidInput("--metrics-port", f"cannot listen on {mhost}:{metrics_port}: {exc}") from None
         server.start()
         for name in ("", SERVICE_NAME):
             health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
@@ -192,6 +193,44 @@ def create_server(
         pool.close(wait=False)
         raise
     return PlannerServer(server, pool, health_servicer, metrics, port, mport), port
+
+
+def _grpc_server(
+    limits: Limits,
+    metrics: Metrics,
+    admitted: AdmissionLimits,
+    auth: BearerTokens | None,
+    connections: ConnectionPolicy,
+) -> grpc.Server:
+    """The gRPC server: `admitted.max_calls` long handlers leave SPARE_THREADS serving threads to
+    health, catalog calls and refusals (planner.server.admission); gRPC's own concurrency limit
+    is only a backstop against floods of thousands of calls."""
+    threads = admitted.max_calls + SPARE_THREADS
+    admission = Admission(admitted)
+
+    def identify(context: grpc.ServicerContext) -> str:
+        if auth is not None:
+            name = auth.identity(context.invocation_metadata())
+            if name is not None:
+                return f"token:{name}"
+        identities = context.peer_identities()
+        if identities:
+            return "tls:" + identities[0].decode("utf-8", "replace")
+        return peer_address(context.peer())
+
+    interceptors: list[grpc.ServerInterceptor] = [] if auth is None else [AuthInterceptor(auth, metrics)]
+    interceptors += [ServiceInterceptor(metrics), FairnessInterceptor(admission, identify)]
+    return grpc.server(
+        futures.ThreadPoolExecutor(max_workers=threads, thread_name_prefix="capplan-rpc"),
+        interceptors=interceptors,
+        maximum_concurrent_rpcs=max(MIN_RPC_BACKSTOP, RPC_BACKSTOP_PER_THREAD * threads),
+        options=[
+            ("grpc.max_receive_message_length", limits.max_message_bytes),
+            ("grpc.max_send_message_length", MAX_SEND_MESSAGE_BYTES),
+            ("grpc.so_reuseport", 0),
+            *connections.grpc_options(),
+        ],
+    )
 
 
 def serve(
