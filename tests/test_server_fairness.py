@@ -117,7 +117,7 @@ def test_one_peer_at_its_limit_does_not_stop_another(tmp_path: Path) -> None:
     with running_server(workers=1, auth=auth, fairness=fairness) as (_, address):
         channel, s = stub(address)
         alice = (("authorization", f"Bearer {ALICE}"),)
-        held = [s.Sweep(_sweep(40, k), timeout=60, metadata=alice) for k in range(2)]
+        held = [s.Sweep(_sweep(1000, k), timeout=60, metadata=alice) for k in range(2)]
         try:
             time.sleep(0.3)  # both admitted (their first scenarios are computing)
             with pytest.raises(grpc.RpcError) as e:
@@ -233,7 +233,7 @@ def test_the_peer_of_an_mtls_client_is_its_certificate(tmp_path: Path) -> None:
     fairness = Fairness(max_calls=4, max_streams_per_peer=1)
     with running_server(workers=1, tls=files, fairness=fairness) as (_, address):
         client = PlannerClient(address, tls=tls, timeout_s=30)
-        held = client.stub.Sweep(_sweep(40, 0), timeout=30)
+        held = client.stub.Sweep(_sweep(1000, 0), timeout=30)
         try:
             time.sleep(0.3)
             with pytest.raises(ServiceError) as e:
