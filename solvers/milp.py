@@ -54,6 +54,7 @@ import numpy as np
 
 from solvers.milp_data import (
     LIMIT_PREFIX,
+    SizeLimitError,
     POOLS,
     Bucket,
     Candidate,
@@ -298,7 +299,7 @@ def _refuse_if_large(data: MilpData) -> None:
     n_k, n_b, n_t = len(data.candidates), len(data.buckets), len(data.resources)
     estimate = n_k * (n_b + 1) + n_t * (n_b + 1) + 2 * n_b
     if estimate > MAX_MODEL_VARIABLES:
-        raise ValueError(
+        raise SizeLimitError(
             f"model variables {LIMIT_PREFIX} {MAX_MODEL_VARIABLES}, got about {estimate} "
             f"({n_k} candidates x {n_b} distinct buckets after reductions)"
         )

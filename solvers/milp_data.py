@@ -23,7 +23,7 @@ Vocabulary (neutral on purpose, the caller maps its own words onto it):
 
 Every check raises ValueError naming the offending field (`candidates[3].capacity_per_s ...`) so a
 caller can turn it into its own field-path error. Size limits are module constants: a caller
-(e.g. a service) maps the "exceeds the limit" errors, which all start with `LIMIT_PREFIX`, to a
+(e.g. a service) maps the "exceeds the limit" errors (SizeLimitError, their message has `LIMIT_PREFIX`) to a
 resource-exhausted answer.
 """
 
@@ -52,6 +52,7 @@ __all__ = [
     "MAX_RESOURCES",
     "MAX_SPARE_REPLICAS",
     "MAX_TIME_LIMIT_S",
+    "SizeLimitError",
     "MAX_UNITS_PER_REPLICA",
     "POOLS",
     "Bucket",
@@ -87,6 +88,12 @@ MAX_TIME_LIMIT_S = 3600.0
 MAX_NAME_CHARS = 128
 LIMIT_PREFIX = "exceeds the limit"
 
+
+class SizeLimitError(ValueError):
+    """A problem larger than the solver takes (its message contains LIMIT_PREFIX): a caller's
+    request too big for the model, not a wrong value; a service answers it as resource
+    exhaustion, not as an internal error."""
+
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/+=,@-]*$")
 
 
@@ -98,7 +105,7 @@ def _finite(where: str, value: float, *, lo: float = 0.0, hi: float, lo_open: bo
     if (value <= lo) if lo_open else (value < lo):
         raise ValueError(f"{where} must be {'>' if lo_open else '>='} {lo:g}, got {value!r}")
     if value > hi:
-        raise ValueError(f"{where} {LIMIT_PREFIX} {hi:g}, got {value!r}")
+        raise SizeLimitError(f"{where} {LIMIT_PREFIX} {hi:g}, got {value!r}")
 
 
 def _integer(where: str, value: int, *, lo: int, hi: int) -> None:
@@ -107,7 +114,7 @@ def _integer(where: str, value: int, *, lo: int, hi: int) -> None:
     if value < lo:
         raise ValueError(f"{where} must be >= {lo}, got {value}")
     if value > hi:
-        raise ValueError(f"{where} {LIMIT_PREFIX} {hi}, got {value}")
+        raise SizeLimitError(f"{where} {LIMIT_PREFIX} {hi}, got {value}")
 
 
 def _name(where: str, value: str) -> None:
@@ -117,7 +124,7 @@ def _name(where: str, value: str) -> None:
             f"(starting with a letter or digit), got {value!r}"
         )
     if len(value) > MAX_NAME_CHARS:
-        raise ValueError(f"{where} length {LIMIT_PREFIX} {MAX_NAME_CHARS} characters, got {len(value)}")
+        raise SizeLimitError(f"{where} length {LIMIT_PREFIX} {MAX_NAME_CHARS} characters, got {len(value)}")
 
 
 def peak_replicas(peak_need_per_s: float, capacity_per_s: float) -> int:
@@ -263,20 +270,20 @@ class MilpData:
         if not self.buckets:
             raise ValueError("buckets must not be empty")
         if len(self.buckets) > MAX_BUCKETS:
-            raise ValueError(f"buckets count {LIMIT_PREFIX} {MAX_BUCKETS}, got {len(self.buckets)}")
+            raise SizeLimitError(f"buckets count {LIMIT_PREFIX} {MAX_BUCKETS}, got {len(self.buckets)}")
         if not self.resources:
             raise ValueError("resources must not be empty")
         if len(self.resources) > MAX_RESOURCES:
-            raise ValueError(f"resources count {LIMIT_PREFIX} {MAX_RESOURCES}, got {len(self.resources)}")
+            raise SizeLimitError(f"resources count {LIMIT_PREFIX} {MAX_RESOURCES}, got {len(self.resources)}")
         if not self.candidates:
             raise ValueError("candidates must not be empty")
         if len(self.candidates) > MAX_CANDIDATES:
-            raise ValueError(f"candidates count {LIMIT_PREFIX} {MAX_CANDIDATES}, got {len(self.candidates)}")
+            raise SizeLimitError(f"candidates count {LIMIT_PREFIX} {MAX_CANDIDATES}, got {len(self.candidates)}")
         cells = len(self.candidates) * len(self.buckets)
         if cells > MAX_CELLS:
-            raise ValueError(f"candidates x buckets {LIMIT_PREFIX} {MAX_CELLS}, got {cells}")
+            raise SizeLimitError(f"candidates x buckets {LIMIT_PREFIX} {MAX_CELLS}, got {cells}")
         if len(self.incompatible_pairs) > MAX_INCOMPATIBLE_PAIRS:
-            raise ValueError(
+            raise SizeLimitError(
                 f"incompatible_pairs count {LIMIT_PREFIX} {MAX_INCOMPATIBLE_PAIRS}, got {len(self.incompatible_pairs)}"
             )
 
@@ -306,7 +313,7 @@ class MilpData:
             capacity = np.array(c.capacity_by_bucket_per_s or (c.capacity_per_s,), dtype=float)
             replicas = int(np.ceil(need / capacity).max())
             if replicas > MAX_REPLICAS_PER_BUCKET:
-                raise ValueError(
+                raise SizeLimitError(
                     f"candidates[{i}] needs {replicas} replicas in one bucket: replicas per bucket "
                     f"{LIMIT_PREFIX} {MAX_REPLICAS_PER_BUCKET}"
                 )

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from solvers.milp_data import LIMIT_PREFIX, MilpData, capacity_matrix
+from solvers.milp_data import LIMIT_PREFIX, MilpData, SizeLimitError, capacity_matrix
 
 __all__ = [
     "COVER_RTOL",
@@ -103,7 +103,7 @@ def enumerate_options(data: MilpData, usable: Sequence[int]) -> list[tuple[int, 
             )
     cells = len(options) * len(data.buckets)
     if cells > MAX_OPTION_CELLS:
-        raise ValueError(f"single configurations x buckets {LIMIT_PREFIX} {MAX_OPTION_CELLS}, got {cells}")
+        raise SizeLimitError(f"single configurations x buckets {LIMIT_PREFIX} {MAX_OPTION_CELLS}, got {cells}")
     return options
 
 
