@@ -119,14 +119,11 @@ class PlannerServer:
         self._stopped.set()
 
     def abort(self) -> None:
-        """Stop at once (a second SIGTERM or SIGINT during the drain): kill the workers, cancel
-        every call."""
+        """Cut a drain short (a second SIGTERM or SIGINT): kill the workers and cancel every
+        call now; the stop() in progress then finishes within a second or so."""
         logger().warning("stopping_now", in_flight=self.pool.admitted)
         self.pool.kill()
-        self.grpc_server.stop(0).wait(_STOP_WAIT_S)
-        self.pool.close(wait=False)
-        self.metrics.stop_http()
-        self._stopped.set()
+        self.grpc_server.stop(0)
 
     def wait(self, timeout_s: float | None = None) -> bool:
         return self._stopped.wait(timeout_s)

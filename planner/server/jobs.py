@@ -16,11 +16,13 @@ job (RLIMIT_CPU's soft limit moved to `used + budget` per job; SIGXCPU asks the 
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import math
 import os
 import resource
 import signal
+import threading
 import time
 import traceback
 from collections.abc import Mapping
@@ -119,11 +121,27 @@ def _set_cpu_limit(budget_s: float | None) -> None:
     resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
 
 
-def worker_main(conn: Connection, limits: WorkerLimits) -> None:
+def _exit_with_server(lifeline: Connection) -> None:
+    """Exit at once when the server's end of `lifeline` closes (the server exited or was
+    killed), even in the middle of a job. PR_SET_PDEATHSIG alone does not do it: a worker's
+    parent is the forkserver, which lives as long as any worker holds the pipe it watches."""
+
+    def watch() -> None:
+        with contextlib.suppress(EOFError, OSError):
+            lifeline.recv()
+        os._exit(1)
+
+    threading.Thread(target=watch, name="capplan-lifeline", daemon=True).start()
+
+
+def worker_main(conn: Connection, limits: WorkerLimits, lifeline: Connection | None = None) -> None:
     """A pool worker: says ("ready", pid), then answers each (rpc, data, options, deadline) it
     receives with run_job's dict, under the job's CPU limit, until None or the pipe closes.
-    After a job that hit the memory limit it exits (the pool starts a fresh worker)."""
+    After a job that hit the memory limit it exits (the pool starts a fresh worker). It exits
+    at once when the server's end of `lifeline` closes."""
     init_worker(limits)
+    if lifeline is not None:
+        _exit_with_server(lifeline)
     conn.send(("ready", os.getpid()))
     while True:
         try:
@@ -312,7 +330,7 @@ def raise_error(error: Mapping[str, Any]) -> None:
     if kind == "stopped":
         if error.get("reason") == "shutdown":
             raise ShuttingDown("the server is shutting down")
-        raise Cancelled("the call was cancelled")
+        raise Cancelled(str(error.get("message", "the call was cancelled")))
     if kind == "limit":
         raise JobLimitExceeded(str(error.get("limit")), error["message"])
     if kind == "capplan":

@@ -38,7 +38,7 @@ from typing import Any
 from planner.server import jobs
 from planner.server.errors import Overloaded, ShuttingDown
 
-__all__ = ["KILL_AFTER_S", "PRIORITY", "JobFuture", "JobPool", "default_workers"]
+__all__ = ["DEADLINE_SLACK_S", "KILL_AFTER_S", "PRIORITY", "JobFuture", "JobPool", "default_workers"]
 
 # Lower runs first. Interactive and cheap (milliseconds), then plans, then long or batch work.
 PRIORITY = {
@@ -55,6 +55,8 @@ PRIORITY = {
 # domain's checks come every few milliseconds; the MILP (in HiGHS/CBC) checks none, and a
 # solve's time limit is cut to the call's deadline, so this bounds a solve that overruns it.
 KILL_AFTER_S = 0.5
+# A call cancelled this close to its deadline was cancelled by it (DEADLINE_EXCEEDED).
+DEADLINE_SLACK_S = 0.05
 # How often a worker's thread looks at its job's stop conditions while the job runs.
 _TICK_S = 0.05
 # A new worker must say it is ready within this (the first one waits for the forkserver's
@@ -77,9 +79,15 @@ class JobFuture(Future[dict[str, Any]]):
     dropped) and, for a running job, also asks the pool to stop it: the future then completes
     with a "stopped" error (CANCELLED) within about KILL_AFTER_S."""
 
-    def __init__(self) -> None:
+    def __init__(self, deadline: float | None = None) -> None:
         super().__init__()
+        self.deadline = deadline
         self.stop_reason: str | None = None
+
+    def past_deadline(self) -> bool:
+        """The job's deadline has passed (give or take DEADLINE_SLACK_S: gRPC cancels a call
+        at its deadline by its own clock)."""
+        return self.deadline is not None and time.time() >= self.deadline - DEADLINE_SLACK_S
 
     def request_stop(self, reason: str) -> None:
         if self.stop_reason is None:
@@ -89,7 +97,7 @@ class JobFuture(Future[dict[str, Any]]):
         if super().cancel():
             return True
         if self.running():
-            self.request_stop("cancelled")
+            self.request_stop("deadline" if self.past_deadline() else "cancelled")
         return False
 
 
@@ -109,14 +117,20 @@ class _Job:
 class _Worker:
     """One worker process and this side of its pipe."""
 
-    def __init__(self, process: multiprocessing.process.BaseProcess, conn: Connection, pid: int) -> None:
-        self.process, self.conn, self.pid = process, conn, pid
+    def __init__(
+        self, process: multiprocessing.process.BaseProcess, conn: Connection, pid: int, lifeline: Connection
+    ) -> None:
+        self.process, self.conn, self.pid, self.lifeline = process, conn, pid, lifeline
+
+    def _close(self) -> None:
+        self.conn.close()
+        self.lifeline.close()
 
     def kill(self) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(self.pid, signal.SIGKILL)
         self.process.join(5.0)
-        self.conn.close()
+        self._close()
 
     def exit(self) -> None:
         """Ask an idle worker to exit; kill it if it does not."""
@@ -126,7 +140,7 @@ class _Worker:
         if self.process.is_alive():
             self.kill()
         else:
-            self.conn.close()
+            self._close()
 
     def cpu_s(self) -> float | None:
         """CPU time the process has used (Linux /proc), or None."""
@@ -145,6 +159,14 @@ class _Slot:
         self.lock = threading.Lock()
         self.worker: _Worker | None = None
         self.job: _Job | None = None
+
+
+_STOPPED = {
+    "deadline": "the call's deadline passed while the job ran",
+    "cancelled": "the call was cancelled while the job ran",
+    "shutdown": "the server is shutting down",
+    "cpu": "the job ran out of CPU time",
+}
 
 
 def _stopped(reason: str, message: str) -> dict[str, Any]:
@@ -214,13 +236,15 @@ class JobPool:
 
     def _start_worker(self) -> _Worker:
         here, there = self._ctx.Pipe(duplex=True)
+        life_r, life_w = self._ctx.Pipe(duplex=False)  # closes when this process exits
         process = self._ctx.Process(
-            target=jobs.worker_main, args=(there, self.limits), name="capplan-worker", daemon=True
+            target=jobs.worker_main, args=(there, self.limits, life_r), name="capplan-worker", daemon=True
         )
         process.start()
         there.close()
+        life_r.close()
         assert process.pid is not None
-        worker = _Worker(process, here, process.pid)
+        worker = _Worker(process, here, process.pid, life_w)
         try:
             if not here.poll(_START_TIMEOUT_S):
                 raise RuntimeError(f"worker {worker.pid} not ready within {_START_TIMEOUT_S:g} s")
@@ -296,7 +320,7 @@ class JobPool:
         """Queue one job (see jobs.run_job). `wait_s` 0: fail fast when full (a unary call);
         else wait that long for room (a sweep's next scenario). `priority`: PRIORITY[rpc] unless
         given. Cancelling the future drops the job if queued and stops it if running."""
-        future = JobFuture()
+        future = JobFuture(deadline)
         job = _Job(
             PRIORITY.get(rpc, 1) if priority is None else priority,
             next(self._seq),
@@ -375,7 +399,7 @@ class JobPool:
                 if not worker.process.is_alive() or result.get("error", {}).get("limit") == "memory":
                     self._retire(slot, kill=False)
                 if asked is not None and result.get("error", {}).get("kind") == "stopped":
-                    result["error"]["reason"] = asked
+                    return _stopped(asked, _STOPPED[asked])  # why this side asked it to stop
                 return result
             reason = self._stop_reason(job, worker, cpu0)
             if reason is not None and asked is None:
@@ -419,7 +443,7 @@ class JobPool:
                     "message": f"the job used its CPU-time limit of {self.limits.cpu_s:g} s (--job-cpu-s)",
                 }
             }
-        return _stopped(reason, f"the job was stopped ({reason}); its worker was killed")
+        return _stopped(reason, f"{_STOPPED[reason]}; its worker was killed")
 
     # -- shutdown --
 

@@ -19,7 +19,7 @@ from planner.server.cache import ResponseCache
 from planner.server.errors import BadRequest, Cancelled, DeadlineExceeded, LimitExceeded, status_of
 from planner.server.interceptors import annotate
 from planner.server.observability import Metrics
-from planner.server.pool import PRIORITY, JobPool
+from planner.server.pool import DEADLINE_SLACK_S, PRIORITY, JobPool
 from planner.v1 import planner_service_pb2 as pb
 from planner.v1 import planner_service_pb2_grpc as pb_grpc
 
@@ -62,7 +62,7 @@ class PlannerServicer(pb_grpc.PlannerServiceServicer):
             future.cancel()  # dropped if queued, stopped if running (pool.JobFuture)
             raise DeadlineExceeded("no answer within the call's deadline") from None
         except CancelledError:  # dropped from the queue: gRPC cancels the call at its deadline too
-            if deadline is not None and time.time() >= deadline:
+            if deadline is not None and time.time() >= deadline - DEADLINE_SLACK_S:
                 raise DeadlineExceeded("the deadline passed while the request was queued") from None
             raise Cancelled("the call was cancelled while queued") from None
         self._account(rpc, result, submitted)
