@@ -78,6 +78,17 @@ def test_a_deadline_stops_the_running_job(pool: JobPool) -> None:
     assert pool.running == 0 and _idle_or_gone(pool.pids()[0])
 
 
+def test_a_deadline_stops_a_plans_candidate_search(pool: JobPool) -> None:
+    many = {
+        **CHAT_PLAN,
+        "candidates": {**CHAT_PLAN["candidates"], "max_num_batched_tokens": list(range(2048, 22048))},
+    }
+    start = time.monotonic()
+    result = pool.submit("Plan", many, {}, time.time() + 0.5).result(timeout=10)  # 20,000 budgets: minutes
+    assert result["error"]["reason"] == "deadline" and time.monotonic() - start < 0.5 + FREED_S
+    assert pool.running == 0 and _idle_or_gone(pool.pids()[0])
+
+
 def test_cancelling_a_running_job_stops_it_and_keeps_the_worker(pool: JobPool) -> None:
     future = pool.submit("Simulate", SLOW, {}, None)
     pid = _busy(pool)
