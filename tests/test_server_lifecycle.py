@@ -99,6 +99,9 @@ def test_sigterm_drains_in_flight_calls() -> None:
         assert report.requests == 6000
         assert proc.wait(timeout=60) == 0
         lines.wait_for("stopped", timeout_s=5)
+        time.sleep(0.2)  # the rest of the log (the process has exited)
+        while not lines.q.empty():
+            lines.seen.append(lines.q.get())
         rpc = [e for e in lines.seen if e.get("event") == "rpc"]
         assert any(e["method"] == "Simulate" and e["code"] == "OK" for e in rpc)
         channel.close()
@@ -186,6 +189,12 @@ def test_the_drain_is_bounded_and_leaves_no_process(signals: tuple[str, ...]) ->
         assert took < (grace_s if len(signals) == 1 else 0.0) + DRAIN_SLACK_S, f"drained in {took:.2f} s"
         with pytest.raises(grpc.RpcError):
             call.result(timeout=5)
+        lines.wait_for("stopped", timeout_s=5)
+        time.sleep(0.2)  # the rest of the log (the process has exited)
+        while not lines.q.empty():
+            lines.seen.append(lines.q.get())
+        rpc = [e for e in lines.seen if e.get("event") == "rpc" and e.get("method") == "Simulate"]
+        assert [e["code"] for e in rpc] == ["UNAVAILABLE"]  # its job stopped by the drain
         _none_left(below)
     finally:
         if proc.poll() is None:

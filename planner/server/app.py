@@ -110,8 +110,10 @@ class PlannerServer:
         log.info("draining", grace_s=grace_s, in_flight=self.pool.admitted)
         if health_delay_s > 0:
             time.sleep(health_delay_s)
-        done = self.grpc_server.stop(grace_s)
-        done.wait(grace_s)  # every call answered, or the grace over (gRPC then cancels the rest)
+        # gRPC refuses new calls now and cancels the open ones _STOP_WAIT_S after the grace; by
+        # then the pool has stopped their jobs, so they end UNAVAILABLE (shutting down).
+        done = self.grpc_server.stop(None if grace_s is None else grace_s + _STOP_WAIT_S)
+        done.wait(grace_s)  # every call answered, or the grace over
         self.pool.close(wait=False)  # jobs still running stop now
         done.wait(_STOP_WAIT_S)
         self.metrics.stop_http()

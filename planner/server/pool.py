@@ -454,6 +454,7 @@ class JobPool:
         with self._cond:
             self._closed = True
             waiting, self._waiting = self._waiting, []
+            self._admitted -= len(waiting)
             self._report()
             self._cond.notify_all()
         for job in waiting:
