@@ -54,12 +54,12 @@ import numpy as np
 
 from solvers.milp_data import (
     LIMIT_PREFIX,
-    SizeLimitError,
     POOLS,
     Bucket,
     Candidate,
     MilpData,
     Resource,
+    SizeLimitError,
     capacity_matrix,
     prune_dominated,
     select_buckets,

@@ -485,13 +485,14 @@ def test_cheap_calls_overtake_queued_plans() -> None:
 
 
 def test_no_plan_within_a_deadline_cut_limit_is_deadline_exceeded(monkeypatch: pytest.MonkeyPatch) -> None:
+    from planner.plan.request import parse_plan_request
     from planner.server import jobs
 
     real = api.plan(CHAT_PLAN, workers=1)
     asked: list[float] = []
 
-    def no_solution(request: dict[str, Any], **_: Any) -> Any:  # what the solver says when time runs out
-        asked.append(request.get("solver", {}).get("time_limit_s", jobs.DEFAULT_SOLVER_TIME_LIMIT_S))
+    def no_solution(request: Any, **_: Any) -> Any:  # what the solver says when time runs out
+        asked.append(parse_plan_request(request).solver.time_limit_s)  # validated, then cut
         return real.model_copy(update={"status": "NO_SOLUTION"})
 
     monkeypatch.setattr(api, "plan", no_solution)

@@ -38,6 +38,19 @@ def register(sub: Any) -> None:
         "--cache-mib", default="64", help="memory for answers to repeated requests, MiB (default 64; 0: none)"
     )
     p.add_argument("--max-message-mib", default="16", help="largest request accepted, MiB (default 16)")
+    # Per-job limits in the workers (docs/service.md, "Cancellation, limits and drain").
+    p.add_argument(
+        "--job-memory-mib",
+        default="4096",
+        help="memory one job may allocate in its worker, MiB; over it the call fails RESOURCE_EXHAUSTED "
+        "(default 4096; 0: no limit)",
+    )
+    p.add_argument(
+        "--job-cpu-s",
+        default="3900",
+        help="CPU seconds one job may use; over it the call fails RESOURCE_EXHAUSTED "
+        "(default 3900: a Plan's longest solver limit and its candidates; 0: no limit)",
+    )
     p.add_argument("--log-format", choices=("auto", "json", "console"), default="auto",
                    help="auto: JSON lines unless stderr is a terminal")  # fmt: skip
     _add_security_flags(p)
@@ -126,6 +139,8 @@ def _serve(args: argparse.Namespace) -> int:
         metrics_port=_int("--metrics-port", args.metrics_port, 0, 65535) or 0,
         limits=Limits(max_message_bytes=mib * 2**20),
         cache_bytes=(_int("--cache-mib", args.cache_mib, 0, 65536) or 0) * 2**20,
+        job_memory_mib=_int("--job-memory-mib", args.job_memory_mib, 0, 1_048_576) or None,
+        job_cpu_s=_seconds("--job-cpu-s", args.job_cpu_s) or None,
         **security,
     )
 

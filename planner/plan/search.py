@@ -37,6 +37,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from planner import stopping
 from planner.costmodel.profile import Profile
 from planner.latency.model import CAPACITY_PRECISION
 from planner.plan.capacity import (
@@ -138,6 +139,7 @@ class _ShapeSearch:
         self.screened = 0
 
     def consider(self, cfg: ReplicaConfig) -> None:
+        stopping.check()  # a candidate costs milliseconds: a stopped server job ends here
         b = self.best
         built = build(self.ctx, cfg)  # shared by the screen and the root-find
         if b is not None and not meets_at(self.ctx, cfg, b.requests_per_s, built):

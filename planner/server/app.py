@@ -26,6 +26,7 @@ from planner.server.admission import Admission, AdmissionLimits, Fairness, Fairn
 from planner.server.auth import AuthInterceptor, BearerTokens
 from planner.server.cache import ResponseCache
 from planner.server.interceptors import ServiceInterceptor
+from planner.server.jobs import WorkerLimits
 from planner.server.observability import Metrics, configure_logging, logger
 from planner.server.policy import Limits
 from planner.server.pool import JobPool, default_workers
@@ -45,7 +46,13 @@ SPARE_THREADS = 16  # serving threads long calls never hold: health, catalog cal
 # gRPC's own limit on calls in progress (every kind alike): only against floods, far above ours.
 RPC_BACKSTOP_PER_THREAD = 8
 MIN_RPC_BACKSTOP = 1024
+# After the grace, how long gRPC gets to finish cancelling calls (whose jobs have been stopped).
+_STOP_WAIT_S = 1.0
 DEFAULT_CACHE_BYTES = 64 * 2**20
+# Per-job limits of a worker: memory beyond its size at start (a 200,000-request simulation
+# peaks near 170 MiB of RSS) and CPU time (a Plan's MILP may run up to its 3600 s limit).
+DEFAULT_JOB_MEMORY_MIB = 4096
+DEFAULT_JOB_CPU_S = 3900.0
 
 
 @dataclass(frozen=True)
@@ -96,8 +103,10 @@ class PlannerServer:
 
     def stop(self, grace_s: float | None = DEFAULT_GRACE_S, health_delay_s: float = 0.0) -> None:
         """Drain: health NOT_SERVING (then `health_delay_s` for load balancers to notice), refuse
-        new calls, give calls in flight `grace_s` (None: forever) before cancelling them, then
-        stop the workers and the metrics endpoint. Idempotent."""
+        new calls, give calls in flight `grace_s` (None: forever) to finish, then cancel them and
+        stop their jobs (a worker that does not stop within pool.KILL_AFTER_S is killed), stop
+        the workers and the metrics endpoint. Ends within `health_delay_s + grace_s` and about
+        two seconds. Idempotent."""
         with self._stop_lock:
             if self._stopping:
                 self._stopped.wait()
@@ -108,11 +117,22 @@ class PlannerServer:
         log.info("draining", grace_s=grace_s, in_flight=self.pool.admitted)
         if health_delay_s > 0:
             time.sleep(health_delay_s)
-        self.grpc_server.stop(grace_s).wait()
-        self.pool.close(wait=False)
+        # gRPC refuses new calls now and cancels the open ones _STOP_WAIT_S after the grace; by
+        # then the pool has stopped their jobs, so they end UNAVAILABLE (shutting down).
+        done = self.grpc_server.stop(None if grace_s is None else grace_s + _STOP_WAIT_S)
+        done.wait(grace_s)  # every call answered, or the grace over
+        self.pool.close(wait=False)  # jobs still running stop now
+        done.wait(_STOP_WAIT_S)
         self.metrics.stop_http()
         log.info("stopped")
         self._stopped.set()
+
+    def abort(self) -> None:
+        """Cut a drain short (a second SIGTERM or SIGINT): kill the workers and cancel every
+        call now; the stop() in progress then finishes within a second or so."""
+        logger().warning("stopping_now", in_flight=self.pool.admitted)
+        self.pool.kill()
+        self.grpc_server.stop(0)
 
     def wait(self, timeout_s: float | None = None) -> bool:
         return self._stopped.wait(timeout_s)
@@ -143,6 +163,9 @@ def create_server(
     auth: BearerTokens | None = None,
     fairness: Fairness | None = None,
     connections: ConnectionPolicy | None = None,
+    # Per-job limits in the workers (docs/service.md, "Cancellation, limits and drain").
+    job_memory_mib: int | None = DEFAULT_JOB_MEMORY_MIB,
+    job_cpu_s: float | None = DEFAULT_JOB_CPU_S,
 ) -> tuple[PlannerServer, int]:
     """Build and start a server on `address` ("host:port"; port 0 picks a free one). `workers`:
     solver processes (default: one per core); `queue_size`: requests admitted beyond them before
@@ -151,14 +174,17 @@ def create_server(
     `cache_bytes`: memory for answers to repeated requests (0: none); `reflection`: register
     server reflection; `auth`: bearer tokens every call but health must carry; `fairness`:
     admission limits of long calls (default: from workers + queue, Fairness.resolve);
-    `connections`: keepalive and connection limits. Returns the server and its port."""
+    `connections`: keepalive and connection limits; `job_memory_mib`, `job_cpu_s`: each job's
+    memory (beyond a worker's size at start) and CPU time (None: no limit). Returns the server
+    and its port."""
     require_safe_transport(address, tls is not None, plaintext)
     limits = limits or Limits()
     connections = connections or ConnectionPolicy()
     n_workers = workers or default_workers()
     queue = DEFAULT_QUEUE_PER_WORKER * n_workers if queue_size is None else queue_size
     metrics = Metrics()
-    pool = JobPool(n_workers, queue, on_depth=metrics.set_depth)
+    job_limits = WorkerLimits(None if job_memory_mib is None else job_memory_mib * 2**20, job_cpu_s)
+    pool = JobPool(n_workers, queue, on_depth=metrics.set_depth, limits=job_limits)
     try:
         workers_up = pool.warm() if warm else None  # the forkserver imports while this process does
         _warm_server_process()
@@ -242,14 +268,18 @@ def serve(
     log_json: bool | None = None,
     **options: Any,
 ) -> int:
-    """Run until SIGTERM or SIGINT, then drain (see PlannerServer.stop). Logs one JSON line per
-    RPC when stderr is not a terminal."""
+    """Run until SIGTERM or SIGINT, then drain (see PlannerServer.stop); a second SIGTERM or
+    SIGINT during the drain stops at once (PlannerServer.abort). Logs one JSON line per RPC
+    when stderr is not a terminal."""
     configure_logging(log_json)
     log = logger()
     stop = threading.Event()
+    force = threading.Event()
 
     def on_signal(signum: int, _frame: Any) -> None:
         log.info("signal", signal=signal.Signals(signum).name)
+        if stop.is_set():
+            force.set()
         stop.set()
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
@@ -267,7 +297,16 @@ def serve(
         )
         while not stop.wait(3600):
             pass
-        server.stop(grace_s, health_delay_s)
+        # The drain runs on its own thread so that this one keeps answering signals.
+        drain = threading.Thread(
+            target=server.stop, args=(grace_s, health_delay_s), name="capplan-drain", daemon=True
+        )
+        drain.start()
+        while drain.is_alive() and not force.wait(0.1):
+            pass
+        if force.is_set():
+            server.abort()
+        drain.join(_STOP_WAIT_S + 5.0)
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)

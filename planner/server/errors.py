@@ -14,7 +14,9 @@ from planner.errors import CapplanError, Infeasible, InvalidInput
 
 __all__ = [
     "BadRequest",
+    "Cancelled",
     "DeadlineExceeded",
+    "JobLimitExceeded",
     "LimitExceeded",
     "Overloaded",
     "ShuttingDown",
@@ -51,10 +53,24 @@ class DeadlineExceeded(CapplanError):
     """The call's deadline left no time to answer (for Plan: not even a feasible plan)."""
 
 
+class Cancelled(CapplanError):
+    """The caller cancelled the call; its job was dropped or stopped."""
+
+
+class JobLimitExceeded(CapplanError):
+    """A job ran past a worker's per-job limit (`limit`: "cpu" or "memory"); it was stopped."""
+
+    def __init__(self, limit: str, message: str) -> None:
+        super().__init__(message)
+        self.limit = limit
+
+
 _CODES: tuple[tuple[type[BaseException], grpc.StatusCode], ...] = (
     (InvalidInput, grpc.StatusCode.INVALID_ARGUMENT),
     (LimitExceeded, grpc.StatusCode.RESOURCE_EXHAUSTED),
     (Overloaded, grpc.StatusCode.RESOURCE_EXHAUSTED),
+    (JobLimitExceeded, grpc.StatusCode.RESOURCE_EXHAUSTED),
+    (Cancelled, grpc.StatusCode.CANCELLED),
     (ShuttingDown, grpc.StatusCode.UNAVAILABLE),
     (DeadlineExceeded, grpc.StatusCode.DEADLINE_EXCEEDED),
     (Infeasible, grpc.StatusCode.FAILED_PRECONDITION),

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, wait
+from concurrent.futures import FIRST_COMPLETED, CancelledError, Future, wait
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
@@ -16,10 +16,10 @@ import grpc
 from planner.errors import CapplanError, InvalidInput
 from planner.server import convert, jobs, policy
 from planner.server.cache import ResponseCache
-from planner.server.errors import BadRequest, DeadlineExceeded, LimitExceeded, status_of
+from planner.server.errors import BadRequest, Cancelled, DeadlineExceeded, LimitExceeded, status_of
 from planner.server.interceptors import annotate
 from planner.server.observability import Metrics
-from planner.server.pool import PRIORITY, JobPool
+from planner.server.pool import DEADLINE_SLACK_S, PRIORITY, JobPool
 from planner.v1 import planner_service_pb2 as pb
 from planner.v1 import planner_service_pb2_grpc as pb_grpc
 
@@ -59,8 +59,12 @@ class PlannerServicer(pb_grpc.PlannerServiceServicer):
         try:
             result = future.result(timeout=timeout)
         except FutureTimeout:
-            future.cancel()
+            future.cancel()  # dropped if queued, stopped if running (pool.JobFuture)
             raise DeadlineExceeded("no answer within the call's deadline") from None
+        except CancelledError:  # dropped from the queue: gRPC cancels the call at its deadline too
+            if deadline is not None and time.time() >= deadline - DEADLINE_SLACK_S:
+                raise DeadlineExceeded("the deadline passed while the request was queued") from None
+            raise Cancelled("the call was cancelled while queued") from None
         self._account(rpc, result, submitted)
         if "error" in result:
             jobs.raise_error(result["error"])
@@ -97,7 +101,8 @@ class PlannerServicer(pb_grpc.PlannerServiceServicer):
         deadline = _deadline(context)
         submitted = time.perf_counter()
         future = self.pool.submit(rpc_name, data, options, deadline)
-        context.add_callback(future.cancel)  # a queued job of a cancelled call is dropped
+        # A cancelled call (or one past its deadline): its job is dropped if queued, stopped if running.
+        context.add_callback(future.cancel)
         return rpc.response.FromString(self._result(rpc_name, future, deadline, submitted, key))
 
     def Plan(self, request: pb.PlanRequest, context: grpc.ServicerContext) -> pb.PlanResponse:
