@@ -112,7 +112,7 @@ BOMB = "a: &a [1, 1, 1, 1, 1, 1, 1, 1, 1]\n" + "".join(
     [
         (["evaluate", "/dev/zero"], "/dev/zero", "not a regular file"),
         (["simulate", "BOMB"], "BOMB", "expands to more than 1,000,000 values"),
-        (["evaluate", "FILE", "--profile", "/dev/zero"], "--profile", "not a regular profile file"),
+        (["evaluate", "FILE", "--profile", "/dev/zero"], "--profile", "is a character device, not a regular file"),
         (
             ["calibrate", "/dev/zero", "--model", "Qwen/Qwen3-8B", "--gpu", "h200-sxm"],
             "MEASUREMENTS",

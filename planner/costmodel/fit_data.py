@@ -68,6 +68,7 @@ MIN_MS = 1e-3  # a measured time's range (module docstring)
 MAX_MS = 3.6e6
 MAX_COUNT = 10_000_000  # tokens, sequences or steps in a row's shape: beyond every model's context
 MAX_CEILING = 1e30  # a measured ceiling, in its own unit (TB/s, TFLOP/s)
+MAX_ROWS = 100_000  # rows in one file (a real calibration has hundreds); the file's bytes: planner.files
 INFO_MAX = {"params": 1e15, "kv_bytes_per_token": 1e12, "weights_bytes": 1e16}  # info's numbers
 
 
@@ -114,16 +115,12 @@ class Measurements:
 
 
 def load_measurements(path: str | Path, field: str = "MEASUREMENTS") -> Measurements:
-    """A .csv file is read as CSV, anything else as JSON."""
+    """A .csv file is read as CSV, anything else as JSON; within planner.files.MEASUREMENTS's
+    bounds (a regular file of at most 16 MiB) and MAX_ROWS rows."""
+    from planner.files import MEASUREMENTS, read_text
+
     p = Path(path)
-    try:
-        text = p.read_text()
-    except FileNotFoundError:
-        raise InvalidInput(field, f"no such file: {path}") from None
-    except IsADirectoryError:
-        raise InvalidInput(field, f"{path} is a directory, not a measurements file") from None
-    except (OSError, ValueError) as exc:  # also bad UTF-8, a NUL byte in the name
-        raise InvalidInput(field, f"cannot read {str(path)!r}: {exc}") from None
+    text = read_text(path, field, MEASUREMENTS)
     if p.suffix.lower() == ".csv":
         return parse_csv(text, p.name, field)
     return parse_json(text, p.name, field)
@@ -148,6 +145,8 @@ def parse_json(text: str, name: str, field: str = "MEASUREMENTS") -> Measurement
         raise InvalidInput(field, f"{name}: expected an object with a 'rows' list")
     if not isinstance(rows_data, list):
         raise InvalidInput(field, f"{name}: 'rows' must be a list")
+    if len(rows_data) > MAX_ROWS:
+        raise InvalidInput(field, f"{name}: {len(rows_data):,} rows; a measurements file takes at most {MAX_ROWS:,}")
     lines = _row_lines(text, len(rows_data))
     info: dict[str, Any] = {}
     ceilings: dict[str, float] = {}
@@ -186,6 +185,9 @@ def parse_csv(text: str, name: str, field: str = "MEASUREMENTS") -> Measurements
     ]
     if not records:
         raise InvalidInput(field, f"{name}: empty CSV (expected a header: {','.join(CSV_COLUMNS)})")
+    if len(records) > MAX_ROWS + 1:
+        line = records[MAX_ROWS + 1][0]
+        raise InvalidInput(field, f"{name}:{line}: more than {MAX_ROWS:,} rows; a measurements file takes at most that")
     header_line, header_text = records[0]
     header = [h.strip() for h in next(csv.reader([header_text]))]
     for h in header:
