@@ -230,3 +230,32 @@ def test_calibration_rows_are_capped(tmp_path: Path) -> None:
         InvalidInput, match=f"{MAX_ROWS + 1:,} rows; a measurements file takes at most {MAX_ROWS:,}"
     ):
         load_measurements(json_path, "MEASUREMENTS")
+
+
+# --- names of one GPU given twice --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("key", "a", "b"),
+    [
+        ("pricing", {"usd_per_gpu_hour": 2.0}, {"usd_per_gpu_hour": 3.0}),
+        ("inventory", 4, 8),
+    ],
+)
+def test_case_colliding_gpu_names_are_refused_naming_both(
+    key: str, a: Any, b: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`pricing: {H100-SXM: ..., h100-sxm: ...}` kept whichever sorted last; both keys are named."""
+    import yaml
+
+    from planner.plan.request import parse_plan_request
+
+    plan = yaml.safe_load((Path(__file__).resolve().parents[1] / "examples" / "chat.yaml").read_text())
+    with pytest.raises(InvalidInput) as e:
+        parse_plan_request({**plan, key: {"h100-sxm": a, "H100-SXM": b}})
+    assert str(e.value) == f"{key}: 'H100-SXM' and 'h100-sxm' both name GPU h100-sxm; give it once"
+    assert list(getattr(parse_plan_request({**plan, key: {"H100-SXM": b}}), key)) == ["h100-sxm"]
+    f = write(tmp_path, yaml.safe_dump({**plan, key: {"h100-sxm": a, "H100-SXM": b}}))
+    rc, out, err = run_cli(["plan", str(f)], capsys)
+    assert rc == 2 and out == ""
+    assert err == f"capplan: error: {key}: 'H100-SXM' and 'h100-sxm' both name GPU h100-sxm; give it once\n"
