@@ -259,3 +259,94 @@ def test_case_colliding_gpu_names_are_refused_naming_both(
     rc, out, err = run_cli(["plan", str(f)], capsys)
     assert rc == 2 and out == ""
     assert err == f"capplan: error: {key}: 'H100-SXM' and 'h100-sxm' both name GPU h100-sxm; give it once\n"
+
+
+# --- outputs -----------------------------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize(
+    ("target", "reason"),
+    [
+        ("FILE", "FILE is a file, not a directory"),
+        ("FILE/sub", "cannot write FILE/sub: FILE is a file, not a directory"),
+        ("/dev/full", "/dev/full is a character device, not a directory"),
+    ],
+)
+def test_report_output_is_checked_before_any_work(
+    target: str, reason: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The plan file does not even exist: the output is refused first, in one line."""
+    existing = tmp_path / "exists.txt"
+    existing.write_text("")
+    target, reason = (x.replace("FILE", str(existing)) for x in (target, reason))
+    rc, out, err = run_cli(["report", str(tmp_path / "no-plan.yaml"), "-o", target], capsys)
+    assert rc == 2 and out == ""
+    assert err == f"capplan: error: --output-dir: {reason}\n"
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes in a read-only folder")
+def test_report_output_in_a_read_only_folder_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o500)
+    rc, out, err = run_cli(["report", str(tmp_path / "no-plan.yaml"), "-o", str(ro / "out")], capsys)
+    assert rc == 2 and out == ""
+    assert (
+        err
+        == f"capplan: error: --output-dir: cannot write {ro / 'out'}: {ro} is not writable (permission denied)\n"
+    )
+
+
+def test_report_write_failing_after_the_plan_is_one_line(tmp_path: Path) -> None:
+    """A write that fails once the plan is made (here: files capped at 20 kB by RLIMIT_FSIZE, as
+    a full disk would) is one line naming -o, not a traceback."""
+    import resource
+    import subprocess
+    import sys
+
+    def cap_file_size() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (20_000, 20_000))
+
+    out_dir = tmp_path / "out"
+    argv = [
+        sys.executable,
+        "-m",
+        "planner.cli",
+        "report",
+        "examples/chat.yaml",
+        "-o",
+        str(out_dir),
+        "--workers",
+        "1",
+    ]
+    r = subprocess.run(argv, cwd=ROOT, preexec_fn=cap_file_size, capture_output=True, text=True, timeout=120)
+    assert (r.returncode, r.stdout) == (2, "")
+    assert r.stderr == f"capplan: error: --output-dir: cannot write {out_dir}: File too large\n"
+
+
+def test_calibrate_output_is_checked_first_and_dev_full_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from importlib import resources
+
+    meas = str(resources.files("planner.costmodel") / "data" / "measurements" / "h200_qwen3_8b_shape.json")
+    base = ["--model", "Qwen/Qwen3-8B", "--gpu", "h200-sxm", "-o"]
+    for target, reason in (
+        (str(tmp_path), f"{tmp_path} is a directory, not a regular file"),
+        (
+            str(tmp_path / "no" / "p.json"),
+            f"cannot write {tmp_path / 'no' / 'p.json'}: no such directory {tmp_path / 'no'}",
+        ),
+    ):
+        rc, out, err = run_cli(["calibrate", str(tmp_path / "none.json"), *base, target], capsys)
+        assert (rc, out, err) == (2, "", f"capplan: error: --output: {reason}\n")
+    rc, out, err = run_cli(["calibrate", meas, *base, "/dev/full"], capsys)
+    assert (rc, out, err) == (
+        2,
+        "",
+        "capplan: error: --output: cannot write profile /dev/full: No space left on device\n",
+    )
