@@ -12,8 +12,6 @@ import signal
 import threading
 import time
 from concurrent import futures
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import grpc
@@ -23,10 +21,12 @@ from grpc_reflection.v1alpha import reflection
 from planner.errors import InvalidInput
 from planner.server.cache import ResponseCache
 from planner.server.interceptors import ServiceInterceptor
+from planner.server.listen import bind_error, check_listen
 from planner.server.observability import Metrics, configure_logging, logger
 from planner.server.policy import Limits
 from planner.server.pool import JobPool, default_workers
 from planner.server.servicer import PlannerServicer
+from planner.server.tls import TlsFiles
 from planner.v1 import planner_service_pb2 as pb
 from planner.v1 import planner_service_pb2_grpc as pb_grpc
 
@@ -39,30 +39,6 @@ DEFAULT_QUEUE_PER_WORKER = 32  # requests admitted per worker beyond the one it 
 MAX_SEND_MESSAGE_BYTES = 64 * 2**20  # a simulation's per-minute series can be large
 SPARE_THREADS = 16
 DEFAULT_CACHE_BYTES = 64 * 2**20  # health checks, reflection and catalog calls while every job slot is taken
-
-
-@dataclass(frozen=True)
-class TlsFiles:
-    """PEM files: the server's certificate chain and key; with `client_ca_file`, clients must
-    present a certificate signed by it (mTLS)."""
-
-    cert_file: str
-    key_file: str
-    client_ca_file: str | None = None
-
-    def credentials(self) -> grpc.ServerCredentials:
-        def read(path: str, field: str) -> bytes:
-            try:
-                return Path(path).read_bytes()
-            except OSError as exc:
-                raise InvalidInput(field, f"cannot read {path}: {exc.strerror or exc}") from None
-
-        key = read(self.key_file, "--tls-key")
-        cert = read(self.cert_file, "--tls-cert")
-        ca = None if self.client_ca_file is None else read(self.client_ca_file, "--tls-client-ca")
-        return grpc.ssl_server_credentials(
-            [(key, cert)], root_certificates=ca, require_client_auth=ca is not None
-        )
 
 
 class PlannerServer:
@@ -138,6 +114,9 @@ def create_server(
     `cache_bytes`: memory for answers to repeated requests (0: none). Returns the server and the
     port it listens on."""
     limits = limits or Limits()
+    # TLS material and the address checked before any process starts: one line naming the flag.
+    credentials = None if tls is None else tls.credentials()
+    check_listen(address)
     n_workers = workers or default_workers()
     queue = DEFAULT_QUEUE_PER_WORKER * n_workers if queue_size is None else queue_size
     metrics = Metrics()
@@ -171,12 +150,12 @@ def create_server(
         )
         try:
             port = (
-                server.add_secure_port(address, tls.credentials())
-                if tls
+                server.add_secure_port(address, credentials)
+                if credentials
                 else server.add_insecure_port(address)
             )
-        except RuntimeError as exc:
-            raise InvalidInput("address", f"cannot listen on {address}: {exc}") from None
+        except RuntimeError:
+            raise bind_error(address) from None
         if workers_up is not None:
             workers_up()
         try:
