@@ -523,10 +523,10 @@ def resolve_trace(name_or_path: str, field: str, base_dir: Path | None = None) -
         return builtin_trace(name_or_path)
     path = Path(local_path(name_or_path, base_dir))
     try:
-        regular = path.is_file()
+        exists = path.exists()  # a FIFO or a device exists: load_trace refuses it by what it is
     except (OSError, ValueError):
-        regular = False
-    if not regular:
+        exists = False
+    if not exists:
         raise InvalidInput(
             field,
             f"{name_or_path!r} is neither a built-in trace ({', '.join(sorted(BUILTIN_TRACES))}) nor an existing file",

@@ -119,7 +119,7 @@ BOMB = "a: &a [1, 1, 1, 1, 1, 1, 1, 1, 1]\n" + "".join(
             "not a regular",
         ),
         (["evaluate", "FILE", "--trace", "/dev/zero"], "", "unrecognized arguments"),
-        (["simulate", "FILE", "--trace", "/dev/zero"], "--trace", "neither a built-in trace"),
+        (["simulate", "FILE", "--trace", "/dev/zero"], "--trace", "is a character device, not a regular file"),
     ],
 )
 def test_files_that_never_end_are_refused(

@@ -350,3 +350,12 @@ def test_calibrate_output_is_checked_first_and_dev_full_is_one_line(
         "",
         "capplan: error: --output: cannot write profile /dev/full: No space left on device\n",
     )
+
+
+def test_a_trace_fifo_in_a_request_is_named_by_what_it_is(tmp_path: Path) -> None:
+    from planner.inputs import resolve_trace
+
+    fifo = tmp_path / "trace.csv"
+    os.mkfifo(fifo)
+    e = _refused(lambda p: resolve_trace(p, "workload.trace"), fifo)
+    assert str(e) == f"workload.trace: {fifo} is a FIFO, not a regular file"
