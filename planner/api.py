@@ -30,8 +30,6 @@ from typing import TYPE_CHECKING, Any
 
 from planner.errors import InvalidInput, echo
 from planner.inputs import (
-    MAX_MEASUREMENTS_FILE_BYTES,
-    MAX_PROFILE_FILE_BYTES,
     MAX_SIMULATED_REQUESTS,
     AnalyzeRequest,
     CalibrateRequest,
@@ -41,7 +39,6 @@ from planner.inputs import (
     SimulateRequest,
     SloTargets,
     build_workload,
-    checked_file,
     local_path,
     resolve_trace,
     validate_request,
@@ -140,7 +137,7 @@ def _profile(spec: str, gpu_name: str, base: Path | None, field: str = "profile"
     from planner.costmodel.profiles import BUILTIN_NAMES, resolve_profile
 
     if spec not in BUILTIN_NAMES:
-        spec = str(checked_file(local_path(spec, base), field, MAX_PROFILE_FILE_BYTES, "profile file"))
+        spec = local_path(spec, base)  # read within planner.files.PROFILE's bounds
     return resolve_profile(spec, gpu_name, field)
 
 
@@ -526,8 +523,8 @@ def _measurements(m: MeasurementsInput, base: Path | None) -> Measurements:
     from planner.costmodel.fit_data import load_measurements, parse_json
 
     if m.path is not None:
-        path = checked_file(local_path(m.path, base), "measurements", MAX_MEASUREMENTS_FILE_BYTES, "file")
-        return load_measurements(str(path) if path.exists() else m.path, "measurements")
+        # Read within planner.files.MEASUREMENTS's bounds.
+        return load_measurements(local_path(m.path, base), "measurements")
     assert m.rows is not None
     # The file format, one row per line, so errors can say which row.
     rows = ",\n".join(json.dumps(r.model_dump(exclude_none=True)) for r in m.rows)

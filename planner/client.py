@@ -21,7 +21,6 @@ import socket
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import grpc
@@ -81,13 +80,16 @@ class ClientTls:
     server_name: str | None = None
 
     def credentials(self) -> grpc.ChannelCredentials:
-        def read(path: str | None) -> bytes | None:
-            return None if path is None else Path(path).read_bytes()
+        """The files read within planner.files.PEM's bounds; errors name `tls.<field>`."""
+        from planner.files import PEM, read_bytes
+
+        def read(path: str | None, field: str) -> bytes | None:
+            return None if path is None else read_bytes(path, f"tls.{field}", PEM)
 
         return grpc.ssl_channel_credentials(
-            root_certificates=read(self.ca_file),
-            private_key=read(self.key_file),
-            certificate_chain=read(self.cert_file),
+            root_certificates=read(self.ca_file, "ca_file"),
+            private_key=read(self.key_file, "key_file"),
+            certificate_chain=read(self.cert_file, "cert_file"),
         )
 
 

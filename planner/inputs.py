@@ -498,100 +498,12 @@ def _invalid(err: ValidationError, cls: type[BaseModel]) -> InvalidInput:
 # --- files ---------------------------------------------------------------------------------------
 
 
-MAX_REQUEST_FILE_BYTES = 16 * 2**20  # a YAML/JSON request
-MAX_PROFILE_FILE_BYTES = 2**20
-MAX_MEASUREMENTS_FILE_BYTES = 64 * 2**20
-MAX_YAML_NODES = 1_000_000  # values once aliases are expanded: a billion-laughs document is refused
-
-
-def checked_file(path: str | Path, field: str, max_bytes: int, what: str = "file") -> Path:
-    """`path` if it is a regular file of at most `max_bytes` (not a device, a FIFO or a folder
-    that would block or never end); else InvalidInput naming `field`. A missing file passes:
-    its reader says so in its own words."""
-    p = Path(path)
-    try:
-        exists, regular = p.exists(), p.is_file()
-        size = p.stat().st_size if regular else 0
-    except (OSError, ValueError) as exc:
-        raise InvalidInput(field, f"cannot read {what} {str(path)!r}: {exc}") from None
-    if not exists:
-        return p
-    if not regular:
-        raise InvalidInput(field, f"{path} is not a regular {what}")
-    if size > max_bytes:
-        raise InvalidInput(field, f"{path} is {size:,} bytes; a {what} takes at most {max_bytes:,}")
-    return p
-
-
-def _expanded_nodes(root: Any, limit: int) -> int:
-    """Nodes of a composed YAML document once aliases are expanded (stops past `limit`); a
-    recursive alias counts as past the limit."""
-    sizes: dict[int, int] = {}
-    stack: list[tuple[Any, bool]] = [(root, False)]
-    open_: set[int] = set()
-    while stack:
-        node, done = stack.pop()
-        if done:
-            open_.discard(id(node))
-            children = _children(node)
-            sizes[id(node)] = min(limit + 1, 1 + sum(sizes[id(c)] for c in children))
-            continue
-        if id(node) in sizes:
-            continue
-        if id(node) in open_:
-            return limit + 1
-        open_.add(id(node))
-        stack.append((node, True))
-        stack.extend((c, False) for c in _children(node) if id(c) not in sizes)
-    return sizes.get(id(root), 0)
-
-
-def _children(node: Any) -> list[Any]:
-    import yaml
-
-    if isinstance(node, yaml.SequenceNode):
-        return list(node.value)
-    if isinstance(node, yaml.MappingNode):
-        return [x for pair in node.value for x in pair]
-    return []
-
-
 def read_mapping_file(path: str | Path, expected: str = "deployment: and workload:") -> dict[str, Any]:
-    """A YAML (or JSON) file holding a mapping; errors name the file. Devices, huge files and
-    alias bombs are refused before anything is built from them."""
-    import yaml
+    """A YAML (or JSON) request file holding a mapping, its size, values and keys checked before
+    anything is built (planner/yamlfile.py; every file's limits: planner/files.py)."""
+    from planner.yamlfile import read_mapping_file as read
 
-    p = checked_file(path, str(path), MAX_REQUEST_FILE_BYTES)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InvalidInput(str(path), "no such file") from None
-    except (OSError, ValueError) as exc:  # also bad UTF-8, a NUL byte in the name
-        raise InvalidInput(str(path), f"cannot read: {exc}") from None
-    # One parse: compose the node graph (LibYAML's C parser where installed, ~5x faster),
-    # check its expanded size, then build the data from the same nodes.
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
-    try:
-        root = loader.get_single_node()
-        if root is not None and _expanded_nodes(root, MAX_YAML_NODES) > MAX_YAML_NODES:
-            raise InvalidInput(
-                str(path), f"expands to more than {MAX_YAML_NODES:,} values (YAML aliases); not a request"
-            )
-        data = None if root is None else loader.construct_document(root)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise InvalidInput(str(path), f"not valid YAML{where}: {problem}") from None
-    except RecursionError:
-        raise InvalidInput(str(path), "not valid YAML: nested too deeply") from None
-    finally:
-        loader.dispose()
-    if data is None:
-        raise InvalidInput(str(path), f"is empty; expected {expected}")
-    if not isinstance(data, dict):
-        raise InvalidInput(str(path), f"expected a mapping with {expected}, got {type(data).__name__}")
-    return data
+    return read(path, expected)
 
 
 def local_path(text: str, base_dir: Path | None) -> str:
@@ -614,10 +526,10 @@ def resolve_trace(name_or_path: str, field: str, base_dir: Path | None = None) -
         return builtin_trace(name_or_path)
     path = Path(local_path(name_or_path, base_dir))
     try:
-        regular = path.is_file()
+        exists = path.exists()  # a FIFO or a device exists: load_trace refuses it by what it is
     except (OSError, ValueError):
-        regular = False
-    if not regular:
+        exists = False
+    if not exists:
         raise InvalidInput(
             field,
             f"{echo(name_or_path)} is neither a built-in trace ({', '.join(sorted(BUILTIN_TRACES))}) nor an existing file",

@@ -340,6 +340,11 @@ def write_report(
     base_dir: str | Path | None = None,
     workers: int | None = None,
 ) -> ReportResult:
-    """Plan, draw and write `<figure>.png`, `<figure>.svg` and `index.html` into `out_dir`."""
+    """Plan, draw and write `<figure>.png`, `<figure>.svg` and `index.html` into `out_dir`
+    (checked to be a folder that can be written, or created, before planning: InvalidInput
+    naming out_dir)."""
+    from planner.files import check_output_dir
+
+    check_output_dir(out_dir, "out_dir")
     plan, data = build(request, base_dir=base_dir, workers=workers)
     return ReportResult(plan=plan, figures=data, files=write_files(plan, data, out_dir))

@@ -561,13 +561,14 @@ def _parse_rows(reader: Any, name: str, field: str) -> Trace:
 
 
 def load_trace(path: str | Path, name: str | None = None, field: str = "trace") -> Trace:
-    """Read an Azure-format trace CSV (see the module docstring)."""
+    """Read an Azure-format trace CSV (see the module docstring), within planner.files.TRACE's
+    bounds (a regular file of at most 64 MiB; MAX_TRACE_REQUESTS rows)."""
+    from planner.files import TRACE, open_text
+
     p = Path(path)
     try:
-        with p.open(newline="", encoding="utf-8-sig") as f:
+        with open_text(p, field, TRACE, encoding="utf-8-sig") as f:
             return parse_trace(f, name or p.stem, field)
-    except OSError as e:
-        raise InvalidInput(field, f"cannot read {p}: {e.strerror or e}") from None
     except UnicodeDecodeError as e:
         raise InvalidInput(field, f"{p} is not UTF-8 text: {e.reason}") from None
 

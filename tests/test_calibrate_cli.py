@@ -176,7 +176,7 @@ def _bad(tmp_path: Path, name: str, text: str) -> str:
         (lambda t: ["calibrate", MEAS_PATH, "--fix", "eta_warp=0.5"], "--fix: unknown parameter 'eta_warp'"),
         (
             lambda t: ["calibrate", MEAS_PATH, "-o", str(t / "no" / "dir" / "p.json")],
-            "--output: cannot write profile",
+            "--output: cannot write",
         ),
         (lambda t: ["calibrate", MEAS_PATH, "--name", " "], "--name: must not be empty"),
     ],

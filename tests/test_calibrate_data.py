@@ -191,5 +191,5 @@ def test_missing_and_unreadable_files(tmp_path: Path) -> None:
         load_measurements(tmp_path)
     bad = tmp_path / "b.json"
     bad.write_bytes(b"\xff\xfe\x00")
-    with pytest.raises(InvalidInput, match="cannot read"):
+    with pytest.raises(InvalidInput, match="is not UTF-8 text"):
         load_measurements(bad)

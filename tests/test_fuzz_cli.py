@@ -448,7 +448,7 @@ def test_every_file_argument_takes_garbage(arg: str, name: str, files: dict[str,
 
 # Once contract breaks (strict xfails above until fixed): each now names its field in one line.
 REFUSALS = [
-    ("simulate --profile", "long-name", "--profile: cannot read profile file"),
+    ("simulate --profile", "long-name", "--profile: no such profile file"),  # no file can have that name
     ("simulate --trace", "long-name", "--trace: "),
     ("calibrate", "garbage2", "MEASUREMENTS: garbage2.yaml: nesting too deep"),
     ("analyze --profile", "garbage2", "garbage2.yaml: nesting too deep"),

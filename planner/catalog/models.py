@@ -136,7 +136,6 @@ MAX_INTERMEDIATE_SIZE = 10_000_000
 MAX_VOCAB_SIZE = 10_000_000
 MAX_POSITION_EMBEDDINGS = 100_000_000
 MAX_EXPERTS = 100_000
-MAX_CONFIG_BYTES = 10_000_000
 
 
 def _count(lo: int, hi: int) -> Any:
@@ -287,19 +286,15 @@ def get_model(name: str, field: str = "model") -> ModelSpec:
     path = Path(name)
     try:
         exists = path.exists()
-        is_file = path.is_file()
     except (OSError, ValueError):
-        exists = is_file = False
+        exists = False
     if name.endswith(".json") or exists:
-        if not is_file:
-            raise InvalidInput(field, f"no such config file: {echo(name)}")
+        from planner.files import CONFIG_JSON, read_text
+
+        text = read_text(path, field, CONFIG_JSON, missing=f"no such config file: {echo(name)}")
         try:
-            if path.stat().st_size > MAX_CONFIG_BYTES:
-                raise InvalidInput(
-                    field, f"{name} is larger than {MAX_CONFIG_BYTES:,} bytes; not a config.json"
-                )
-            config = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+            config = json.loads(text)
+        except (json.JSONDecodeError, RecursionError) as exc:
             why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise InvalidInput(field, f"cannot read {name} as config.json: {why}") from None
         if not isinstance(config, dict):

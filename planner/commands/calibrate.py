@@ -89,6 +89,10 @@ def _calibrate(args: argparse.Namespace) -> None:
     from planner import api
     from planner.costmodel.profile import save_profile_file
 
+    if args.output:  # checked before the fit: a profile nobody can write is not worth computing
+        from planner.files import check_output_file
+
+        check_output_file(args.output, "--output")
     data, flags = request_from_args(args)
     with flags.named(), c.computing():
         report = api.calibrate(data)

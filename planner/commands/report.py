@@ -33,16 +33,23 @@ def register(sub: Any) -> None:
 
 
 def _report(args: argparse.Namespace) -> None:
+    """The output folder is checked before any work (planner.files.check_output_dir); a write
+    that fails after the plan (a full disk) is one line naming -o."""
     from planner.commands.plan import _workers, request_from_args
-    from planner.report import write_report
+    from planner.files import check_output_dir, write_error
+    from planner.report import build, write_files
 
+    out_dir = check_output_dir(args.output_dir, "--output-dir")
     data, flags = request_from_args(args)
     workers = _workers(args.workers)
     with flags.named(), c.computing():
-        result = write_report(data, args.output_dir, base_dir=Path(args.file).parent, workers=workers)
-    plan = result.plan
+        plan, figures = build(data, base_dir=Path(args.file).parent, workers=workers)
+        try:
+            files = write_files(plan, figures, out_dir)
+        except OSError as exc:
+            raise write_error(out_dir, "--output-dir", exc) from None
     cost = "" if plan.usd_per_month is None else f", ${plan.usd_per_month:,.0f}/month"
     sys.stdout.write(
-        f"{plan.model}: {plan.status}{cost}; wrote {len(result.files)} files to {args.output_dir}\n"
-        + "".join(f"  {f}\n" for f in result.files)
+        f"{plan.model}: {plan.status}{cost}; wrote {len(files)} files to {args.output_dir}\n"
+        + "".join(f"  {f}\n" for f in files)
     )

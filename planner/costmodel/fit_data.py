@@ -68,6 +68,8 @@ MIN_MS = 1e-3  # a measured time's range (module docstring)
 MAX_MS = 3.6e6
 MAX_COUNT = 10_000_000  # tokens, sequences or steps in a row's shape: beyond every model's context
 MAX_CEILING = 1e30  # a measured ceiling, in its own unit (TB/s, TFLOP/s)
+_LINE = re.compile(r"([^\r\n]*)(?:\r\n|\r|\n|\Z)")  # a line, as str.splitlines splits CSV text
+MAX_ROWS = 100_000  # rows in one file (a real calibration has hundreds); the file's bytes: planner.files
 INFO_MAX = {"params": 1e15, "kv_bytes_per_token": 1e12, "weights_bytes": 1e16}  # info's numbers
 
 
@@ -114,16 +116,12 @@ class Measurements:
 
 
 def load_measurements(path: str | Path, field: str = "MEASUREMENTS") -> Measurements:
-    """A .csv file is read as CSV, anything else as JSON."""
+    """A .csv file is read as CSV, anything else as JSON; within planner.files.MEASUREMENTS's
+    bounds (a regular file of at most 16 MiB) and MAX_ROWS rows."""
+    from planner.files import MEASUREMENTS, read_text
+
     p = Path(path)
-    try:
-        text = p.read_text()
-    except FileNotFoundError:
-        raise InvalidInput(field, f"no such file: {path}") from None
-    except IsADirectoryError:
-        raise InvalidInput(field, f"{path} is a directory, not a measurements file") from None
-    except (OSError, ValueError) as exc:  # also bad UTF-8, a NUL byte in the name
-        raise InvalidInput(field, f"cannot read {echo(str(path))}: {exc}") from None
+    text = read_text(path, field, MEASUREMENTS)
     if p.suffix.lower() == ".csv":
         return parse_csv(text, p.name, field)
     return parse_json(text, p.name, field)
@@ -148,6 +146,10 @@ def parse_json(text: str, name: str, field: str = "MEASUREMENTS") -> Measurement
         raise InvalidInput(field, f"{name}: expected an object with a 'rows' list")
     if not isinstance(rows_data, list):
         raise InvalidInput(field, f"{name}: 'rows' must be a list")
+    if len(rows_data) > MAX_ROWS:
+        raise InvalidInput(
+            field, f"{name}: {len(rows_data):,} rows; a measurements file takes at most {MAX_ROWS:,}"
+        )
     lines = _row_lines(text, len(rows_data))
     info: dict[str, Any] = {}
     ceilings: dict[str, float] = {}
@@ -179,11 +181,16 @@ def parse_json(text: str, name: str, field: str = "MEASUREMENTS") -> Measurement
 
 
 def parse_csv(text: str, name: str, field: str = "MEASUREMENTS") -> Measurements:
-    records = [
-        (n, line)
-        for n, line in enumerate(text.splitlines(), start=1)
-        if line.strip() and not line.lstrip().startswith("#")
-    ]
+    records: list[tuple[int, str]] = []  # (line number, text): the header, then at most MAX_ROWS rows
+    for n, m in enumerate(_LINE.finditer(text), start=1):  # one at a time: nothing past the cap is kept
+        line = m.group(1)
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        if len(records) > MAX_ROWS:
+            raise InvalidInput(
+                field, f"{name}:{n}: more than {MAX_ROWS:,} rows; a measurements file takes at most that"
+            )
+        records.append((n, line))
     if not records:
         raise InvalidInput(field, f"{name}: empty CSV (expected a header: {','.join(CSV_COLUMNS)})")
     header_line, header_text = records[0]

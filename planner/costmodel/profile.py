@@ -105,16 +105,15 @@ def profile_from_data(data: Any, what: str, field: str = "profile") -> Profile:
 
 
 def load_profile_file(path: str | Path, field: str = "profile") -> Profile:
-    p = Path(path)
+    """A profile JSON file, read within planner.files.PROFILE's bounds (a regular file of at most
+    8 MiB: not /dev/zero, a FIFO or a directory)."""
+    from planner.files import PROFILE, read_text
+
+    missing = f"no such profile file: {echo(str(path))} (or use one of {', '.join(BUILTIN_NAMES)})"
+    text = read_text(path, field, PROFILE, missing)
     try:
-        data: Any = json.loads(p.read_text())
-    except FileNotFoundError:
-        raise InvalidInput(
-            field, f"no such profile file: {path} (or use one of {', '.join(BUILTIN_NAMES)})"
-        ) from None
-    except IsADirectoryError:
-        raise InvalidInput(field, f"profile {path} is a directory, not a JSON file") from None
-    except (OSError, ValueError) as exc:  # also bad UTF-8, bad JSON, a NUL byte in the name
+        data: Any = json.loads(text)
+    except ValueError as exc:  # bad JSON
         raise InvalidInput(field, f"cannot read profile {echo(str(path))}: {exc}") from None
     except RecursionError:  # json.loads recurses once per level of [ or {
         raise InvalidInput(field, f"profile {path}: nesting too deep") from None

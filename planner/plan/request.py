@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -308,17 +308,31 @@ class PlanRequest(BaseModel):
     @field_validator("pricing")
     @classmethod
     def _pricing(cls, v: dict[str, GpuPrice]) -> dict[str, GpuPrice]:
-        return {_gpu_key(k): p for k, p in sorted(v.items())}
+        return _by_gpu(v)
 
     @field_validator("inventory")
     @classmethod
     def _inventory(cls, v: dict[str, int]) -> dict[str, int]:
-        out = {}
         for k, n in sorted(v.items()):
             if not 0 <= n <= MAX_INVENTORY_GPUS:
                 raise ValueError(f"{k}: must be in [0, {MAX_INVENTORY_GPUS}] GPUs, got {n}")
-            out[_gpu_key(k)] = n
-        return out
+        return _by_gpu(v)
+
+
+_V = TypeVar("_V")
+
+
+def _by_gpu(values: dict[str, _V]) -> dict[str, _V]:
+    """`values` keyed by catalog GPU names. Names differing only in case (or spelling) name one
+    GPU: given both, one value would silently replace the other, so that is refused."""
+    out: dict[str, _V] = {}
+    written: dict[str, str] = {}
+    for k, value in sorted(values.items()):
+        name = _gpu_key(k)
+        if name in written:
+            raise ValueError(f"{written[name]!r} and {k!r} both name GPU {name}; give it once")
+        out[name], written[name] = value, k
+    return out
 
 
 def _gpu_key(name: str) -> str:

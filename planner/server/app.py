@@ -13,8 +13,6 @@ import signal
 import threading
 import time
 from concurrent import futures
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import grpc
@@ -27,10 +25,12 @@ from planner.server.auth import AuthInterceptor, BearerTokens
 from planner.server.cache import ResponseCache
 from planner.server.interceptors import ServiceInterceptor
 from planner.server.jobs import WorkerLimits
+from planner.server.listen import bind_error, check_listen
 from planner.server.observability import Metrics, configure_logging, logger
 from planner.server.policy import Limits
 from planner.server.pool import JobPool, default_workers
 from planner.server.servicer import PlannerServicer
+from planner.server.tls import TlsFiles
 from planner.server.transport import ConnectionPolicy, host_of, require_safe_transport
 from planner.v1 import planner_service_pb2 as pb
 from planner.v1 import planner_service_pb2_grpc as pb_grpc
@@ -53,30 +53,6 @@ DEFAULT_CACHE_BYTES = 64 * 2**20
 # peaks near 170 MiB of RSS) and CPU time (a Plan's MILP may run up to its 3600 s limit).
 DEFAULT_JOB_MEMORY_MIB = 4096
 DEFAULT_JOB_CPU_S = 3900.0
-
-
-@dataclass(frozen=True)
-class TlsFiles:
-    """PEM files: the server's certificate chain and key; with `client_ca_file`, clients must
-    present a certificate signed by it (mTLS)."""
-
-    cert_file: str
-    key_file: str
-    client_ca_file: str | None = None
-
-    def credentials(self) -> grpc.ServerCredentials:
-        def read(path: str, field: str) -> bytes:
-            try:
-                return Path(path).read_bytes()
-            except OSError as exc:
-                raise InvalidInput(field, f"cannot read {path}: {exc.strerror or exc}") from None
-
-        key = read(self.key_file, "--tls-key")
-        cert = read(self.cert_file, "--tls-cert")
-        ca = None if self.client_ca_file is None else read(self.client_ca_file, "--tls-client-ca")
-        return grpc.ssl_server_credentials(
-            [(key, cert)], root_certificates=ca, require_client_auth=ca is not None
-        )
 
 
 class PlannerServer:
@@ -180,6 +156,9 @@ def create_server(
     require_safe_transport(address, tls is not None, plaintext)
     limits = limits or Limits()
     connections = connections or ConnectionPolicy()
+    # TLS material and the address checked before any process starts: one line naming the flag.
+    credentials = None if tls is None else tls.credentials()
+    check_listen(address)
     n_workers = workers or default_workers()
     queue = DEFAULT_QUEUE_PER_WORKER * n_workers if queue_size is None else queue_size
     metrics = Metrics()
@@ -199,12 +178,12 @@ def create_server(
             reflection_service.enable_server_reflection((*names, reflection_service.SERVICE_NAME), server)
         try:
             port = (
-                server.add_secure_port(address, tls.credentials())
-                if tls
+                server.add_secure_port(address, credentials)
+                if credentials
                 else server.add_insecure_port(address)
             )
-        except RuntimeError as exc:
-            raise InvalidInput("address", f"cannot listen on {address}: {exc}") from None
+        except RuntimeError:
+            raise bind_error(address) from None
         if workers_up is not None:
             workers_up()
         mhost = host_of(address) if metrics_host is None else metrics_host.strip("[]")
