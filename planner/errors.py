@@ -28,6 +28,12 @@ class Infeasible(CapplanError):
     """No configuration satisfies the request; an answer, not a bug."""
 
 
+class TooLarge(CapplanError):
+    """A request whose sizing problem is larger than the solver takes (solvers' SizeLimitError:
+    too many candidates x buckets, replicas per bucket, model variables). Not a wrong value and
+    not a bug: the service answers it RESOURCE_EXHAUSTED, the CLI exits 1 with the message."""
+
+
 # A caller's value repeated in an error or a log line is cut to this many characters (its length
 # shown): a 4 MiB model name must not become a 4 MiB message, log line or gRPC trailer.
 ECHO_CHARS = 64

@@ -308,3 +308,22 @@ def test_client_sweep_answers_a_bad_scenario_and_solves_the_others(address: str)
     assert results[1].report is None and isinstance(err, BadRequest)
     assert [f for f, _ in err.violations] == ["workload.arrivals.burstiness"]
     assert isinstance(results[3].error, BadRequest) and results[3].report is None
+
+
+def test_a_plan_larger_than_the_solver_takes_is_too_large_not_a_crash(monkeypatch: pytest.MonkeyPatch) -> None:
+    """More candidates x buckets than solvers.milp_data takes (here its limit lowered to 10 cells,
+    which the 24 hourly buckets of a small plan exceed with one candidate) is TooLarge naming the
+    solver's limit, which the service answers RESOURCE_EXHAUSTED; it was a bare ValueError
+    (INTERNAL over gRPC)."""
+    import solvers.milp_data as milp_data
+    from planner.errors import TooLarge
+    from planner.server.jobs import raise_error
+
+    monkeypatch.setattr(milp_data, "MAX_CELLS", 10)
+    request = _plan()
+    request["workload"]["arrivals"] = {"buckets": [{"duration_s": 3600, "requests_per_s": 5}] * 24}
+    with pytest.raises(TooLarge, match=r"candidates x buckets exceeds the limit 10"):
+        api.plan(request, workers=1)
+    with pytest.raises(TooLarge) as e:  # as a worker's answer crosses to the serving thread
+        raise_error({"kind": "capplan", "type": "TooLarge", "message": "too large"})
+    assert status_of(e.value).code == grpc.StatusCode.RESOURCE_EXHAUSTED.value[0]

@@ -21,7 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from planner.errors import InvalidInput
+from planner.errors import InvalidInput, TooLarge
 from planner.inputs import TraceWorkload
 from planner.latency import WorkloadStats
 from planner.plan import defaults
@@ -42,6 +42,7 @@ from planner.plan.split import Split
 from planner.plan.warn import plan_warnings
 from planner.workload import Workload
 from solvers.milp import MilpData, MilpResult, solve
+from solvers.milp_data import SizeLimitError
 
 __all__ = ["default_configs", "plan", "vllm_args"]
 
@@ -141,7 +142,14 @@ def plan(
     an answer (status INFEASIBLE with the reason and the nearest relaxation, re-planned:
     planner/plan/relax.py)."""
     base = None if base_dir is None else Path(base_dir)
-    return _plan(parse_plan_request(request), base, verify, workers, relax=True)
+    req = parse_plan_request(request)
+    try:
+        return _plan(req, base, verify, workers, relax=True)
+    except SizeLimitError as exc:
+        raise TooLarge(
+            f"the sizing problem is larger than the solver takes ({exc}); list fewer candidates "
+            "or give coarser buckets (workload.bucket_s)"
+        ) from None
 
 
 def _plan(req: PlanRequest, base: Path | None, verify: bool, workers: int | None, relax: bool) -> PlanReport:

@@ -10,7 +10,7 @@ import grpc
 from google.protobuf import any_pb2
 from google.rpc import error_details_pb2, status_pb2
 
-from planner.errors import CapplanError, Infeasible, InvalidInput
+from planner.errors import CapplanError, Infeasible, InvalidInput, TooLarge
 
 __all__ = [
     "BadRequest",
@@ -73,6 +73,7 @@ _CODES: tuple[tuple[type[BaseException], grpc.StatusCode], ...] = (
     (Cancelled, grpc.StatusCode.CANCELLED),
     (ShuttingDown, grpc.StatusCode.UNAVAILABLE),
     (DeadlineExceeded, grpc.StatusCode.DEADLINE_EXCEEDED),
+    (TooLarge, grpc.StatusCode.RESOURCE_EXHAUSTED),
     (Infeasible, grpc.StatusCode.FAILED_PRECONDITION),
     (CapplanError, grpc.StatusCode.FAILED_PRECONDITION),
 )

@@ -320,7 +320,7 @@ class WorkerError(Exception):
 
 def raise_error(error: Mapping[str, Any]) -> None:
     """Re-raise a job's error in the serving thread as the exception the interceptor maps."""
-    from planner.errors import Infeasible
+    from planner.errors import Infeasible, TooLarge
 
     kind = error.get("kind")
     if kind == "invalid":
@@ -334,7 +334,6 @@ def raise_error(error: Mapping[str, Any]) -> None:
     if kind == "limit":
         raise JobLimitExceeded(str(error.get("limit")), error["message"])
     if kind == "capplan":
-        if error.get("type") == "Infeasible":
-            raise Infeasible(error["message"])
-        raise CapplanError(error["message"])
+        known: dict[Any, type[CapplanError]] = {"Infeasible": Infeasible, "TooLarge": TooLarge}
+        raise known.get(error.get("type"), CapplanError)(error["message"])
     raise WorkerError(str(error.get("message")), str(error.get("traceback", "")))
