@@ -20,6 +20,12 @@ def register(sub: Any) -> None:
     p.add_argument("--metrics-port", default="0", help="Prometheus /metrics port (default 0: none)")
     p.add_argument("--workers", help="solver processes (default: one per core)")
     p.add_argument(
+        "--interactive-workers",
+        default="1",
+        help="processes beyond --workers that answer only Evaluate and Analyze, so they never wait "
+        "behind plans and simulations (default 1; 0: none)",
+    )
+    p.add_argument(
         "--queue", help="requests queued beyond the workers before RESOURCE_EXHAUSTED (default 32 per worker)"
     )
     p.add_argument(
@@ -141,6 +147,7 @@ def _serve(args: argparse.Namespace) -> int:
         cache_bytes=(_int("--cache-mib", args.cache_mib, 0, 65536) or 0) * 2**20,
         job_memory_mib=_int("--job-memory-mib", args.job_memory_mib, 0, 1_048_576) or None,
         job_cpu_s=_seconds("--job-cpu-s", args.job_cpu_s) or None,
+        interactive_workers=_int("--interactive-workers", args.interactive_workers, 0, 64) or 0,
         **security,
     )
 

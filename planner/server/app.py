@@ -53,6 +53,9 @@ DEFAULT_CACHE_BYTES = 64 * 2**20
 # peaks near 170 MiB of RSS) and CPU time (a Plan's MILP may run up to its 3600 s limit).
 DEFAULT_JOB_MEMORY_MIB = 4096
 DEFAULT_JOB_CPU_S = 3900.0
+# A worker beyond --workers that takes only Evaluate and Analyze: they then never wait behind the
+# long jobs holding every other worker (an Evaluate takes ~20 ms; the process ~150 MiB).
+DEFAULT_INTERACTIVE_WORKERS = 1
 
 
 class PlannerServer:
@@ -142,6 +145,7 @@ def create_server(
     # Per-job limits in the workers (docs/service.md, "Cancellation, limits and drain").
     job_memory_mib: int | None = DEFAULT_JOB_MEMORY_MIB,
     job_cpu_s: float | None = DEFAULT_JOB_CPU_S,
+    interactive_workers: int = DEFAULT_INTERACTIVE_WORKERS,
 ) -> tuple[PlannerServer, int]:
     """Build and start a server on `address` ("host:port"; port 0 picks a free one). `workers`:
     solver processes (default: one per core); `queue_size`: requests admitted beyond them before
@@ -151,8 +155,9 @@ def create_server(
     server reflection; `auth`: bearer tokens every call but health must carry; `fairness`:
     admission limits of long calls (default: from workers + queue, Fairness.resolve);
     `connections`: keepalive and connection limits; `job_memory_mib`, `job_cpu_s`: each job's
-    memory (beyond a worker's size at start) and CPU time (None: no limit). Returns the server
-    and its port."""
+    memory (beyond a worker's size at start) and CPU time (None: no limit);
+    `interactive_workers`: processes beyond `workers` for Evaluate and Analyze only (JobPool).
+    Returns the server and its port."""
     require_safe_transport(address, tls is not None, plaintext)
     limits = limits or Limits()
     connections = connections or ConnectionPolicy()
@@ -163,7 +168,9 @@ def create_server(
     queue = DEFAULT_QUEUE_PER_WORKER * n_workers if queue_size is None else queue_size
     metrics = Metrics()
     job_limits = WorkerLimits(None if job_memory_mib is None else job_memory_mib * 2**20, job_cpu_s)
-    pool = JobPool(n_workers, queue, on_depth=metrics.set_depth, limits=job_limits)
+    pool = JobPool(
+        n_workers, queue, on_depth=metrics.set_depth, limits=job_limits, interactive_workers=interactive_workers
+    )
     try:
         workers_up = pool.warm() if warm else None  # the forkserver imports while this process does
         _warm_server_process()
@@ -269,6 +276,7 @@ def serve(
             address=f"{host}:{bound}",
             port=bound,
             workers=server.pool.workers,
+            interactive_workers=server.pool.interactive_workers,
             queue=server.pool.capacity - server.pool.workers,
             tls=options.get("tls") is not None,
             mtls=getattr(options.get("tls"), "client_ca_file", None) is not None,

@@ -51,6 +51,9 @@ PRIORITY = {
     "Sweep": 2,
 }
 
+INTERACTIVE = 0  # the priority interactive workers take (JobPool's interactive_workers)
+ANY_PRIORITY = 2**31  # what the regular workers take: every job
+
 # A job asked to stop has this long to end cooperatively before its worker is killed. The
 # domain's checks come every few milliseconds; the MILP (in HiGHS/CBC) checks none, and a
 # solve's time limit is cut to the call's deadline, so this bounds a solve that overruns it.
@@ -153,9 +156,11 @@ class _Worker:
 
 
 class _Slot:
-    """A worker's place in the pool: its process (None until started) and the job it runs."""
+    """A worker's place in the pool: its process (None until started), the job it runs and the
+    jobs it takes (priority at most `max_priority`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_priority: int) -> None:
+        self.max_priority = max_priority
         self.lock = threading.Lock()
         self.worker: _Worker | None = None
         self.job: _Job | None = None
@@ -176,7 +181,10 @@ def _stopped(reason: str, message: str) -> dict[str, Any]:
 class JobPool:
     """`workers` processes; at most `workers + queue_size` jobs admitted at once.
     `on_depth(running, queued)` is told every change (the metrics' gauges). `limits`: each
-    worker's per-job memory and CPU-time limits."""
+    worker's per-job memory and CPU-time limits. `interactive_workers`: processes beyond
+    `workers` that take only INTERACTIVE jobs (Evaluate, Analyze): a job that started cannot be
+    preempted, so without them an Evaluate waits for the end of whatever long jobs hold every
+    worker (a Plan of a second or more); with one it waits for at most another Evaluate."""
 
     def __init__(
         self,
@@ -184,12 +192,16 @@ class JobPool:
         queue_size: int,
         on_depth: Callable[[int, int], None] | None = None,
         limits: jobs.WorkerLimits | None = None,
+        interactive_workers: int = 0,
     ) -> None:
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
         if queue_size < 0:
             raise ValueError(f"queue_size must be >= 0, got {queue_size}")
+        if interactive_workers < 0:
+            raise ValueError(f"interactive_workers must be >= 0, got {interactive_workers}")
         self.workers = workers
+        self.interactive_workers = interactive_workers
         self.capacity = workers + queue_size
         self.limits = limits or jobs.WorkerLimits()
         self._on_depth = on_depth
@@ -202,7 +214,8 @@ class JobPool:
         self._stop_all = False  # close() without waiting (or after its wait), kill()
         self._ctx = multiprocessing.get_context("forkserver")
         self._ctx.set_forkserver_preload(["planner.server.preload"])
-        self._slots = [_Slot() for _ in range(workers)]
+        self._slots = [_Slot(ANY_PRIORITY) for _ in range(workers)]
+        self._slots += [_Slot(INTERACTIVE) for _ in range(interactive_workers)]
         self._threads = [
             threading.Thread(target=self._serve, args=(s,), name=f"capplan-pool-{i}", daemon=True)
             for i, s in enumerate(self._slots)
@@ -336,11 +349,15 @@ class JobPool:
 
     # -- each worker's thread --
 
-    def _next(self) -> _Job | None:
-        """The best waiting job (skipping cancelled ones), or None once the pool is closed."""
+    def _next(self, slot: _Slot) -> _Job | None:
+        """The best waiting job the slot takes (skipping cancelled ones), or None once the pool is
+        closed. The heap's first job is the best of all: a slot that does not take it waits."""
         with self._cond:
             while True:
-                self._cond.wait_for(lambda: self._closed or bool(self._waiting))
+                self._cond.wait_for(
+                    lambda: self._closed
+                    or (bool(self._waiting) and self._waiting[0].priority <= slot.max_priority)
+                )
                 if self._closed:
                     return None
                 job = heapq.heappop(self._waiting)
@@ -354,7 +371,7 @@ class JobPool:
 
     def _serve(self, slot: _Slot) -> None:
         while True:
-            job = self._next()
+            job = self._next(slot)
             if job is None:
                 break
             slot.job = job

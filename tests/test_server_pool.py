@@ -1,0 +1,58 @@
+"""The pool's interactive workers (JobPool's `interactive_workers`, `capplan serve
+--interactive-workers`): an Evaluate never waits behind the long jobs holding every regular
+worker, and a long job never takes an interactive worker."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import yaml
+
+from planner.server import jobs
+from planner.server.pool import JobPool
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+SIM = yaml.safe_load((EXAMPLES / "chat-qwen3-8b-h100.yaml").read_text())
+EVALUATE = {k: v for k, v in SIM.items() if k in ("deployment", "workload", "slo")}
+SLOW = {**SIM, "requests": 200_000}  # ~10 s of CPU: far longer than the test waits
+
+
+def _wait_running(pool: JobPool, n: int) -> None:
+    end = time.monotonic() + 30
+    while pool.running < n:
+        assert time.monotonic() < end, "the jobs never started"
+        time.sleep(0.01)
+
+
+def test_an_evaluate_is_answered_while_long_jobs_hold_every_regular_worker() -> None:
+    pool = JobPool(1, 8, limits=jobs.WorkerLimits(memory_bytes=None, cpu_s=None), interactive_workers=1)
+    pool.warm()()
+    try:
+        assert len(pool.pids()) == 2
+        slow = pool.submit("Simulate", SLOW, {}, time.time() + 30)
+        _wait_running(pool, 1)
+        queued = pool.submit("Simulate", SLOW, {}, time.time() + 30)
+        answer = pool.submit("Evaluate", EVALUATE, {}, time.time() + 30).result(timeout=20)
+        assert "response" in answer, answer
+        # The second long job waited for the regular worker: the interactive one took no long job.
+        assert not slow.done() and not queued.running() and not queued.done()
+        assert pool.running == 1
+    finally:
+        pool.close(wait=False)
+
+
+def test_without_interactive_workers_the_evaluate_waits_for_the_long_job() -> None:
+    """The contrast the interactive worker is for: with none, the Evaluate waits (here for the
+    long job's deadline, 1.5 s)."""
+    pool = JobPool(1, 8, limits=jobs.WorkerLimits(memory_bytes=None, cpu_s=None))
+    pool.warm()()
+    try:
+        pool.submit("Simulate", SLOW, {}, time.time() + 1.5)
+        _wait_running(pool, 1)
+        start = time.monotonic()
+        answer = pool.submit("Evaluate", EVALUATE, {}, time.time() + 30).result(timeout=20)
+        assert "response" in answer, answer
+        assert time.monotonic() - start > 0.5
+    finally:
+        pool.close(wait=False)
