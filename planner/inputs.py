@@ -67,7 +67,7 @@ MAX_TOKENS_PER_DAY = 1e15
 MAX_LIST_ITEMS = 1_000  # values in one sweep (concurrencies, batches, chunk sizes)
 MAX_TRACE_BINS = 10_000
 MAX_BUCKET_S = 31_622_400.0
-MAX_MEASUREMENT_ROWS = 100_000
+MAX_MEASUREMENT_ROWS = fit_data.MAX_ROWS  # inline rows: as many as a measurements file takes
 
 _CONFIG = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 

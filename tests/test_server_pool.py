@@ -56,3 +56,21 @@ def test_without_interactive_workers_the_evaluate_waits_for_the_long_job() -> No
         assert time.monotonic() - start > 0.5
     finally:
         pool.close(wait=False)
+
+
+def test_default_workers_follow_the_cgroup_cpu_quota(tmp_path: Path) -> None:
+    import os
+
+    from planner.server.pool import default_workers
+
+    cores = len(os.sched_getaffinity(0))
+    quota = tmp_path / "cpu.max"
+    quota.write_text("max 100000\n")
+    assert default_workers(str(quota)) == cores
+    quota.write_text("150000 100000\n")  # 1.5 CPUs: two workers (the second gets half a CPU)
+    assert default_workers(str(quota)) == min(cores, 2)
+    quota.write_text("50000 100000\n")
+    assert default_workers(str(quota)) == 1
+    assert default_workers(str(tmp_path / "absent")) == cores
+    quota.write_text("garbage\n")
+    assert default_workers(str(quota)) == cores

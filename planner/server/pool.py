@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import heapq
 import itertools
+import math
 import multiprocessing
 import os
 import signal
@@ -69,12 +70,23 @@ _START_TIMEOUT_S = 120.0
 _EXIT_WAIT_S = 1.0
 
 
-def default_workers() -> int:
-    """One worker per core this process may use."""
+def default_workers(cpu_max_path: str = "/sys/fs/cgroup/cpu.max") -> int:
+    """One worker per core this process may use: the cores it may run on, fewer when its cgroup's
+    CPU quota (cgroup v2 `cpu.max`, "QUOTA PERIOD" or "max PERIOD") allows fewer. A container
+    limited to 2 CPUs on a 64-core node sees 64 cores in its affinity mask; 64 workers would
+    share 2 CPUs and hold 64 processes' memory against the pod's limit."""
     try:
-        return max(1, len(os.sched_getaffinity(0)))
+        cores = max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # pragma: no cover - not Linux
-        return max(1, os.cpu_count() or 1)
+        cores = max(1, os.cpu_count() or 1)
+    try:
+        with open(cpu_max_path, encoding="ascii") as f:
+            quota, period = f.read(64).split()[:2]
+        if quota != "max":
+            cores = min(cores, max(1, math.ceil(int(quota) / int(period))))
+    except (OSError, ValueError, ZeroDivisionError):
+        pass  # no cgroup v2 quota readable: the affinity mask
+    return cores
 
 
 class JobFuture(Future[dict[str, Any]]):
