@@ -178,4 +178,4 @@ def test_workers_and_job_memory_fit_the_pods_limits() -> None:
     assert int(args.workers) == math.ceil(float(limits["cpu"]))
     processes = int(args.workers) + int(args.interactive_workers)
     worst_mib = SERVER_RSS_MIB + processes * (WORKER_START_RSS_MIB + int(args.job_memory_mib))
-    assert 0 < int(args.job_memory_mib) and worst_mib <= _mib(limits["memory"]), worst_mib
+    assert int(args.job_memory_mib) > 0 and worst_mib <= _mib(limits["memory"]), worst_mib
