@@ -74,3 +74,30 @@ def test_default_workers_follow_the_cgroup_cpu_quota(tmp_path: Path) -> None:
     assert default_workers(str(tmp_path / "absent")) == cores
     quota.write_text("garbage\n")
     assert default_workers(str(quota)) == cores
+
+
+def test_a_drain_without_a_grace_limit_lets_the_running_call_finish() -> None:
+    """stop(grace_s=None) means "wait for the calls in flight however long" (gRPC's own
+    stop(None) aborts them at once, which it used to pass through)."""
+    import threading
+
+    from grpc_helpers import stub
+
+    from planner.server import convert
+    from planner.server.app import create_server
+    from planner.v1 import planner_service_pb2 as pb
+
+    server, port = create_server("127.0.0.1:0", workers=1, interactive_workers=0)
+    channel, s = stub(f"127.0.0.1:{port}")
+    try:
+        request = convert.to_message({**SIM, "requests": 30_000}, pb.SimulateRequest)  # ~1 s of CPU
+        call = s.Simulate.future(request, timeout=60)
+        _wait_running(server.pool, 1)
+        stopper = threading.Thread(target=server.stop, kwargs={"grace_s": None})
+        stopper.start()
+        assert call.result(timeout=60).report.requests > 0
+        stopper.join(30)
+        assert not stopper.is_alive()
+    finally:
+        channel.close()
+        server.stop(grace_s=0)

@@ -48,6 +48,7 @@ RPC_BACKSTOP_PER_THREAD = 8
 MIN_RPC_BACKSTOP = 1024
 # After the grace, how long gRPC gets to finish cancelling calls (whose jobs have been stopped).
 _STOP_WAIT_S = 1.0
+_YEAR_S = 365 * 86400.0
 DEFAULT_CACHE_BYTES = 64 * 2**20
 # Per-job limits of a worker: memory beyond its size at start (a 200,000-request simulation
 # peaks near 170 MiB of RSS) and CPU time (a Plan's MILP may run up to its 3600 s limit).
@@ -98,7 +99,8 @@ class PlannerServer:
             time.sleep(health_delay_s)
         # gRPC refuses new calls now and cancels the open ones _STOP_WAIT_S after the grace; by
         # then the pool has stopped their jobs, so they end UNAVAILABLE (shutting down).
-        done = self.grpc_server.stop(None if grace_s is None else grace_s + _STOP_WAIT_S)
+        # (gRPC's own None means "abort now": forever is spelled as a year.)
+        done = self.grpc_server.stop((_YEAR_S if grace_s is None else grace_s) + _STOP_WAIT_S)
         done.wait(grace_s)  # every call answered, or the grace over
         self.pool.close(wait=False)  # jobs still running stop now
         done.wait(_STOP_WAIT_S)
