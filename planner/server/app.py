@@ -23,7 +23,7 @@ from grpc_reflection.v1alpha import reflection
 from planner.errors import InvalidInput
 from planner.server.cache import ResponseCache
 from planner.server.interceptors import ServiceInterceptor
-from planner.server.observability import Metrics, configure_logging, logger
+from planner.server.observability import Metrics, configure_logging, logger, route_native_stderr
 from planner.server.policy import Limits
 from planner.server.pool import JobPool, default_workers
 from planner.server.servicer import PlannerServicer
@@ -205,7 +205,8 @@ def serve(
 ) -> int:
     """Run until SIGTERM or SIGINT, then drain (see PlannerServer.stop). Logs one JSON line per
     RPC when stderr is not a terminal."""
-    configure_logging(log_json)
+    if configure_logging(log_json):
+        route_native_stderr()  # gRPC core's and any other fd 2 line: a JSON log line too, until exit
     log = logger()
     stop = threading.Event()
 
