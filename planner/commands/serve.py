@@ -118,6 +118,9 @@ def _seconds(flag: str, text: str) -> float:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from planner.server.observability import default_grpc_verbosity
+
+    default_grpc_verbosity()  # before grpc is imported: it reads GRPC_VERBOSITY once
     from planner.server.app import TlsFiles, serve
     from planner.server.policy import Limits
 

@@ -26,7 +26,7 @@ from planner.server.cache import ResponseCache
 from planner.server.interceptors import ServiceInterceptor
 from planner.server.jobs import WorkerLimits
 from planner.server.listen import bind_error, check_listen
-from planner.server.observability import Metrics, configure_logging, logger
+from planner.server.observability import Metrics, configure_logging, logger, route_native_stderr
 from planner.server.policy import Limits
 from planner.server.pool import JobPool, default_workers
 from planner.server.servicer import PlannerServicer
@@ -259,13 +259,18 @@ def serve(
     """Run until SIGTERM or SIGINT, then drain (see PlannerServer.stop); a second SIGTERM or
     SIGINT during the drain stops at once (PlannerServer.abort). Logs one JSON line per RPC
     when stderr is not a terminal."""
-    configure_logging(log_json)
+    if configure_logging(log_json):
+        route_native_stderr()  # gRPC core's and any other fd 2 line: a JSON log line too, until exit
     log = logger()
     stop = threading.Event()
     force = threading.Event()
 
+    signals: list[str] = []
+
     def on_signal(signum: int, _frame: Any) -> None:
-        log.info("signal", signal=signal.Signals(signum).name)
+        # No logging here: the handler runs between two bytecodes of the main thread, which may
+        # hold the log stream's lock mid-line (a deadlock). The main thread logs the signals.
+        signals.append(signal.Signals(signum).name)
         if stop.is_set():
             force.set()
         stop.set()
@@ -286,6 +291,7 @@ def serve(
         )
         while not stop.wait(3600):
             pass
+        log.info("signal", signal=signals[0])
         # The drain runs on its own thread so that this one keeps answering signals.
         drain = threading.Thread(
             target=server.stop, args=(grace_s, health_delay_s), name="capplan-drain", daemon=True
@@ -294,6 +300,7 @@ def serve(
         while drain.is_alive() and not force.wait(0.1):
             pass
         if force.is_set():
+            log.info("signal", signal=signals[-1])
             server.abort()
         drain.join(_STOP_WAIT_S + 5.0)
     finally:
