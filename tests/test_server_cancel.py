@@ -164,11 +164,11 @@ def convert_code(exc: BaseException) -> grpc.StatusCode:
 
 
 def test_queued_past_its_deadline_is_deadline_exceeded_and_cancel_frees_the_worker() -> None:
-    with running_server(workers=1, warm=True) as (server, address):
+    with running_server(workers=1, warm=True, interactive_workers=0) as (server, address):
         channel, s = stub(address)
         slow = s.Simulate.future(convert.to_message(SLOW, pb.SimulateRequest), timeout=30)
         _busy(server.pool)
-        with pytest.raises(grpc.RpcError) as err:  # queued behind the simulation
+        with pytest.raises(grpc.RpcError) as err:  # queued behind the simulation (no interactive worker)
             s.Evaluate(convert.to_message(SIM, pb.EvaluateRequest), timeout=0.3)
         assert err.value.code() is grpc.StatusCode.DEADLINE_EXCEEDED
         end = time.monotonic() + 5  # the interceptor counts once the handler returns

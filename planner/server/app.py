@@ -49,6 +49,7 @@ MIN_RPC_BACKSTOP = 1024
 # After the grace, how long gRPC gets to finish cancelling calls (whose jobs have been stopped).
 _STOP_WAIT_S = 1.0
 _YEAR_S = 365 * 86400.0
+_SIGNAL_POLL_S = 0.1  # how often serve() looks for a signal its handler recorded
 DEFAULT_CACHE_BYTES = 64 * 2**20
 # Per-job limits of a worker: memory beyond its size at start (a 200,000-request simulation
 # peaks near 170 MiB of RSS) and CPU time (a Plan's MILP may run up to its 3600 s limit).
@@ -262,18 +263,13 @@ def serve(
     if configure_logging(log_json):
         route_native_stderr()  # gRPC core's and any other fd 2 line: a JSON log line too, until exit
     log = logger()
-    stop = threading.Event()
-    force = threading.Event()
-
     signals: list[str] = []
 
     def on_signal(signum: int, _frame: Any) -> None:
-        # No logging here: the handler runs between two bytecodes of the main thread, which may
-        # hold the log stream's lock mid-line (a deadlock). The main thread logs the signals.
+        # Only a list append (atomic, takes no lock): the handler runs between two bytecodes of
+        # the main thread, which may hold the log stream's lock mid-line or an Event's lock, and
+        # would wait on it forever. The main thread polls the list and logs.
         signals.append(signal.Signals(signum).name)
-        if stop.is_set():
-            force.set()
-        stop.set()
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
@@ -289,18 +285,18 @@ def serve(
             mtls=getattr(options.get("tls"), "client_ca_file", None) is not None,
             metrics_port=server.metrics_port or None,
         )
-        while not stop.wait(3600):
-            pass
+        while not signals:
+            time.sleep(_SIGNAL_POLL_S)
         log.info("signal", signal=signals[0])
         # The drain runs on its own thread so that this one keeps answering signals.
         drain = threading.Thread(
             target=server.stop, args=(grace_s, health_delay_s), name="capplan-drain", daemon=True
         )
         drain.start()
-        while drain.is_alive() and not force.wait(0.1):
-            pass
-        if force.is_set():
-            log.info("signal", signal=signals[-1])
+        while drain.is_alive() and len(signals) < 2:
+            drain.join(_SIGNAL_POLL_S)
+        if len(signals) >= 2:  # a second signal: stop now
+            log.info("signal", signal=signals[1])
             server.abort()
         drain.join(_STOP_WAIT_S + 5.0)
     finally:
