@@ -121,7 +121,9 @@ def test_good_tls_material_passes_the_checks(pki: dict[str, str]) -> None:
 
 
 def _serve(*args: str) -> subprocess.CompletedProcess[str]:
-    argv = [sys.executable, "-m", "planner.cli", "serve", "--workers", "1", *args]
+    """`capplan serve` with the console log format: stderr as a person reads it (the JSON format
+    wraps each line: tests/test_server_logging.py)."""
+    argv = [sys.executable, "-m", "planner.cli", "serve", "--workers", "1", "--log-format", "console", *args]
     return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=60)
 
 
