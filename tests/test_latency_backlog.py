@@ -12,8 +12,9 @@ from planner.costmodel.profile import THEORETICAL
 from planner.costmodel.steptime import chunks_time_s, step_time_s
 from planner.deployment import Deployment
 from planner.latency import LatencyModel, WorkloadStats
-from planner.latency.engine import FULL_STEP_OFFSETS, SLICE_PROBS
+from planner.latency.engine import FULL_STEP_OFFSETS
 from planner.latency.queueing import Wait, gg1_wait, wait_decay_s
+from planner.latency.slices import SLICE_PROBS
 from planner.workload import Workload
 
 PROMPTS = [[300, 0.3], [1500, 0.5], [6000, 0.2]]

@@ -1,5 +1,5 @@
 """The company a prompt is admitted with, counted in whole prompts when prompts are alike
-(planner.latency.engine: `_count_given_any`, `Engine._company`): hand-derived counts against
+(planner.latency.engine: `count_given_any`, `Engine._company`): hand-derived counts against
 scipy's distributions, the steps it builds, and the fade into the lognormal as lengths spread."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from planner.costmodel.profile import THEORETICAL
 from planner.costmodel.steptime import batch_time_s
 from planner.deployment import Deployment
 from planner.latency import LatencyModel, WorkloadStats
-from planner.latency.engine import COUNT_ATOMS, _count_given_any, _under_way
+from planner.latency.company import COUNT_ATOMS, count_given_any, under_way
 from planner.workload import Workload
 
 
@@ -30,7 +30,7 @@ def test_one_step_length_poisson_is_the_zero_truncated_poisson() -> None:
     """Every step under way lasts 30 ms; arrivals at 25/s (Poisson, zf = 1): K ~ Poisson(mu),
     mu = 25 x 0.03 = 0.75. Given K >= 1: the zero-truncated Poisson, and the last atom carries
     the rest at the mean that keeps E[K | K >= 1] = mu / (1 - e^-mu)."""
-    counts, probs = _count_given_any(25.0, 1.0, np.array([0.03]), np.array([1.0]))
+    counts, probs = count_given_any(25.0, 1.0, np.array([0.03]), np.array([1.0]))
     mu = 0.75
     k = np.arange(COUNT_ATOMS)
     expected = _given_any(stats.poisson.pmf(k, mu))
@@ -45,7 +45,7 @@ def test_one_step_length_poisson_is_the_zero_truncated_poisson() -> None:
 def test_bursty_arrivals_give_the_negative_binomial() -> None:
     """Burst factor zf = 3: K given L has mean mu = 2 and variance 3 mu, the negative binomial of
     r = mu / (zf - 1) = 1 success and success chance 1 / zf (scipy's nbinom(r, 1 / zf))."""
-    counts, probs = _count_given_any(40.0, 3.0, np.array([0.05]), np.array([2.0]))
+    counts, probs = count_given_any(40.0, 3.0, np.array([0.05]), np.array([2.0]))
     k = np.arange(COUNT_ATOMS)
     expected = _given_any(stats.nbinom.pmf(k, 1.0, 1.0 / 3.0))
     assert probs[: COUNT_ATOMS - 1] == pytest.approx(expected, rel=1e-12)
@@ -57,7 +57,7 @@ def test_mixed_step_lengths_mix_the_counts_by_length() -> None:
     """Two kinds of steps under way: 10 ms (weight 0.7) and 60 ms (weight 0.3), 20 arrivals/s:
     K is Poisson(0.2) or Poisson(1.2) with those weights, then conditioned on K >= 1. A fit by
     two moments would give one negative binomial: the mixture has more ones and a longer tail."""
-    counts, probs = _count_given_any(20.0, 1.0, np.array([0.01, 0.06]), np.array([0.7, 0.3]))
+    counts, probs = count_given_any(20.0, 1.0, np.array([0.01, 0.06]), np.array([0.7, 0.3]))
     k = np.arange(COUNT_ATOMS)
     pmf = 0.7 * stats.poisson.pmf(k, 0.2) + 0.3 * stats.poisson.pmf(k, 1.2)
     assert probs[: COUNT_ATOMS - 1] == pytest.approx(_given_any(pmf), rel=1e-12)
@@ -68,11 +68,11 @@ def test_mixed_step_lengths_mix_the_counts_by_length() -> None:
 def test_step_under_way_is_length_biased() -> None:
     """Mixed steps of 30 and 50 ms with shares 0.3 and 0.2 of all steps, decode-only steps of
     10 ms the other 0.5: the step under way is each with weight share x length."""
-    lengths, weights = _under_way(0.01, np.array([0.03, 0.05]), np.array([0.3, 0.2]))
+    lengths, weights = under_way(0.01, np.array([0.03, 0.05]), np.array([0.3, 0.2]))
     assert lengths.tolist() == [0.01, 0.03, 0.05]
     assert weights == pytest.approx([0.5 * 0.01, 0.3 * 0.03, 0.2 * 0.05], rel=1e-12)
     # shares past 1 in all are capped (every step carries something): none left for the atom
-    lengths, weights = _under_way(0.01, np.array([0.03]), np.array([2.0]))
+    lengths, weights = under_way(0.01, np.array([0.03]), np.array([2.0]))
     assert weights == pytest.approx([0.0, 0.03], rel=1e-12)
 
 
@@ -109,8 +109,8 @@ def _recorded(monkeypatch: pytest.MonkeyPatch, owner: object, name: str) -> list
 
 
 def _captured_counts(monkeypatch: pytest.MonkeyPatch) -> list[tuple[list[float], list[float]]]:
-    """What `_count_given_any` returns: (counts, probabilities) per call."""
-    return _recorded(monkeypatch, engine_mod, "_count_given_any")
+    """What `count_given_any` returns: (counts, probabilities) per call."""
+    return _recorded(monkeypatch, engine_mod, "count_given_any")
 
 
 def _fragments(k: np.ndarray, prompt: float, s_f: float, comp: slice) -> tuple[slice, np.ndarray]:
@@ -283,16 +283,16 @@ def test_couple_by_rank_pairs_the_two_distributions_quantile_by_quantile() -> No
     """The comonotone coupling of two discrete distributions: pieces where both CDFs are flat,
     by hand ({1, 2} at 1/2 each against {10, 20, 30} at 0.2, 0.5, 0.3: the CDFs break at 0.2,
     0.5 and 0.7), each marginal kept; alike slices pair one to one."""
-    (va, vb), p = engine_mod._couple_by_rank([1.0, 2.0], [0.5, 0.5], [10.0, 20.0, 30.0], [0.2, 0.5, 0.3])
+    (va, vb), p = engine_mod.couple_by_rank([1.0, 2.0], [0.5, 0.5], [10.0, 20.0, 30.0], [0.2, 0.5, 0.3])
     assert (va, vb) == ([1.0, 1.0, 2.0, 2.0], [10.0, 20.0, 20.0, 30.0])
     assert p == pytest.approx([0.2, 0.3, 0.2, 0.3], abs=1e-15)
-    slices = engine_mod._SLICE_P
-    (va, vb), p = engine_mod._couple_by_rank(list(range(8)), slices, list(range(10, 18)), slices)
+    slices = engine_mod.SLICE_PROB_LIST
+    (va, vb), p = engine_mod.couple_by_rank(list(range(8)), slices, list(range(10, 18)), slices)
     assert va == list(range(8)) and vb == list(range(10, 18)) and p == pytest.approx(slices, abs=1e-15)
     # any two: each side's marginal, and one piece per break of either CDF at most
     a, pa = [0.5, 1.5, 4.0], [0.125, 0.625, 0.25]
     b, pb = [1.0, 2.0, 3.0, 5.0, 8.0], [0.4, 0.3, 0.1, 0.1, 0.1]
-    (va, vb), p = engine_mod._couple_by_rank(a, pa, b, pb)
+    (va, vb), p = engine_mod.couple_by_rank(a, pa, b, pb)
     assert len(p) <= len(a) + len(b) - 1 and sum(p) == pytest.approx(1.0, abs=1e-15)
     for vals, side, probs in ((va, a, pa), (vb, b, pb)):
         got = [sum(q for v, q in zip(vals, p, strict=True) if v == x) for x in side]
@@ -351,7 +351,7 @@ def test_company_in_whole_prompts_only_where_the_room_holds_them() -> None:
 
 def test_company_atoms_fade_in_with_the_room(monkeypatch: pytest.MonkeyPatch) -> None:
     """Constant 3000-token prompts at budget 8192: the room beside one prompt holds 1.7 more
-    (room / 3000 - 1 = 0.7 of the way from one prompt's room to two: `_room_for_more`), so D's
+    (room / 3000 - 1 = 0.7 of the way from one prompt's room to two: `room_for_more`), so D's
     company given any is 0.7 whole prompts and 0.3 the lognormal of its two moments, merged in
     order of cost; both parts keep the class's mean cost. (Where the steps' chain is in, its D
     takes the whole prompts' part, `Engine._delay_chain`: here it is out.)"""
@@ -360,16 +360,16 @@ def test_company_atoms_fade_in_with_the_room(monkeypatch: pytest.MonkeyPatch) ->
     state, _ = eng.solve(5.0)
     st = eng._steps(state)
     room = eng._room_after_tokens(state)
-    whole = engine_mod._room_for_more(room, 3000.0)
+    whole = engine_mod.room_for_more(room, 3000.0)
     assert 0.5 < whole < 0.9 and eng.atom_weight == 1.0
     for cl in eng._delay_classes(state, st)[1]:
         assert cl.x_atoms is not None
         costs, probs = cl.x_atoms
         assert costs == sorted(costs) and sum(probs) == pytest.approx(1.0, rel=1e-12)
-        logn = engine_mod._lognormal_slice_list(cl.x_sigma, cl.x_scale)
+        logn = engine_mod.lognormal_slice_list(cl.x_sigma, cl.x_scale)
         assert all(x in costs for x in logn)  # the lognormal's slices, at weight 1 - whole
         tail = [p for x, p in zip(costs, probs, strict=True) if x in logn]
-        assert tail == pytest.approx([(1.0 - whole) * p for p in engine_mod._SLICE_P], rel=1e-12)
+        assert tail == pytest.approx([(1.0 - whole) * p for p in engine_mod.SLICE_PROB_LIST], rel=1e-12)
         assert math.fsum(c * p for c, p in zip(costs, probs, strict=True)) == pytest.approx(
             cl.x_scale, rel=1e-9
         )

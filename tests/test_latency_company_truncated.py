@@ -1,6 +1,6 @@
 """The company beside a prompt that is not queued beyond the next step (`Engine._company_slices`):
 a company too large for the step is what queues a prompt, so the not-queued prompts' company is
-the lognormal conditioned below the cap (`_lognormal_slice_list_below`), not clipped at it; alike
+the lognormal conditioned below the cap (`lognormal_slice_list_below`), not clipped at it; alike
 prompts' company is whole prompts and stays clipped. By hand, and against the simulator."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 from tool_helpers import load_tool
 
 from planner.latency import LatencyModel, WorkloadStats
-from planner.latency.engine import SLICE_PROBS, _lognormal_slice_list, _lognormal_slice_list_below
+from planner.latency.slices import SLICE_PROBS, lognormal_slice_list, lognormal_slice_list_below
 from planner.simulate import StepTrace, simulate
 from planner.simulate.run import engine_config, scale_workload, workload_requests
 
@@ -24,11 +24,11 @@ def test_truncated_slices_by_hand() -> None:
     truncated lognormal's, E[Y | Y <= T] = m Phi(u - sigma) / Phi(u), u = (ln(T / m) + sigma^2 /
     2) / sigma, every slice at most T and rising."""
     sigma, m = 0.8, 1.0
-    assert _lognormal_slice_list_below(sigma, m, 1e6) == pytest.approx(
-        _lognormal_slice_list(sigma, m), rel=1e-9
+    assert lognormal_slice_list_below(sigma, m, 1e6) == pytest.approx(
+        lognormal_slice_list(sigma, m), rel=1e-9
     )
     top = 1.5
-    got = np.array(_lognormal_slice_list_below(sigma, m, top))
+    got = np.array(lognormal_slice_list_below(sigma, m, top))
     u = (math.log(top / m) + 0.5 * sigma * sigma) / sigma
 
     def phi(x: float) -> float:
@@ -36,7 +36,7 @@ def test_truncated_slices_by_hand() -> None:
 
     assert float(got @ SLICE_PROBS) == pytest.approx(m * phi(u - sigma) / phi(u), rel=1e-9)
     assert np.all(got <= top) and np.all(np.diff(got) > 0)
-    assert _lognormal_slice_list_below(sigma, m, 0.0) == [0.0] * 8
+    assert lognormal_slice_list_below(sigma, m, 0.0) == [0.0] * 8
 
 
 def _simulated_company_tokens(k: float, load: float, count: int) -> tuple[float, float, float]:
@@ -75,7 +75,7 @@ def _simulated_company_tokens(k: float, load: float, count: int) -> tuple[float,
     c, cap = engine._token_cost_s(), engine._company_cap_s()
     w = [cl.share * cl.pi for cl in classes]
     slices = [np.array(engine._company_slices(cl.x_sigma, cl.x_scale, cap)) @ SLICE_PROBS for cl in classes]
-    clipped = [np.minimum(_lognormal_slice_list(cl.x_sigma, cl.x_scale), cap) @ SLICE_PROBS for cl in classes]
+    clipped = [np.minimum(lognormal_slice_list(cl.x_sigma, cl.x_scale), cap) @ SLICE_PROBS for cl in classes]
     return sim, float(np.dot(w, slices)) / sum(w) / c, float(np.dot(w, clipped)) / sum(w) / c
 
 

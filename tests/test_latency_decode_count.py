@@ -206,8 +206,9 @@ def _itl_reference(eng: Any, st: Any) -> tuple[float, float]:
     from scipy.stats import norm
 
     from planner.costmodel.steptime import step_time_s
-    from planner.latency.engine import LEVELS, SLICE_PROBS
+    from planner.latency.engine import LEVELS
     from planner.latency.queueing import SPREAD, tail_quantiles
+    from planner.latency.slices import SLICE_PROBS
 
     steps = eng._steps(st)
     total = float(steps.rates.sum())
@@ -271,11 +272,11 @@ def test_itl_shortcuts_match_the_literal_mixture(
 
 def test_top_slice_alone_is_the_slice_lists_last() -> None:
     """The ITL p99 shortcut times only the top slice: the same number the full list gives."""
-    from planner.latency.engine import _lognormal_slice_list, _lognormal_top_slice
+    from planner.latency.slices import lognormal_slice_list, lognormal_top_slice
 
     for sigma in (0.0, 0.05, 0.4, 1.5, 3.0):
         for scale in (1.0, 12.5, 600.0):
-            assert _lognormal_top_slice(sigma, scale) == _lognormal_slice_list(sigma, scale)[-1]
+            assert lognormal_top_slice(sigma, scale) == lognormal_slice_list(sigma, scale)[-1]
 
 
 @pytest.mark.parametrize(
@@ -290,7 +291,7 @@ def test_itl_p99_meets_the_idle_floor_as_load_vanishes(
     model: str, gpu: str, prompts: list[list[float]], outputs: list[list[float]]
 ) -> None:
     """At vanishing load a decoder is alone: its steps are one decode step, the idle floor. The
-    decode-only slices close onto that step and so does their spread (`_decode_slice_spread`);
+    decode-only slices close onto that step and so does their spread (`decode_slice_spread`);
     with the 5% spread kept, ITL p99 read 4.9% above the floor at every positive rate."""
     wl = Workload.from_mapping(
         {
@@ -308,9 +309,9 @@ def test_itl_p99_meets_the_idle_floor_as_load_vanishes(
 
 
 def test_decode_slice_spread_closes_with_the_slices() -> None:
-    from planner.latency.engine import MIN_SLICE_SPREAD, _decode_slice_spread
     from planner.latency.queueing import SPREAD
+    from planner.latency.slices import MIN_SLICE_SPREAD, decode_slice_spread
 
-    assert _decode_slice_spread([5.0] * 8) == MIN_SLICE_SPREAD  # one step: (almost) an atom
-    assert _decode_slice_spread([5.0, 5.0, 5.0, 5.0, 5.0, 5.0, 5.0, 5.2]) == pytest.approx(0.2 / 10.2)
-    assert _decode_slice_spread([5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0]) == SPREAD  # wide: the usual 5%
+    assert decode_slice_spread([5.0] * 8) == MIN_SLICE_SPREAD  # one step: (almost) an atom
+    assert decode_slice_spread([5.0, 5.0, 5.0, 5.0, 5.0, 5.0, 5.0, 5.2]) == pytest.approx(0.2 / 10.2)
+    assert decode_slice_spread([5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0]) == SPREAD  # wide: the usual 5%

@@ -32,7 +32,7 @@ import pytest
 from scipy import special
 
 from planner.costmodel.steptime import StepCoefficients
-from planner.latency.engine import SLICE_EDGES, SLICE_PROBS, Engine, _lognormal_slices
+from planner.latency.engine import Engine
 from planner.latency.queueing import (
     SPREAD,
     Wait,
@@ -48,6 +48,7 @@ from planner.latency.queueing import (
     wait_decay_s,
     wait_phases,
 )
+from planner.latency.slices import SLICE_EDGES, SLICE_PROBS, lognormal_slices
 from planner.latency.stats import WorkloadStats
 from planner.scheduler_config import SchedulerConfig
 from planner.workload import Workload
@@ -905,7 +906,7 @@ def test_lognormal_slices_are_conditional_means(sigma: float) -> None:
     from statistics import NormalDist
 
     nd = NormalDist()
-    got = _lognormal_slices(sigma)
+    got = lognormal_slices(sigma)
     assert float(got @ SLICE_PROBS) == pytest.approx(1.0, rel=1e-12)
     mu = -0.5 * sigma * sigma
     for j in range(SLICE_PROBS.size):

@@ -42,7 +42,7 @@ decode pool: decode steps only). With n the mean number of decoding sequences:
 * ITL: quantiles of the steps a decoder sees: decode-only (t_dec), full chunks, last chunks
   alone or with company (a lognormal of the company's tokens in 8 probability slices; for
   prompts of alike lengths, whole prompts: their count mixed over the steps under way,
-  `_count_given_any`; each prompt attending to itself), full steps of a backlog (a lognormal of
+  `count_given_any`; each prompt attending to itself), full steps of a backlog (a lognormal of
   their spread over prompts and chunk offsets, `_full_step_cv2`) (queueing.tail_quantiles).
 * TTFT: with probability 1 - q, D + own steps, D = U L + c X(L) the rest of the step under way
   and the company's tokens at c each (decode-only and mixed steps under way: U L a lognormal in
@@ -74,8 +74,19 @@ from planner.latency.arrivals import (
     beside,
     company_count,
     join_share,
-    panjer_start,
     steps_by_count,
+)
+from planner.latency.company import (
+    COUNT_ATOMS,
+    NO_SUMS,
+    Sums,
+    add_sums,
+    count_given_any,
+    couple_by_rank,
+    length_biased,
+    others_in_step,
+    room_for_more,
+    under_way,
 )
 from planner.latency.queueing import (
     NO_WAIT,
@@ -93,8 +104,18 @@ from planner.latency.queueing import (
     wait_beyond,
     wait_spread,
 )
-from planner.latency.scipy_special import special
 from planner.latency.seats import NO_SEAT_WAIT, SeatWait, seat_wait, with_seat_wait
+from planner.latency.slices import (
+    SLICE_PROB_LIST,
+    SLICE_PROBS,
+    UNIFORM_SLICE_LIST,
+    UNIFORM_SLICE_MEANS,
+    decode_slice_spread,
+    lognormal_slice_list,
+    lognormal_slice_list_below,
+    lognormal_top_slice,
+    lognormal_top_slice_below,
+)
 from planner.latency.stats import WorkloadStats
 from planner.scheduler_config import SchedulerConfig
 from solvers.rootfind import RootResult, find_root
@@ -239,10 +260,8 @@ STRETCH_PASSES = 30  # fixed-point passes of the stretch (converges in a few; bo
 STRETCH_DRIFT_FLOOR = 0.05  # the stretched drift never falls below this share of 1 - rho
 QUEUED_MIN = 1e-6  # below this chance of queueing beyond the next step, TTFT ignores it
 KV_FULL_MIN = 1e-4  # below this chance of finding the KV cache full, TTFT ignores it (`_kv_full`)
-MIN_SLICE_SPREAD = 1e-6  # `_decode_slice_spread`'s floor: tail_quantiles needs a width
 COMPANY_PASSES = 2  # passes of the step mix with company (module docstring of _steps)
 FULL_STEP_OFFSETS = 4  # chunk offsets per long prompt for the full steps' spread (_full_step_cv2)
-COUNT_ATOMS = 8  # a company's prompt count as atoms (`_count_given_any`), for prompts of alike lengths
 CHAIN_STATES = 64  # the steps' prompt-count chain's states at most (`_chain_company`)
 CHAIN_NEGLIGIBLE = 1e-12  # chain counts below this share of the likeliest one are dropped
 CHAIN_FOLDED = 1e-4  # the chain's last state (its count and more) holding more: too few states
@@ -251,270 +270,6 @@ COUNT_REACH_SDS = 12.0  # `_delay_chain`'s company counts end this many sds (and
 DELAY_CHAIN_NEGLIGIBLE = 1e-7  # steps under way seen less often are left out of D (`_delay_chain`)
 ATOM_CV = 0.5  # prompt-length CV at which the company's count atoms have faded into the lognormal
 PEAKEDNESS_FLOOR = 1e-3  # the seat queue's count peakedness Z is at least this (`_seat_wait`)
-
-
-SLICE_EDGES = np.array([0.0, 0.25, 0.5, 0.75, 0.9, 0.95, 0.98, 0.99, 1.0])
-SLICE_PROBS = np.diff(SLICE_EDGES)
-# Phi^-1 at SLICE_EDGES, as scipy.special.ndtri gives them (tests/test_startup.py holds them to
-# it): written out so that importing the engine imports no SciPy (planner/latency/scipy_special.py).
-_SLICE_Z = np.array(
-    [
-        -np.inf,
-        -0.6744897501960817,
-        0.0,
-        0.6744897501960817,
-        1.2815515655446004,
-        1.6448536269514722,
-        2.0537489106318225,
-        2.3263478740408408,
-        np.inf,
-    ]
-)
-_SQRT_HALF = math.sqrt(0.5)
-_SIGMA_UNIFORM = math.sqrt(math.log(4.0 / 3.0))  # U L at a fixed L: E[D^2] / E[D]^2 = (1/3) / (1/4)
-
-
-_SLICE_ZS = [float(z) * -_SQRT_HALF for z in _SLICE_Z]  # -z / sqrt(2) at each edge
-_SLICE_P = SLICE_PROBS.tolist()
-_SLICE_EDGE_LIST = SLICE_EDGES.tolist()
-_SLICE_ZP = list(zip(_SLICE_ZS[1:], _SLICE_P, strict=True))  # (upper edge, probability) per slice
-
-
-def _lognormal_slice_list(sigma: float, scale: float = 1.0) -> list[float]:
-    """Conditional means of a lognormal of mean `scale` and log-sd sigma over the probability
-    slices SLICE_EDGES: E[Y | slice j] = scale (Phi(z_b - sigma) - Phi(z_a - sigma)) / (b - a), z
-    the edges' normal quantiles; Phi(x) = erfc(-x / sqrt 2) / 2 (scalar math: cheaper than numpy
-    here; one pass, the same operations in the same order as the two-list form)."""
-    h = sigma * _SQRT_HALF
-    erfc = math.erfc
-    prev = 0.5 * erfc(_SLICE_ZS[0] + h)
-    out = []
-    for z, p in _SLICE_ZP:
-        cur = 0.5 * erfc(z + h)
-        out.append(scale * ((cur - prev) / p))
-        prev = cur
-    return out
-
-
-def _lognormal_slice_list_below(sigma: float, scale: float, top: float) -> list[float]:
-    """`_lognormal_slice_list` of the lognormal conditioned to at most `top`: its probability
-    slices rescaled to [0, F(top)], each slice's conditional mean (z the rescaled edges' normal
-    quantiles: E[Y | z_a < Z < z_b] = scale (Phi(z_b - sigma) - Phi(z_a - sigma)) / (b - a));
-    the top slice is `_lognormal_top_slice_below`'s, the same arithmetic."""
-    below = _below_share(sigma, scale, top)
-    if below is None:
-        return _lognormal_slice_list(sigma, scale) if top > scale else [min(scale, top)] * len(_SLICE_P)
-    f_top = below[0]
-    if f_top <= 1e-12:
-        return [top] * len(_SLICE_P)
-    ndtri, erfc = special.ndtri, math.erfc  # scalar calls: cheaper than numpy on 8 values
-    prev = 0.0  # Phi(z_0 - sigma), z_0 = -inf
-    out = []
-    for hi, p in zip(_SLICE_EDGE_LIST[1:-1], _SLICE_P[:-1], strict=True):
-        cur = 0.5 * erfc((sigma - float(ndtri(hi * f_top))) * _SQRT_HALF)
-        out.append(min(scale * (cur - prev) / (p * f_top), top))
-        prev = cur
-    out.append(_top_below(sigma, scale, top, f_top, below[1]))
-    return out
-
-
-def _lognormal_top_slice_below(sigma: float, scale: float, top: float) -> float:
-    """`_lognormal_slice_list_below(sigma, scale, top)[-1]` alone (one ndtri, where a caller
-    needs only the largest slice)."""
-    below = _below_share(sigma, scale, top)
-    if below is None:
-        return _lognormal_top_slice(sigma, scale) if top > scale else min(scale, top)
-    return top if below[0] <= 1e-12 else _top_below(sigma, scale, top, *below)
-
-
-def _top_below(sigma: float, scale: float, top: float, f_top: float, u: float) -> float:
-    """The conditioned lognormal's top slice, between the rescaled edge z and u (Phi(u) = f_top)."""
-    z = float(special.ndtri(_SLICE_EDGE_LIST[-2] * f_top))
-    mean = scale * 0.5 * (math.erfc((sigma - u) * _SQRT_HALF) - math.erfc((sigma - z) * _SQRT_HALF))
-    return min(mean / (_SLICE_P[-1] * f_top), top)
-
-
-def _below_share(sigma: float, scale: float, top: float) -> tuple[float, float] | None:
-    """(P(Y <= top), u) for the lognormal of mean `scale` and log-sd sigma, P(Y <= top) = Phi(u);
-    None where conditioning changes nothing (Y below `top` but for 1e-12) or the lognormal is
-    degenerate."""
-    if not (sigma > 0.0 and scale > 0.0 and top > 0.0):
-        return None
-    u = (math.log(top / scale) + 0.5 * sigma * sigma) / sigma
-    f_top = 0.5 * math.erfc(-u * _SQRT_HALF)
-    return None if f_top >= 1.0 - 1e-12 else (f_top, u)
-
-
-def _decode_slice_spread(seen: list[float]) -> float:
-    """How far each decode-only slice's step time is spread (relative half-width): SPREAD, but
-    no wider than the slices' own range, (max - min) / (max + min). As the count stops
-    wandering (a lone decoder at vanishing load) the slices close onto one step and so does
-    their spread: ITL then meets the idle floor, one decode step, instead of sitting 5% above
-    it at every positive rate (a target between the two read as no rate meeting the SLO)."""
-    lo, hi = seen[0], seen[-1]
-    return min(SPREAD, max((hi - lo) / (hi + lo), MIN_SLICE_SPREAD)) if hi + lo > 0 else SPREAD
-
-
-def _lognormal_top_slice(sigma: float, scale: float = 1.0) -> float:
-    """`_lognormal_slice_list(sigma, scale)[-1]` alone, the same arithmetic (the top slice's
-    upper edge is Phi = 1 exactly): one erfc where a caller needs only the largest slice."""
-    prev = 0.5 * math.erfc(_SLICE_ZS[-2] + sigma * _SQRT_HALF)
-    return scale * ((1.0 - prev) / _SLICE_P[-1])
-
-
-def _lognormal_slices(sigma: float) -> FloatArray:
-    """`_lognormal_slice_list` as an array."""
-    return np.array(_lognormal_slice_list(sigma))
-
-
-_UNIFORM_SLICES = _lognormal_slices(_SIGMA_UNIFORM)  # U L's shape (`Engine._delay`): fixed
-_UNIFORM_SLICE_LIST = _UNIFORM_SLICES.tolist()
-_U_MIDS = 0.5 * (SLICE_EDGES[1:] + SLICE_EDGES[:-1])  # a uniform's slice means (`Engine._delay_chain`)
-
-
-def _count_given_any(
-    rate: float, dispersion: float, lengths: FloatArray, weights: FloatArray
-) -> tuple[list[float], list[float]]:
-    """The count K of arrivals during the step under way, given K >= 1, as COUNT_ATOMS atoms
-    (counts 1 .. COUNT_ATOMS - 1 exact, the last one the rest at its conditional mean): mixed
-    over the steps under way, length L with length-biased weight, K given L of mean rate L and
-    variance `dispersion` times that (Poisson for 1, else negative binomial). A moment fit misses
-    the mixture's shape: mostly short steps with little company and a few long ones with much.
-    Returns (counts, probabilities)."""
-    mu = rate * lengths
-    w = weights / float(np.add.reduce(weights))
-    a, b, pk = panjer_start(mu, dispersion)  # P(k) = P(k - 1) (a + b / k)
-    w_any = float(w @ (1.0 - pk))
-    if w_any <= 1e-300:
-        return [1.0], [1.0]
-    counts: list[float] = []
-    probs: list[float] = []
-    seen = first = 0.0
-    for k in range(1, COUNT_ATOMS):
-        pk = pk * (a + b / k)
-        pr = float(w @ pk) / w_any
-        counts.append(float(k))
-        probs.append(pr)
-        seen += pr
-        first += k * pr
-    rest = 1.0 - seen
-    if rest > 1e-12:
-        mean = float(w @ mu) / w_any
-        counts.append(max((mean - first) / rest, float(COUNT_ATOMS)))
-        probs.append(rest)
-    return counts, probs
-
-
-def _others_in_step(cm: CountMoments, fit: int, poisson: bool) -> FloatArray:
-    """P(K = k), k = 0 .. fit (the last: fit or more), K the other arrivals during a step around
-    an arrival (`arrivals.company_count`): Poisson of mean E[K] for Poisson arrivals; for gamma
-    gaps P(K >= 1) and, given K >= 1, 1 + a negative binomial of K - 1's two moments (Poisson
-    where they are not over-dispersed)."""
-    out = np.zeros(fit + 1)
-    if poisson:
-        mu = cm.m1
-        if not mu > 0.0:
-            out[0] = 1.0
-            return out
-        k = np.arange(fit + 1, dtype=np.float64)
-        out = np.exp(k * math.log(mu) - mu - special.gammaln(k + 1.0))
-        out[-1] = max(1.0 - float(out[:-1].sum()), 0.0)  # fit or more
-        return out
-    p_any = cm.p_any
-    out[0] = 1.0 - p_any
-    if not (p_any > 0.0 and fit > 0):
-        out[-1] += p_any
-        return out
-    a = max(cm.m1 / p_any - 1.0, 0.0)  # K - 1 given K >= 1: mean, variance
-    v = max(cm.m2 / p_any - (cm.m1 / p_any) ** 2, 0.0)
-    k = np.arange(fit, dtype=np.float64)
-    if a > 0.0 and v > a * (1.0 + 1e-9):
-        r = a * a / (v - a)
-        logp = special.gammaln(r + k) - special.gammaln(r) - special.gammaln(k + 1.0)
-        logp += r * math.log(r / (r + a)) + k * math.log(a / (r + a))
-    elif a > 0.0:
-        logp = k * math.log(a) - a - special.gammaln(k + 1.0)
-    else:
-        logp = np.where(k == 0.0, 0.0, -np.inf)
-    out[1:] = p_any * np.exp(logp)
-    out[-1] = max(p_any - float(out[1:-1].sum()), 0.0)  # fit or more
-    return out
-
-
-def _room_for_more(room: float, prompt: float) -> float:
-    """How far a step's room beside one prompt holds more whole prompts of `prompt` tokens:
-    room / prompt - 1 in [0, 1] (none below one prompt's room, fully from two). Where it holds
-    under one the company overflows the step (FIFO: those before it push the prompt's last
-    tokens a step later) or fits in part, and whole-prompt counts misread it; the steps' chain
-    (`Engine._chain_company`) and D's company in whole prompts (`Engine._company_atoms`) fade
-    in by it."""
-    return min(max(room / prompt - 1.0, 0.0), 1.0)
-
-
-def _couple_by_rank(
-    a: list[float], pa: list[float], b: list[float], pb: list[float]
-) -> tuple[tuple[list[float], list[float]], list[float]]:
-    """Two discrete distributions, each sorted ascending, paired by rank (the comonotone
-    coupling: the j-th least of one with the j-th least of the other, in probability): the
-    pieces where both CDFs are constant, as ((a's values, b's values), probabilities). Each
-    distribution's probabilities sum to 1 (to rounding: the last piece takes what is left)."""
-    va: list[float] = []
-    vb: list[float] = []
-    pr: list[float] = []
-    i = j = 0
-    ra, rb = pa[0], pb[0]
-    last_a, last_b = len(a) - 1, len(b) - 1
-    for _ in range(last_a + last_b + 1):  # each pass but the last moves one of them on
-        done = i == last_a and j == last_b
-        a_ends = not done and (j == last_b or (i < last_a and ra <= rb))
-        step = max(ra, rb) if done else ra if a_ends else rb
-        if step > 0.0:
-            va.append(a[i])
-            vb.append(b[j])
-            pr.append(step)
-        if done:
-            break
-        if a_ends:
-            rb -= step
-            i += 1
-            ra = pa[i]
-        else:
-            ra -= step
-            j += 1
-            rb = pb[j]
-    return (va, vb), pr
-
-
-def _under_way(atom: float, values: FloatArray, rates: FloatArray) -> tuple[FloatArray, FloatArray]:
-    """The step under way over a mix (steps of `values` with shares `rates`, capped at 1 in
-    all, `atom` otherwise, as `_length_biased`): (lengths, length-biased weights, unnormalized)."""
-    total = float(np.add.reduce(rates))
-    lengths = np.concatenate(([atom], values))
-    shares = np.concatenate(([max(0.0, 1.0 - total)], rates / max(1.0, total)))
-    return lengths, shares * lengths
-
-
-Sums = tuple[float, float, float, float]  # sum r, sum r v, sum r v^2, sum r v^3 of a step mix
-_NO_SUMS: Sums = (0.0, 0.0, 0.0, 0.0)
-
-
-def _add(a: Sums, wa: float, b: Sums, wb: float) -> Sums:
-    return (a[0] * wa + b[0] * wb, a[1] * wa + b[1] * wb, a[2] * wa + b[2] * wb, a[3] * wa + b[3] * wb)
-
-
-def _length_biased(atom: float, sums: Sums) -> tuple[float, float]:
-    """Steps take values with shares r (the `sums` of the mix, shares capped at 1 in all) and
-    `atom` otherwise: E[T^2] / E[T] and E[T^3] / E[T], the mean and second moment of the step
-    under way (length-biased: a long step is more likely under way)."""
-    total = sums[0]
-    scale = 1.0 / max(1.0, total)
-    w0 = max(0.0, 1.0 - total)
-    m1 = w0 * atom + scale * sums[1]
-    if m1 <= 0:
-        return 0.0, 0.0
-    m2 = w0 * atom * atom + scale * sums[2]
-    m3 = w0 * atom**3 + scale * sums[3]
-    return m2 / m1, m3 / m1
 
 
 @dataclass(frozen=True)
@@ -732,7 +487,7 @@ class Engine:
         busy = lam * (own_delta + self._merge_weight(rho) * (fluid - own_delta))
         wj = jc = joined = 0.0
         if self._shares and not self._unshared and lam > 0.0 and math.isfinite(lam):
-            wj = self.atom_weight * _room_for_more(self._room_beside(s_f, mean_k, s_own), self.mean_pe)
+            wj = self.atom_weight * room_for_more(self._room_beside(s_f, mean_k, s_own), self.mean_pe)
             if wj > 0.0:
                 jc = self._join_cost_s(n_arr, ctx)
                 lam, busy, joined = self._shared_rate(n, lam, q, own_delta, fluid, t_dec, jc, wj)
@@ -1505,7 +1260,7 @@ class Engine:
         wait = self._queue_wait(s, shape)
         if not (self.has_decode and self.has_prefill) or s.n <= 0:
             s.steps = Steps(
-                wait, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, _EMPTY, _EMPTY, 0.0, _NO_SUMS, (), 0.0, 0.0, 0.0
+                wait, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, _EMPTY, _EMPTY, 0.0, NO_SUMS, (), 0.0, 0.0, 0.0
             )
             return s.steps
         busy = 1.0 - math.exp(-s.n) * (1.0 - min(max(s.rho, 0.0), 1.0))
@@ -1532,9 +1287,9 @@ class Engine:
             f = (by_col[:, 0] if cols == 2 else np.add.reduce(by_col[:, :-1], axis=1)).tolist()
             full_cols: Sums = (f[0], f[1], f[2], f[3])
         else:
-            full_cols = _NO_SUMS
-        sums = _add(full_cols, 1.0, alone, 1.0)
-        r1, r2 = _length_biased(t, sums)
+            full_cols = NO_SUMS
+        sums = add_sums(full_cols, 1.0, alone, 1.0)
+        r1, r2 = length_biased(t, sums)
         lb, lb_sq = busy * r1, busy * r2
         s_f = max(s.share_full, 1.0)
         full_step = s.t_full + extra
@@ -1561,7 +1316,7 @@ class Engine:
         fc0, fc1, fc2, fc3 = full_cols
         al0, al1, al2, al3 = alone
         atoms = self.atom_weight > 0.0
-        if atoms:  # the mix as steps, for the company's count (`_count_given_any`)
+        if atoms:  # the mix as steps, for the company's count (`count_given_any`)
             mix_v, mix_r = v0.ravel(), rates.ravel()
             last_r = rates[:, -1]
             room = np.maximum(s_f - s.chunk_tokens[:, -1:], 0.0)  # the budget caps a company step
@@ -1589,7 +1344,7 @@ class Engine:
                 if atoms:
                     # the count's spread at a given L (the steps' own spread is the mixture's)
                     at_l = cnt.m2 - m * m - lam * lam * max(lb_sq - lb * lb, 0.0)
-                    counts = _count_given_any(lam * zf, max(at_l / m, 1.0), *_under_way(t, mix_v, mix_r))
+                    counts = count_given_any(lam * zf, max(at_l / m, 1.0), *under_way(t, mix_v, mix_r))
                 x, xp = self._company(x1, x2, counts)
                 b0 = b1 = b2 = b3 = 0.0
                 for xj, pj in zip(x, xp, strict=True):
@@ -1614,7 +1369,7 @@ class Engine:
                 s2 += rb * full_step**2 * g2
                 s3 += rb * full_step**3 * g2**3
             sums = (s0, s1, s2, s3)
-            r1, r2 = _length_biased(t, sums)
+            r1, r2 = length_biased(t, sums)
             lb, lb_sq = busy * r1, busy * r2
             if atoms:
                 parts_v = [v0[:, :-1].ravel(), vl]
@@ -1756,7 +1511,7 @@ class Engine:
                     rts[lo + n_comp + half : lo + n_comp + n_frag] = 0.0
                 share *= np.array(keep)
             else:
-                share *= SLICE_PROBS if xp is _SLICE_P else np.array(xp)
+                share *= SLICE_PROBS if xp is SLICE_PROB_LIST else np.array(xp)
             share *= (w_last * (quiet * pi))[:, None]
             # A company step carries its last chunk (> 0 tokens); a split group's rest may be
             # empty, a step then only where decodes ride it (n_arr > 0: no mask to apply).
@@ -1828,7 +1583,7 @@ class Engine:
         the chain is out, blended by its weight; the chain's step lengths and stationary vector,
         None where it is out: `_delay_chain`)."""
         pe = self.mean_pe
-        beta = _room_for_more(room, pe)
+        beta = room_for_more(room, pe)
         steps = self._chain_steps(lam, t, v_bar, tau, room) if beta > 0.0 else None
         if steps is None:
             return pi, counts, 1.0, None
@@ -1885,18 +1640,18 @@ class Engine:
     ) -> tuple[list[float], list[float]]:
         """The company's tokens given any, as (values, probabilities): a lognormal of their two
         moments x1, x2 in the probability slices, and, for prompts of alike lengths, their count
-        as atoms of whole prompts (`_count_given_any`), weighted 1 - CV / ATOM_CV: steps then
+        as atoms of whole prompts (`count_given_any`), weighted 1 - CV / ATOM_CV: steps then
         carry 1, 2, 3 prompts, not the fractions a lognormal smooths over (docs/latency.md)."""
         alpha = self.atom_weight
         sigma = math.sqrt(math.log(max(x2 / (x1 * x1), 1.0)))
         if counts is None or alpha <= 0.0:
-            return _lognormal_slice_list(sigma, x1), _SLICE_P
+            return lognormal_slice_list(sigma, x1), SLICE_PROB_LIST
         pe = self.mean_pe
         values = [k * pe for k in counts[0]]
         if alpha >= 1.0:  # alike prompts: the atoms alone (no lognormal to compute)
             return values, counts[1]
-        logn = _lognormal_slice_list(sigma, x1)
-        return values + logn, [alpha * p for p in counts[1]] + [(1.0 - alpha) * p for p in _SLICE_P]
+        logn = lognormal_slice_list(sigma, x1)
+        return values + logn, [alpha * p for p in counts[1]] + [(1.0 - alpha) * p for p in SLICE_PROB_LIST]
 
     def _ttft(self, s: State) -> tuple[FloatArray, Wait]:
         """`_compute_ttft`, once per state (the capacity search and `point` both ask)."""
@@ -2092,15 +1847,15 @@ class Engine:
         probs = [idle]
         for cl in classes:
             half = (
-                [v * cl.scale for v in _UNIFORM_SLICE_LIST]
+                [v * cl.scale for v in UNIFORM_SLICE_LIST]
                 if cl.sigma is None
-                else _lognormal_slice_list(cl.sigma, cl.scale)
+                else lognormal_slice_list(cl.sigma, cl.scale)
             )
             values += half
             w_none, w_some = cl.share * (1.0 - cl.pi), cl.share * cl.pi
-            probs += [p * w_none for p in _SLICE_P]
+            probs += [p * w_none for p in SLICE_PROB_LIST]
             if cl.x_atoms is not None:  # alike prompts: whole ones, coupled by rank
-                pair_v, pair_p = _couple_by_rank(half, _SLICE_P, *cl.x_atoms)
+                pair_v, pair_p = couple_by_rank(half, SLICE_PROB_LIST, *cl.x_atoms)
                 values += [h + min(x, cap) for h, x in zip(*pair_v, strict=True)]
                 probs += [p * w_some for p in pair_p]
                 continue
@@ -2109,7 +1864,7 @@ class Engine:
                 values += [h + x for h, x in zip(half, xs, strict=True)]
             else:
                 values += half
-            probs += [p * w_some for p in _SLICE_P]
+            probs += [p * w_some for p in SLICE_PROB_LIST]
         # In ascending order: TTFT's mixture adds them to each prompt's own time, so its rows
         # come sorted and the quantiles' sort of ~1,000 points merges runs (about a third cheaper).
         v = np.array(values)
@@ -2136,7 +1891,7 @@ class Engine:
         itself (`_chain_company`: lengths L_j, stationary pi_j) rather than the classes' two
         lognormals paired by rank: the step under way is the chain's state j, length-biased
         (pi_j L_j), U uniform in its slices, and the K others that arrived during it (the gamma
-        renewal count around an arrival at L_j, `_others_in_step`) each add a joiner's time Jc
+        renewal count around an arrival at L_j, `others_in_step`) each add a joiner's time Jc
         up to the room's R whole prompts (the last in part: the step a full budget). FIFO puts
         this prompt at a uniform place among the K + 1: past the room's floor(R) + 1 places
         (chance max(K - floor(R), 0) / (K + 1)) it is pushed to a later step, the queued branch
@@ -2166,7 +1921,7 @@ class Engine:
         k_max = max(1, min(math.ceil(reach), CHAIN_STATES * 4))
         ks = np.arange(k_max + 1, dtype=np.float64)
         pushed = np.maximum(ks - math.floor(room), 0.0) / (ks + 1.0)
-        rows = {el: _others_in_step(cm, k_max, self._k == 1.0) for el, cm in counts.items()}
+        rows = {el: others_in_step(cm, k_max, self._k == 1.0) for el, cm in counts.items()}
         pk = np.array([rows[el] for el in lens])  # (J, K)
         s.chain_push = float(ws @ (pk @ pushed))
         # not pushed: the company is min(K, R); counts past ceil(R) cost the same, lumped there
@@ -2177,10 +1932,10 @@ class Engine:
             stay = stay[:, : fit + 1]
         stay *= 1.0 / max(1.0 - s.chain_push / max(1.0 - idle, 1e-300), 1e-300)  # given not pushed
         vals = (
-            ls[:, None, None] * _U_MIDS[None, :, None]
+            ls[:, None, None] * UNIFORM_SLICE_MEANS[None, :, None]
             + (s.join_cost * np.minimum(ks[: fit + 1], room))[None, None, :]
         )
-        prob = ws[:, None, None] * np.asarray(_SLICE_P)[None, :, None] * stay[:, None, :]
+        prob = ws[:, None, None] * np.asarray(SLICE_PROB_LIST)[None, :, None] * stay[:, None, :]
         v = np.concatenate((_ZERO, vals.ravel()))
         p = np.concatenate(([idle], prob.ravel()))
         order = v.argsort(kind="stable")
@@ -2189,14 +1944,14 @@ class Engine:
     def _company_slices(self, sigma: float, scale: float, cap: float) -> list[float]:
         """The company's cost given any, in the probability slices, for a prompt not queued
         beyond the next step: a company too large for that step is what queues a prompt, so its
-        lognormal is conditioned to at most `cap` (`_lognormal_slice_list_below`); alike
+        lognormal is conditioned to at most `cap` (`lognormal_slice_list_below`); alike
         prompts' company is whole prompts, of which a prompt not queued has at most what fits,
         so there the slices are clipped at `cap` instead (`atom_weight` blends the two)."""
         w = self.atom_weight
-        below = _lognormal_slice_list_below(sigma, scale, cap) if w < 1.0 else []
+        below = lognormal_slice_list_below(sigma, scale, cap) if w < 1.0 else []
         if w <= 0.0:
             return below
-        clipped = [min(x, cap) for x in _lognormal_slice_list(sigma, scale)]
+        clipped = [min(x, cap) for x in lognormal_slice_list(sigma, scale)]
         if w >= 1.0:
             return clipped
         return [w * c + (1.0 - w) * b for c, b in zip(clipped, below, strict=True)]
@@ -2204,10 +1959,10 @@ class Engine:
     def _company_top(self, sigma: float, scale: float, cap: float) -> float:
         """`_company_slices(sigma, scale, cap)[-1]` alone, the same arithmetic."""
         w = self.atom_weight
-        below = _lognormal_top_slice_below(sigma, scale, cap) if w < 1.0 else 0.0
+        below = lognormal_top_slice_below(sigma, scale, cap) if w < 1.0 else 0.0
         if w <= 0.0:
             return below
-        clipped = min(_lognormal_top_slice(sigma, scale), cap)
+        clipped = min(lognormal_top_slice(sigma, scale), cap)
         if w >= 1.0:
             return clipped
         return w * clipped + (1.0 - w) * below
@@ -2223,9 +1978,9 @@ class Engine:
         top = 0.0
         for cl in self._delay_classes(s, st)[1]:
             h = (
-                _UNIFORM_SLICE_LIST[-1] * cl.scale
+                UNIFORM_SLICE_LIST[-1] * cl.scale
                 if cl.sigma is None
-                else _lognormal_top_slice(cl.sigma, cl.scale)
+                else lognormal_top_slice(cl.sigma, cl.scale)
             )
             if cl.x_atoms is not None:
                 h += min(cl.x_atoms[0][-1], cap)
@@ -2286,7 +2041,7 @@ class Engine:
         pe, pe2 = self.mean_pe, self.mean_pe * self.mean_pe
         cv2 = self.stats.prefill_cv2
         room = self._room_after_tokens(s)
-        whole = self.atom_weight * _room_for_more(room, pe)  # `_company_atoms`' weight
+        whole = self.atom_weight * room_for_more(room, pe)  # `_company_atoms`' weight
         for sigma, mean_ul, el, el2, w in raw:
             cnt = company_count(self._k, s.lam, el, el2)
             pi = cnt.p_any
@@ -2323,7 +2078,7 @@ class Engine:
         """A class's company cost given any, for prompts of alike lengths whose company fits
         beside them (weight `whole`: the atoms' weight `atom_weight` times the room's fade-in,
         room / E[Pe] - 1, as the steps' chain has it): whole prompts, the count K given any
-        (`_count_given_any` over the class's step under way, L's lognormal slices for the
+        (`count_given_any` over the class's step under way, L's lognormal slices for the
         mixed class, at the count's own mean and spread at a given L), each costing the class's
         mean cost per prompt, x_scale / E[K | any]; the rest (1 - whole) the lognormal of the
         cost's two moments. Sorted by cost. The lognormal smears the atoms: constant 1,155-token
@@ -2335,19 +2090,21 @@ class Engine:
         at_l = cnt.m2 - m1 * m1 - lam * lam * max(el2 - el * el, 0.0)
         rate = m1 / el  # lam times the count's burst factor at the mean step
         if spread:
-            lengths = np.array(_lognormal_slice_list(math.sqrt(math.log(max(el2 / (el * el), 1.0))), el))
+            lengths = np.array(lognormal_slice_list(math.sqrt(math.log(max(el2 / (el * el), 1.0))), el))
             weights = SLICE_PROBS
         else:
             lengths, weights = np.array([el]), _ONE
-        counts, probs = _count_given_any(rate, max(at_l / m1, 1.0), lengths, weights)
+        counts, probs = count_given_any(rate, max(at_l / m1, 1.0), lengths, weights)
         per = x_scale / math.fsum(k * p for k, p in zip(counts, probs, strict=True))
         values = [k * per for k in counts]
         if whole >= 1.0:
             return values, probs
-        logn = _lognormal_slice_list(x_sigma, x_scale)
+        logn = lognormal_slice_list(x_sigma, x_scale)
         pairs = sorted(
             zip(
-                values + logn, [whole * p for p in probs] + [(1.0 - whole) * p for p in _SLICE_P], strict=True
+                values + logn,
+                [whole * p for p in probs] + [(1.0 - whole) * p for p in SLICE_PROB_LIST],
+                strict=True,
             )
         )
         return [v for v, _ in pairs], [p for _, p in pairs]
@@ -2457,10 +2214,10 @@ class Engine:
 
     def _full_step_shape(self) -> FloatArray:
         """The backlog's full steps over their mean: `_full_step_cv2`'s lognormal in the
-        probability slices (scale 1: times the mean step, `_lognormal_slice_list`'s own
+        probability slices (scale 1: times the mean step, `lognormal_slice_list`'s own
         product), once per engine."""
         if self._full_shape is None:
-            self._full_shape = np.array(_lognormal_slice_list(math.sqrt(math.log1p(self._full_step_cv2()))))
+            self._full_shape = np.array(lognormal_slice_list(math.sqrt(math.log1p(self._full_step_cv2()))))
         return self._full_shape
 
     def _saturated(self) -> State:
@@ -2616,7 +2373,7 @@ class Engine:
                 s.itl_mixed = tail_quantiles(t_dec, st.values, st.rates, LEVELS, total=total)
             return float(s.itl_mixed[i])
         mean, sigma = others
-        top_count = min(_lognormal_top_slice(sigma, mean) + 1.0, self.n_cap)
+        top_count = min(lognormal_top_slice(sigma, mean) + 1.0, self.n_cap)
         top = self._decode_step_s(top_count) * (1.0 + SPREAD)  # above every decode-only step
         if total >= _TAIL_EPS[i]:
             if s.itl_mixed is None:
@@ -2628,16 +2385,16 @@ class Engine:
             # The level now lies below `top` (the decode-only steps have mass there), where the
             # mixed steps that start above it count whole: only those below take part.
             cap = self.n_cap
-            seen = [self._decode_step_s(min(c + 1.0, cap)) for c in _lognormal_slice_list(sigma, mean)]
+            seen = [self._decode_step_s(min(c + 1.0, cap)) for c in lognormal_slice_list(sigma, mean)]
             # The count is a time average and a decoder's gaps come one per step: short steps
             # come more often, so each slice's share of decode-only steps is probability / time.
-            shares = [p / t for p, t in zip(_SLICE_P, seen, strict=True)]
+            shares = [p / t for p, t in zip(SLICE_PROB_LIST, seen, strict=True)]
             scale = max(1.0 - total, 0.0) / sum(shares)
             below = st.values * (1.0 - SPREAD) < top
             values = np.concatenate((st.values[below], seen))
             rates = np.concatenate((st.rates[below], [w * scale for w in shares]))
             spread: float | FloatArray = SPREAD
-            narrow = _decode_slice_spread(seen)
+            narrow = decode_slice_spread(seen)
             if narrow < SPREAD:
                 spread = np.full(values.size, SPREAD)
                 spread[-len(seen) :] = narrow
