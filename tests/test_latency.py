@@ -452,7 +452,7 @@ class _JumpingEngine:
     stats = types.SimpleNamespace(arrival_cv2=1.0)  # Poisson
 
     def boundary(self) -> Any:
-        from planner.latency.engine import Boundary
+        from planner.latency.results import Boundary
 
         return Boundary(n_max=10.0, lam_max=2.0, binding="compute", root=None)
 

@@ -85,8 +85,8 @@ def test_the_bound_is_infinite_where_a_wait_phase_is() -> None:
     """A wait phase of infinite mean makes TTFT's quantiles infinite; the bound must be too."""
     import numpy as np
 
-    from planner.latency.engine import TtftMixture
     from planner.latency.queueing import NO_WAIT
+    from planner.latency.results import TtftMixture
 
     e = _model(SPREAD, 1.0, 4096).engines["colocated"]
     s = e.state_at(10.0)

@@ -18,6 +18,7 @@ from planner.costmodel.steptime import batch_time_s
 from planner.deployment import Deployment
 from planner.latency import LatencyModel, WorkloadStats
 from planner.latency.company import COUNT_ATOMS, count_given_any, under_way
+from planner.latency.results import Steps
 from planner.workload import Workload
 
 
@@ -88,7 +89,7 @@ def _engine(prompts: object, budget: int = 8192) -> engine_mod.Engine:
     return _model(prompts, budget).engines["colocated"]
 
 
-def _backlog_values(eng: engine_mod.Engine, st: engine_mod.Steps) -> int:
+def _backlog_values(eng: engine_mod.Engine, st: Steps) -> int:
     """The backlog's full steps at the mix's end: none, one, or their spread in slices."""
     if st.backlog <= 0:
         return 0

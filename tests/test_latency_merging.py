@@ -13,8 +13,8 @@ import pytest
 
 from planner.deployment import Deployment
 from planner.latency import LatencyModel, WorkloadStats
-from planner.latency.engine import State
 from planner.latency.queueing import gamma_wait_probability, gamma_wait_probability_slope
+from planner.latency.results import State
 from planner.workload import Workload
 
 SPREAD = {"percentiles": {"p10": 150, "p50": 800, "p90": 2000, "p99": 4000, "max": 8000}}

@@ -19,8 +19,8 @@ HOME_OF_DEFAULTS = ROOT / "planner" / "vllm_defaults.py"
 # Literal type aliases and where each is defined (the domain module that owns the concept).
 TYPE_HOMES = {
     "Mode": "planner/deployment.py",
-    "Role": "planner/latency/engine.py",
-    "StabilityLimit": "planner/latency/engine.py",
+    "Role": "planner/latency/results.py",
+    "StabilityLimit": "planner/latency/results.py",
     "BindingLimit": "planner/latency/model.py",
     "Bound": "planner/costmodel/roofline.py",
 }

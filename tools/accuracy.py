@@ -49,7 +49,8 @@ from planner.costmodel.profiles import resolve_profile
 from planner.costmodel.steptime import step_time_s
 from planner.deployment import Deployment, ResolvedDeployment
 from planner.latency import LatencyModel, Prediction, WorkloadStats
-from planner.latency.engine import Engine, State
+from planner.latency.engine import Engine
+from planner.latency.results import State
 from planner.simulate import SimResult, StepTrace, simulate
 from planner.simulate.requests import RequestArrays
 from planner.simulate.run import engine_config, run, scale_workload, trace_requests, workload_requests

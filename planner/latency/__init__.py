@@ -9,7 +9,6 @@ For many questions on one workload, build `WorkloadStats.of(workload)` once and 
 `LatencyModel(deployment.resolve(profile), stats)` per deployment.
 """
 
-from planner.latency.engine import Role, StabilityLimit
 from planner.latency.model import (
     BindingLimit,
     CapacityResult,
@@ -20,6 +19,7 @@ from planner.latency.model import (
     capacity,
     evaluate,
 )
+from planner.latency.results import Role, StabilityLimit
 from planner.latency.stats import WorkloadStats
 from planner.slo import Slo
 

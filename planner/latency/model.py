@@ -20,7 +20,8 @@ import numpy as np
 from planner.costmodel.analyses import usd_per_million
 from planner.deployment import Deployment, Mode, ResolvedDeployment
 from planner.errors import InvalidInput
-from planner.latency.engine import HUGE, Boundary, Engine, Point, Role, StabilityLimit, State
+from planner.latency.engine import HUGE, Engine
+from planner.latency.results import Boundary, Point, Role, StabilityLimit, State
 from planner.latency.stats import WorkloadStats
 from planner.slo import Slo
 from planner.workload import Workload
