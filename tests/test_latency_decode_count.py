@@ -315,3 +315,39 @@ def test_decode_slice_spread_closes_with_the_slices() -> None:
     assert decode_slice_spread([5.0] * 8) == MIN_SLICE_SPREAD  # one step: (almost) an atom
     assert decode_slice_spread([5.0, 5.0, 5.0, 5.0, 5.0, 5.0, 5.0, 5.2]) == pytest.approx(0.2 / 10.2)
     assert decode_slice_spread([5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0]) == SPREAD  # wide: the usual 5%
+
+
+def test_the_decode_count_component_by_hand() -> None:
+    """planner.latency.decode_count on inputs worked by hand: a decode-only engine (no prompt
+    cost slope, no drag) with n = 40 decodes, steps of 20 ms growing 0.1 ms per decode: e =
+    40 x 0.1 / 20 = 0.2, loop = 0.8, keep = 1; Poisson arrivals (c_a^2 = 1): Var n = 40 / 0.8 =
+    50. The company a decoder meets: v/n = 1.25, mean 40 + 0.25 = 40.25, variance 50 + 1.5625 -
+    1.25 = 50.3125, log-sd sqrt(ln(1 + 50.3125 / 40.25^2)). A still count (busy 1, no decodes)
+    has no spread; a feedback that would cancel the count is held at DECODE_GAIN_FLOOR."""
+    from planner.latency.decode_count import (
+        DECODE_GAIN_FLOOR,
+        count_feedback,
+        count_wanders,
+        decode_company,
+        decode_count_variance,
+    )
+
+    fb = count_feedback(
+        decodes=40.0, arrival_rate_per_s=5.0, busy=0.0, decode_step_s=0.020, decode_slope_s=0.0001,
+        prompt_cost_slope_s=None, drag_per_decode=0.0, queue_relaxation_s=None, lifetime_s=10.0,
+    )  # fmt: skip
+    assert fb.keep == 1.0 and fb.loop == pytest.approx(0.8, rel=1e-12)
+    var = decode_count_variance(decodes=40.0, arrival_cv2=1.0, decode_overlap=0.7, feedback=fb)
+    assert var == pytest.approx(50.0, rel=1e-12)
+    company = decode_company(40.0, var)
+    assert company is not None
+    assert company.mean == pytest.approx(40.25, rel=1e-12)
+    assert company.log_sd == pytest.approx(math.sqrt(math.log1p(50.3125 / 40.25**2)), rel=1e-12)
+    assert decode_company(40.0, 0.0) is None
+    assert not count_wanders(0.0, 0.02, 0.1) and not count_wanders(40.0, 0.02, 1.0)
+    assert count_wanders(40.0, 0.02, 0.0)
+    saturated = count_feedback(
+        decodes=40.0, arrival_rate_per_s=5.0, busy=0.5, decode_step_s=0.020, decode_slope_s=0.001,
+        prompt_cost_slope_s=0.01, drag_per_decode=0.0, queue_relaxation_s=None, lifetime_s=10.0,
+    )  # fmt: skip
+    assert saturated.loop == DECODE_GAIN_FLOOR  # e = 1: the loop would vanish

@@ -87,6 +87,14 @@ from planner.latency.company import (
     room_for_more,
     under_way,
 )
+from planner.latency.decode_count import (
+    CountFeedback,
+    DecodeCompany,
+    count_feedback,
+    count_wanders,
+    decode_company,
+    decode_count_variance,
+)
 from planner.latency.queueing import (
     NO_WAIT,
     SPREAD,
@@ -148,7 +156,6 @@ _ONE0 = np.array(1.0)  # 0-d: numpy takes these beside arrays faster than Python
 _EPS_CHUNK = np.array(1e-9)  # chunk counts: ceil(Pe / share - 1e-9)
 _ZERO = np.zeros(1)
 _ONE = np.ones(1)
-DECODE_GAIN_FLOOR = 1e-3  # the count's loop (and its whole gain) never below this: Var n stays finite
 TAIL_LEVEL = 0.01  # the backlog's drain stretch is sized at the wait's p99 (Engine._queue_wait)
 RATE_NEWTON_STEPS = 60  # Newton / bisection steps of `Engine._rate_with_merging` (converges in ~4)
 SHARED_RATE_STEPS = 60  # secant / bisection steps of `Engine._shared_rate` (converges in ~6)
@@ -2276,49 +2283,40 @@ class Engine:
         return max(s.t_dec - self._decode_step_s(max(s.n_dec - 1.0, 0.0)), 0.0)
 
     def _compute_decode_var(self, s: State) -> float:
-        """Var n, the decode count's stationary spread (docs/latency.md, "The decode count
-        wanders"): GI/G/inf's n (1 + (c_a^2 - 1) eta) (eta = `decode_overlap`; the burst part
-        fading as n/(1 + n) at vanishing load, as the burst factor z does), the arrivals of the
-        last lifetime, through the count's feedback (`_count_feedback`): amplified by
-        1 / (1 - busy)^2 (the prompts' coupling, instantaneous) and 1 / loop (the lifetime's
-        window: a window loop of gain g amplifies the variance of a noise of the window's own
-        spectrum by exactly 1 / (1 - g))."""
-        n = s.n
-        if not (n > 0.0 and s.t_dec > 0.0 and 0.0 <= s.busy < 1.0):
+        """Var n at the state (`decode_count.decode_count_variance`)."""
+        if not count_wanders(s.n, s.t_dec, s.busy):
             return 0.0
-        keep, loop = self._count_feedback(s)
-        noise = max(1.0 + (self.ca2 - 1.0) * self.stats.decode_overlap * n / (1.0 + n), 0.0)
-        return n * noise / max(keep * keep * loop, DECODE_GAIN_FLOOR)
+        return decode_count_variance(
+            decodes=s.n,
+            arrival_cv2=self.ca2,
+            decode_overlap=self.stats.decode_overlap,
+            feedback=self._count_feedback(s),
+        )
 
-    def _count_feedback(self, s: State) -> tuple[float, float]:
-        """(1 - busy, loop): how the decode count answers its own excess, once per state. The
-        decodes that end now were delayed by E[Delta] for each prompt that arrived during their
-        lifetime, and those prompts are the decodes now: an excess holds busy = lam E[Delta]
-        times itself more, at once. Over a lifetime, a step is longer by b per decode beside it
-        (e_dec = n b / t_dec, b `_decode_slope_s`) and a prompt's engine time moves with the
-        count, E[Delta]' (`_prompt_cost_slope_s`: a chunk hides in a decode step that reads more
-        KV, and more prompts meet a busy queue), e = e_dec + n lam E[Delta]' / (1 - busy); and
-        where prompts queue, a high count slows prefill (`_prefill_drag`'s beta per decode; 0
-        without a prefill queue), so prompts become decodes at lam beta fewer per second per
-        decode, for as long as the queue holds them back: its relaxation time t_r = rho q (c_a^2
-        + c_s^2) / (1 - rho)^2 (the diffusion's) against the lifetime T, e_q = n beta t_r / (t_r
-        + T). Linearized, dn = noise / (1 - busy) + (e - e_q / (1 - busy)) K*dn, K the
-        lifetime's moving average: loop = 1 - e + e_q / (1 - busy), at least DECODE_GAIN_FLOOR."""
+    def _count_feedback(self, s: State) -> CountFeedback:
+        """`decode_count.count_feedback` at the state, once: its inputs gathered only where they
+        count (E[Delta]' with prompts and decodes and a decode step; the queue's relaxation
+        where a backlog drags prefill and the queue is stable)."""
         if s.feedback is None:
-            keep = 1.0 - s.busy
-            e = min(s.n * self._decode_slope_s(s) / s.t_dec, 1.0) if s.t_dec > 0.0 else 0.0
-            e_q = 0.0
-            if self.has_prefill and self.has_decode:
-                drag = self._prefill_drag(s)
-                e_q = s.n * drag[0] if drag is not None else 0.0
-                if s.t_dec > 0.0:
-                    e = min(e + s.n * s.lam * self._prompt_cost_slope_s(s) / keep, 1.0)
-                    if e_q > 0.0 and 0.0 < s.rho < 1.0:
-                        t_r = s.rho * self._full_service_s(s) * (self.ca2 + self._service_shape().cv2)
-                        t_r /= (1.0 - s.rho) ** 2
-                        life = self.d * s.t_step
-                        e_q *= t_r / (t_r + life) if life > 0.0 else 1.0
-            s.feedback = (keep, max(1.0 - e + e_q / keep, DECODE_GAIN_FLOOR))
+            both = self.has_prefill and self.has_decode
+            drag = self._prefill_drag(s) if both else None
+            drag_per_decode = drag[0] if drag is not None else 0.0
+            slope = self._prompt_cost_slope_s(s) if both and s.t_dec > 0.0 else None
+            relaxation = None
+            if slope is not None and s.n * drag_per_decode > 0.0 and 0.0 < s.rho < 1.0:
+                relaxation = s.rho * self._full_service_s(s) * (self.ca2 + self._service_shape().cv2)
+                relaxation /= (1.0 - s.rho) ** 2
+            s.feedback = count_feedback(
+                decodes=s.n,
+                arrival_rate_per_s=s.lam,
+                busy=s.busy,
+                decode_step_s=s.t_dec,
+                decode_slope_s=self._decode_slope_s(s),
+                prompt_cost_slope_s=slope,
+                drag_per_decode=drag_per_decode,
+                queue_relaxation_s=relaxation,
+                lifetime_s=self.d * s.t_step,
+            )
         return s.feedback
 
     def _prompt_cost_slope_s(self, s: State) -> float:
@@ -2386,23 +2384,9 @@ class Engine:
             slope = wj * shared + (1.0 - wj) * slope
         return slope
 
-    def _decode_others(self, s: State) -> tuple[float, float] | None:
-        """The other decodes in the decode-only steps a decoder sees, as a lognormal's mean and
-        log-sd. A decoder rides a step in proportion to its decodes, so it sees the size-biased
-        count: itself and M others; with n negative binomial of mean n and variance
-        v = `_decode_var`, M has mean n + v/n - 1 and variance v + (v/n)^2 - v/n (Poisson,
-        v = n: M is the n others, Poisson). In the probability slices each count 1 + M is held
-        to the decodes a step can hold (`n_cap`). None without decodes."""
-        v = self._decode_var(s)
-        n = s.n
-        if not v > 0.0:
-            return None
-        ratio = v / n
-        mean = n + ratio - 1.0
-        var = v + ratio * ratio - ratio
-        if not (mean > 0.0 and var > 0.0):
-            return None
-        return mean, math.sqrt(math.log1p(var / (mean * mean)))
+    def _decode_others(self, s: State) -> DecodeCompany | None:
+        """`decode_count.decode_company` at the state's count and variance."""
+        return decode_company(s.n, self._decode_var(s))
 
     def _itl_worst(self, s: State) -> float:
         """A decode step that carries a full budget at the p99 prompt's last chunk."""

@@ -12,6 +12,7 @@ import numpy as np
 import numpy.typing as npt
 
 from planner.latency.company import Sums
+from planner.latency.decode_count import CountFeedback
 from planner.latency.queueing import Phases, Wait, WaitDecayTable
 from planner.latency.seats import SeatWait
 from solvers.rootfind import RootResult
@@ -104,7 +105,7 @@ class State:
     kv_full: tuple[float, float] | None = None  # Engine._kv_full (lazily)
     delay_classes: tuple[float, list[DelayClass]] | None = None  # Engine._delay_classes (lazily)
     drag: tuple[float, float] | tuple[()] | None = None  # Engine._prefill_drag, () for none (lazily)
-    feedback: tuple[float, float] | None = None  # Engine._count_feedback (lazily)
+    feedback: CountFeedback | None = None  # Engine._count_feedback (lazily)
     join_weight: float = 0.0  # how far whole prompts share steps (`Engine._shared_rate`; 0: they do not)
     join_cost: float = 0.0  # a further whole prompt's time in a step with one (Jc)
     joined: float = 0.0  # the share of prompts that join a step another opened (j)
