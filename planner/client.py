@@ -350,10 +350,10 @@ def _validated(rpc_name: str, request: Any) -> Any:
         return request
     if not isinstance(request, Mapping):
         raise InvalidInput("(root)", f"expected a mapping or a request model, got {type(request).__name__}")
-    from planner import inputs
+    from planner.schema import inputs
 
     if rpc_name == "Plan":
-        from planner.plan.request import parse_plan_request
+        from planner.schema.plan_request import parse_plan_request
 
         return parse_plan_request(request)
     model: type[BaseModel] = {  # type: ignore[assignment]

@@ -38,8 +38,8 @@ from planner.report_draw import DPI, rc, render
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from planner.plan import PlanReport, PlanRequest
-    from planner.plan.report import PlanDeployment
+    from planner.schema.plan_report import PlanDeployment, PlanReport
+    from planner.schema.plan_request import PlanRequest
 
 __all__ = ["DPI", "FIGURES", "ReportResult", "build", "render", "write_files", "write_report"]
 
@@ -107,7 +107,7 @@ def _analysis_base(plan: PlanReport, req: PlanRequest, dep: PlanDeployment) -> d
 
 def _cost_vs_concurrency(plan: PlanReport, req: PlanRequest, base: Path | None) -> dict[str, Any]:
     from planner import api
-    from planner.reports import ConcurrencyReport
+    from planner.schema.reports import ConcurrencyReport
 
     dep = _pick(plan, ("colocated", "decode"))
     context = decode_context_tokens(plan)
@@ -141,7 +141,7 @@ def _cost_vs_concurrency(plan: PlanReport, req: PlanRequest, base: Path | None) 
 
 def _chunked_prefill(plan: PlanReport, req: PlanRequest, base: Path | None) -> dict[str, Any]:
     from planner import api
-    from planner.reports import ChunkedPrefillReport
+    from planner.schema.reports import ChunkedPrefillReport
 
     dep = _pick(plan, ("colocated", "prefill"))
     decodes = running_at_peak(_pick(plan, ("colocated", "decode")))
@@ -281,7 +281,7 @@ def build(
     """The plan (with `verify`: its simulated check) and, per figure, the numbers it draws (all
     from api results). An infeasible plan has nothing to draw: Infeasible with its reason."""
     from planner import api
-    from planner.plan.request import parse_plan_request
+    from planner.schema.plan_request import parse_plan_request
 
     req = parse_plan_request(request)
     base = None if base_dir is None else Path(base_dir)

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from planner import api
 from planner.errors import InvalidInput
-from planner.inputs import MAX_SIMULATED_REQUESTS
+from planner.schema.inputs import MAX_SIMULATED_REQUESTS
 from planner.server import convert, policy
 from planner.server.errors import LimitExceeded
 from planner.server.policy import Limits, plan_configurations, simulated_arrivals

@@ -20,7 +20,9 @@ import yaml
 from planner.deployment import Deployment, Disaggregation
 from planner.errors import InvalidInput
 from planner.latency import LatencyModel, Slo, WorkloadStats
-from planner.plan import PlanReport, parse_plan_request, plan
+from planner.plan import plan
+from planner.schema.plan_report import PlanReport
+from planner.schema.plan_request import parse_plan_request
 from planner.workload import Workload
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"

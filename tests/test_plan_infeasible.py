@@ -15,8 +15,8 @@ from test_plan import _with_rate, request, run
 import planner.plan.run as plan_run
 from planner.catalog.gpus import get_gpu
 from planner.catalog.models import get_model
-from planner.plan import PlanReport
 from planner.plan.relax import MAX_REPLANS, ceil_4
+from planner.schema.plan_report import PlanReport
 
 TPS = [1, 2, 4, 8]
 
@@ -232,7 +232,7 @@ def test_ceil_4_never_rounds_below() -> None:
 def test_an_infeasible_answer_and_the_new_request_fields_cross_the_proto() -> None:
     from test_proto_schema import _round_trip
 
-    from planner.plan import parse_plan_request
+    from planner.schema.plan_request import parse_plan_request
     from planner.server import convert
 
     req = request(slo={"ttft_p99_ms": 500, "itl_p99_ms": 4},

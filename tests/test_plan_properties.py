@@ -24,7 +24,8 @@ from hypothesis import strategies as st
 from plan_helpers import search_context
 from test_plan import EXAMPLES, WORKLOAD
 
-from planner.plan import PlanReport, plan
+from planner.plan import plan
+from planner.schema.plan_report import PlanReport
 
 SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

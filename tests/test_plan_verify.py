@@ -18,9 +18,11 @@ import yaml
 from planner import api
 from planner.deployment import Deployment
 from planner.errors import InvalidInput
-from planner.inputs import SimulateRequest, build_workload
-from planner.plan import PlanReport, parse_plan_request, plan
+from planner.plan import plan
 from planner.plan import verify as V
+from planner.schema.inputs import SimulateRequest, build_workload
+from planner.schema.plan_report import PlanReport
+from planner.schema.plan_request import parse_plan_request
 from planner.simulate.disagg import PoolPart, simulate_disaggregated, simulate_pools
 from planner.simulate.router import Assigned, draw_parts
 from planner.simulate.run import engine_config, kv_transfer, workload_requests

@@ -121,9 +121,9 @@ def test_the_lazy_special_functions_are_scipys() -> None:
 
 def test_a_small_plan_starts_no_worker_process_and_says_the_same() -> None:
     from planner import api
-    from planner.inputs import read_mapping_file
     from planner.plan import pool
     from planner.plan.memo import clear_memo
+    from planner.schema.inputs import read_mapping_file
 
     data = read_mapping_file(str(ROOT / "examples" / "chat.yaml"), "plan")
     pool.shutdown_workers()
@@ -140,9 +140,9 @@ def test_a_plan_past_the_in_process_budget_hands_the_rest_to_the_workers(
 ) -> None:
     """The other side of the rule (the workers' answers are the same: tests/test_plan.py)."""
     from planner import api
-    from planner.inputs import read_mapping_file
     from planner.plan import pool
     from planner.plan.memo import clear_memo
+    from planner.schema.inputs import read_mapping_file
 
     monkeypatch.setattr(pool, "IN_PROCESS_S", 0.0)
     data = read_mapping_file(str(ROOT / "examples" / "chat.yaml"), "plan")

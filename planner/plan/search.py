@@ -51,7 +51,7 @@ from planner.plan.capacity import (
     meets_at,
     slo_bound,
 )
-from planner.plan.request import BUDGET_MAX_TOKENS, BUDGET_MIN_TOKENS, CandidateSpace
+from planner.schema.plan_request import BUDGET_MAX_TOKENS, BUDGET_MIN_TOKENS, CandidateSpace
 
 COARSE_BUDGETS = tuple(BUDGET_MIN_TOKENS << i for i in range(6))  # 512 .. 16384
 assert COARSE_BUDGETS[-1] == BUDGET_MAX_TOKENS

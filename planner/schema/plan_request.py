@@ -35,7 +35,7 @@ from planner.deployment import (
     MIN_MAX_MODEL_LEN,
 )
 from planner.errors import InvalidInput
-from planner.inputs import (
+from planner.schema.inputs import (
     MAX_LATENCY_MS,
     MAX_TP,
     MAX_USD_PER_GPU_HOUR,
