@@ -74,6 +74,7 @@ __all__ = [
     "calibrate",
     "catalog",
     "evaluate",
+    "load_domain",
     "plan",
     "simulate",
 ]
@@ -651,3 +652,15 @@ def plan(
 
     base, check, n = _dir(base_dir), _flag(verify, "verify"), _workers(workers)
     return plan_(request, base_dir=base, verify=check, workers=n)
+
+
+def load_domain() -> None:
+    """Import now every module the use cases run (the planner, the simulator, the calibrated cost
+    model, traces), which they would otherwise import on first use: the gRPC service's
+    forkserver calls this (planner/server/preload.py) so its workers fork warm and share the
+    pages, and no worker's first request pays seconds of imports. The adapters name no domain
+    module; this list is the API's to keep."""
+    import planner.costmodel.calibrated
+    import planner.plan.run
+    import planner.simulate.run
+    import planner.traces  # noqa: F401

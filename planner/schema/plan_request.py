@@ -50,6 +50,7 @@ from solvers.milp_data import MAX_BUCKETS, MAX_SPARE_REPLICAS, MAX_TIME_LIMIT_S
 __all__ = [
     "BUDGET_MAX_TOKENS",
     "BUDGET_MIN_TOKENS",
+    "COARSE_BUDGETS",
     "MAX_BUCKETS",
     "Availability",
     "CandidateSpace",
@@ -61,9 +62,13 @@ __all__ = [
 
 _CONFIG = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
-# The token budgets (max_num_batched_tokens) the search covers by default.
+# The token budgets (max_num_batched_tokens) the search covers by default: the coarse grid 512,
+# 1024, ..., 16384, refined between its points (docs/plan.md). The service's admission bounds a
+# plan's work by its size (planner/server/policy.py), so it stands here, with the request.
 BUDGET_MIN_TOKENS = 512
 BUDGET_MAX_TOKENS = 16384
+COARSE_BUDGETS = tuple(BUDGET_MIN_TOKENS << i for i in range(6))
+assert COARSE_BUDGETS[-1] == BUDGET_MAX_TOKENS
 MAX_TENSOR_PARALLEL = MAX_TP
 MAX_INVENTORY_GPUS = 1_000_000
 MAX_HEADROOM = 10.0
