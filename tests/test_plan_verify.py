@@ -82,7 +82,7 @@ def test_the_front_end_is_counted_as_capplan_simulate_counts_it(chat: PlanReport
     assert overhead_ms > 0
     # without the front end every TTFT is that much shorter: the p99 moves by exactly it
     cfg = deployment.resolve()
-    from planner.simulate.engine import simulate
+    from planner.simulate.colocated import simulate
 
     reqs = workload_requests(
         workload.model_copy(update={"arrivals": Arrivals(requests_per_s=40.0, burstiness=1.0)}), 0, g.requests
