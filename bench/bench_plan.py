@@ -43,10 +43,10 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from planner.plan import plan, pool  # noqa: E402
+from planner.plan import capacity_pool, plan  # noqa: E402
 from planner.plan import run as plan_run  # noqa: E402
+from planner.plan.capacity_pool import CapacityPool  # noqa: E402
 from planner.plan.memo import clear_memo, memo_info  # noqa: E402
-from planner.plan.pool import CapacityPool  # noqa: E402
 
 TARGETS_S: dict[str, float | None] = {"one-gpu": 0.2, "catalog-week": 3.0, "bursty": None}
 
@@ -105,7 +105,7 @@ def _cpu() -> float:
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
     total = own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
     tick = os.sysconf("SC_CLK_TCK")
-    for ex in pool._EXECUTORS.values():
+    for ex in capacity_pool._EXECUTORS.values():
         for pid in list(getattr(ex, "_processes", {}) or {}):
             try:
                 fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()

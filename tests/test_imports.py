@@ -226,6 +226,6 @@ def test_the_walker_sees_imports_and_circles() -> None:
     assert _path_within(fake, ["a", "b", "c"]) == ["a", "b", "c", "a"]
 
 
-@pytest.mark.parametrize("module", ["planner.simulate.pool", "planner.workload", "planner.traces"])
+@pytest.mark.parametrize("module", ["planner.simulate.replica_pool", "planner.workload", "planner.traces"])
 def test_graph_covers(module: str) -> None:
     assert module in _graph()

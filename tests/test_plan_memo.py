@@ -166,9 +166,9 @@ def test_plans_in_any_order_equal_their_cold_plans() -> None:
 
 
 def test_worker_processes_fill_the_same_memo(monkeypatch: pytest.MonkeyPatch) -> None:
-    from planner.plan import pool
+    from planner.plan import capacity_pool
 
-    monkeypatch.setattr(pool, "IN_PROCESS_S", 0.0)  # a small plan's batches go to the workers too
+    monkeypatch.setattr(capacity_pool, "IN_PROCESS_S", 0.0)  # a small plan's batches go to the workers too
     req = request()
     expected = cold(req)
     clear_memo()

@@ -194,7 +194,7 @@ def brute_force_gpu_hours(req: dict[str, Any]) -> float:
     bucket's replica count exact: the fewest n at which the configuration meets the SLOs at
     need / n (one steady state each, from the root-found capacity's count downwards)."""
     from planner.plan.capacity import ReplicaConfig, build, meets_at
-    from planner.plan.pool import CapacityPool
+    from planner.plan.capacity_pool import CapacityPool
 
     ctx = search_context(req, ["h100-sxm"])
     needs = [b["requests_per_s"] * 1.1 for b in req["workload"]["arrivals"]["buckets"]]

@@ -242,7 +242,7 @@ def test_refined_counts_are_exact_at_need_over_replicas(burstiness: float) -> No
     every count is exact: n meets at need / n with n's grid point's CV² (one steady state,
     planner/plan/capacity.meets_at) and n - 1 misses at need / (n - 1)."""
     from planner.plan.capacity import ReplicaConfig, meets_at
-    from planner.plan.pool import CapacityPool
+    from planner.plan.capacity_pool import CapacityPool
 
     req = _bursty_request(burstiness)
     ctx = _context(req)

@@ -22,7 +22,7 @@ import yaml
 from grpc_helpers import CHAT_PLAN, running_server, stub
 
 from planner.server import convert, jobs
-from planner.server.pool import JobPool
+from planner.server.job_pool import JobPool
 from planner.v1 import planner_service_pb2 as pb
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"

@@ -90,7 +90,7 @@ def test_defaults_reach_the_requests_and_the_help() -> None:
 LIMIT_HOMES = {
     "MAX_SIMULATED_REQUESTS": "planner/schema/inputs.py",  # what one `simulate` request may generate
     "MAX_SAMPLED_REQUESTS": "planner/workload.py",  # what a workload sample (and the simulator) holds
-    "MAX_SIM_REQUESTS": None,  # planner/simulate/pool.py: an alias of MAX_SAMPLED_REQUESTS
+    "MAX_SIM_REQUESTS": None,  # planner/simulate/replica_pool.py: an alias of MAX_SAMPLED_REQUESTS
     "MAX_SAMPLES": "planner/workload.py",
     "MAX_HORIZON_S": "planner/workload.py",
     "MAX_REQUESTS_PER_S": "planner/workload.py",

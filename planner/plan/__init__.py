@@ -5,9 +5,9 @@ forecast (docs/plan.md).
     report = plan(yaml.safe_load(open("examples/chat.yaml")), base_dir="examples")
 
 The request and the report are the API's schema (planner/schema/plan_request.py,
-planner/schema/plan_report.py). Modules: capacity (one configuration -> requests/s within the SLOs),
-pool (many, on the cores), memo (answers remembered across plans), search (which configurations
-to ask), split (capacities for a bursty stream split over replicas), solve (the MILP's data and
+planner/schema/plan_report.py). Modules: capacity (one configuration -> requests/s within the
+SLOs), capacity_pool (many, on the cores), memo (answers remembered across plans), search (which
+configurations to ask), split (capacities for a bursty stream split over replicas), solve (the MILP's data and
 exact single-configuration costs), run (the pipeline), planning (what every part of the answer
 reads), flags (the vLLM flags), peak (the peak bucket's operating points), alternatives,
 warn (warnings), infeasible and explain (answers without a plan), verify (the simulator).

@@ -7,8 +7,8 @@ from dataclasses import replace
 
 from planner.plan import defaults, explain
 from planner.plan.capacity import CapacityPoint
+from planner.plan.capacity_pool import CapacityPool
 from planner.plan.planning import Planning, replicas_at, roomiest
-from planner.plan.pool import CapacityPool
 from planner.plan.solve import Costed, single_configurations
 from planner.schema.plan_report import Infeasibility, PlanReport, SolverSummary
 from solvers.milp import MilpData, MilpResult

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 
 from planner.latency import WorkloadStats
 from planner.plan.capacity import CapacityPoint, Role, SearchContext
-from planner.plan.pool import CapacityPool
+from planner.plan.capacity_pool import CapacityPool
 from planner.plan.search import SearchResult
 from planner.plan.solve import Forecast, Prices
 from planner.plan.split import Split, share_note

@@ -26,11 +26,11 @@ from planner.latency import WorkloadStats
 from planner.plan import defaults
 from planner.plan.alternatives import Alternatives
 from planner.plan.capacity import CapacityPoint, Role, SearchContext
+from planner.plan.capacity_pool import CapacityPool, default_workers
 from planner.plan.flags import default_configs, incompatible_pairs, plan_max_model_len, vllm_args
 from planner.plan.infeasible import infeasible_report, milp_infeasible, no_candidate, too_many_replicas
 from planner.plan.peak import at_peak, points_at, predicted, shares
 from planner.plan.planning import Planning
-from planner.plan.pool import CapacityPool, default_workers
 from planner.plan.recheck import exact_answer
 from planner.plan.relax import relaxed_report
 from planner.plan.search import SearchResult, shapes_of, unfit_shapes

@@ -29,7 +29,7 @@ from planner.costmodel.timer import StepTimer
 from planner.errors import InvalidInput
 from planner.scheduler_config import SchedulerConfig
 from planner.simulate.metrics import FloatArray, MinuteAccumulator, MinuteTotals, SimResult
-from planner.simulate.pool import (
+from planner.simulate.replica_pool import (
     Feed,
     build_result,
     check_fits,
