@@ -180,9 +180,7 @@ ADAPTERS = (
     "planner.commands",
     "planner.export",
     "planner.export_route",
-    "planner.report",
-    "planner.report_draw",
-    "planner.report_page",
+    "planner.htmlreport",
     "planner.server",
 )
 # What lies behind the API: an adapter that imports one of these depends on how a figure is
