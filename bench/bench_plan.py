@@ -43,8 +43,11 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from planner.plan import capacity_pool, plan  # noqa: E402
-from planner.plan import run as plan_run  # noqa: E402
+from planner.plan import (  # noqa: E402
+    capacity_pool,
+    pipeline,
+    plan,
+)
 from planner.plan.capacity_pool import CapacityPool  # noqa: E402
 from planner.plan.memo import clear_memo, memo_info  # noqa: E402
 
@@ -72,7 +75,7 @@ class Phases:
     def __init__(self) -> None:
         self.t: dict[str, float] = {}
         self._search = CapacityPool.search
-        self._solve = plan_run.solve
+        self._solve = pipeline.solve
 
     def __enter__(self) -> Phases:
         def search(*a: Any, **k: Any) -> Any:
@@ -90,12 +93,12 @@ class Phases:
                 self.t["milp"] = self.t.get("milp", 0.0) + time.perf_counter() - t0
 
         CapacityPool.search = search  # type: ignore[method-assign]
-        plan_run.solve = solve
+        pipeline.solve = solve
         return self
 
     def __exit__(self, *exc: object) -> None:
         CapacityPool.search = self._search  # type: ignore[method-assign]
-        plan_run.solve = self._solve
+        pipeline.solve = self._solve
 
 
 def _cpu() -> float:

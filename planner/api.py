@@ -661,6 +661,6 @@ def load_domain() -> None:
     pages, and no worker's first request pays seconds of imports. The adapters name no domain
     module; this list is the API's to keep."""
     import planner.costmodel.calibrated
-    import planner.plan.run
+    import planner.plan.pipeline
     import planner.simulate.run
     import planner.traces  # noqa: F401

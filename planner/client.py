@@ -30,7 +30,7 @@ from pydantic import BaseModel
 
 from planner.errors import CapplanError, InvalidInput, echo
 from planner.server import convert
-from planner.server.errors import BadRequest
+from planner.server.service_errors import BadRequest
 from planner.v1 import planner_service_pb2 as pb
 from planner.v1 import planner_service_pb2_grpc as pb_grpc
 

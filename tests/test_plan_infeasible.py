@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from test_plan import _with_rate, request, run
 
-import planner.plan.run as plan_run
 from planner.catalog.gpus import get_gpu
 from planner.catalog.models import get_model
+from planner.plan import pipeline
 from planner.plan.relax import MAX_REPLANS, ceil_4
 from planner.schema.plan_report import PlanReport
 
@@ -198,7 +198,7 @@ def test_re_plans_are_bounded_and_a_failing_change_is_never_suggested(
     which values gave no plan instead of suggesting one."""
     req = request(slo={"ttft_p99_ms": 500, "itl_p99_ms": 4},
                   candidates={"gpus": ["h100-sxm"], "tensor_parallel_sizes": [1]})  # fmt: skip
-    original = plan_run._plan
+    original = pipeline._plan
     calls: list[Any] = []
 
     def fake(r: Any, base: Any, verify: bool, workers: Any, relax: bool) -> PlanReport:
@@ -213,7 +213,7 @@ def test_re_plans_are_bounded_and_a_failing_change_is_never_suggested(
             False,
         )
 
-    monkeypatch.setattr(plan_run, "_plan", fake)
+    monkeypatch.setattr(pipeline, "_plan", fake)
     rep = run(req)
     inf = rep.infeasibility
     assert inf is not None and inf.relaxed == []

@@ -122,7 +122,7 @@ def test_any_capacity_input_misses(name: str) -> None:
 
 def test_key_is_per_gpu_and_ignores_the_other_gpus_profiles() -> None:
     from planner.latency import WorkloadStats
-    from planner.plan.run import _context
+    from planner.plan.pipeline import _context
     from planner.schema.inputs import build_workload
     from planner.schema.plan_request import parse_plan_request
 

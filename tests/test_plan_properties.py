@@ -302,8 +302,7 @@ def test_the_recheck_never_raises_the_bill_and_is_the_same_whatever_the_workers(
     """Mixed GPU types over three buckets (the MILP's own answer, then its candidates refined at
     the rates where one replica fewer would do): the answer after the re-check costs no more than
     the MILP's first, and the plan is the same bytes with 1 or 2 workers and a cold or warm memo."""
-    from planner.plan import recheck
-    from planner.plan import run as plan_run
+    from planner.plan import pipeline, recheck
     from planner.plan.memo import clear_memo
 
     seen: list[tuple[float, float]] = []
@@ -314,7 +313,7 @@ def test_the_recheck_never_raises_the_bill_and_is_the_same_whatever_the_workers(
         seen.append((result.objective_usd, out.result.objective_usd))
         return out
 
-    monkeypatch.setattr(plan_run, "exact_answer", spy)
+    monkeypatch.setattr(pipeline, "exact_answer", spy)
     w = copy.deepcopy(WORKLOAD)
     w["arrivals"] = {"buckets": [{"duration_s": 3600, "requests_per_s": r} for r in (17.3, 51.9, 88.4)]}
     req = {

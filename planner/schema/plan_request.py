@@ -77,7 +77,7 @@ MAX_SEQS = 65_536
 MAX_AVAILABILITY_REPLICAS = MAX_SPARE_REPLICAS  # what the MILP takes
 # A plan's forecast has at most solvers.milp_data.MAX_BUCKETS buckets (a leap year of hours,
 # what the MILP sizes): a written forecast over it is refused at validation (check_buckets), one
-# derived from a trace when the plan reads it (planner/plan/run.py).
+# derived from a trace when the plan reads it (planner/plan/pipeline.py).
 # A plan whose demand needs one replica keeps a second: a restart, an upgrade or a lost node must
 # not stop a production service (docs/plan.md, "Availability").
 DEFAULT_MIN_REPLICAS = 2

@@ -34,7 +34,13 @@ from pydantic import BaseModel, ValidationError
 
 from planner import stopping
 from planner.errors import CapplanError, InvalidInput
-from planner.server.errors import BadRequest, Cancelled, DeadlineExceeded, JobLimitExceeded, ShuttingDown
+from planner.server.service_errors import (
+    BadRequest,
+    Cancelled,
+    DeadlineExceeded,
+    JobLimitExceeded,
+    ShuttingDown,
+)
 
 __all__ = ["STOP_SIGNAL", "WorkerLimits", "init_worker", "raise_error", "run_job", "worker_main"]
 

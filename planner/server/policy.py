@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from planner.errors import InvalidInput, echo
-from planner.server.errors import LimitExceeded
+from planner.server.service_errors import LimitExceeded
 from planner.workload import MAX_SAMPLES
 from solvers.milp_data import MAX_BUCKETS
 
