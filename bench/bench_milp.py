@@ -158,23 +158,22 @@ def instance_c() -> MilpData:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from bench_plan import ROOT, cases
 
-    from planner.plan import plan
-    from planner.plan import run as plan_run
+    from planner.plan import pipeline, plan
 
     request = copy.deepcopy(cases()["catalog-week"])
     request["candidates"]["mixed_gpu_types"] = True
     seen: list[MilpData] = []
-    real = plan_run.solve
+    real = pipeline.solve
 
     def keep(data: MilpData, *a: object, **k: object) -> MilpResult:
         seen.append(data)
         return real(data)
 
-    plan_run.solve = keep
+    pipeline.solve = keep
     try:
         plan(request, base_dir=ROOT / "examples", workers=1)
     finally:
-        plan_run.solve = real
+        pipeline.solve = real
     return seen[0]
 
 

@@ -43,10 +43,13 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from planner.plan import plan, pool  # noqa: E402
-from planner.plan import run as plan_run  # noqa: E402
+from planner.plan import (  # noqa: E402
+    capacity_pool,
+    pipeline,
+    plan,
+)
+from planner.plan.capacity_pool import CapacityPool  # noqa: E402
 from planner.plan.memo import clear_memo, memo_info  # noqa: E402
-from planner.plan.pool import CapacityPool  # noqa: E402
 
 TARGETS_S: dict[str, float | None] = {"one-gpu": 0.2, "catalog-week": 3.0, "bursty": None}
 
@@ -72,7 +75,7 @@ class Phases:
     def __init__(self) -> None:
         self.t: dict[str, float] = {}
         self._search = CapacityPool.search
-        self._solve = plan_run.solve
+        self._solve = pipeline.solve
 
     def __enter__(self) -> Phases:
         def search(*a: Any, **k: Any) -> Any:
@@ -90,12 +93,12 @@ class Phases:
                 self.t["milp"] = self.t.get("milp", 0.0) + time.perf_counter() - t0
 
         CapacityPool.search = search  # type: ignore[method-assign]
-        plan_run.solve = solve
+        pipeline.solve = solve
         return self
 
     def __exit__(self, *exc: object) -> None:
         CapacityPool.search = self._search  # type: ignore[method-assign]
-        plan_run.solve = self._solve
+        pipeline.solve = self._solve
 
 
 def _cpu() -> float:
@@ -105,7 +108,7 @@ def _cpu() -> float:
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
     total = own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
     tick = os.sysconf("SC_CLK_TCK")
-    for ex in pool._EXECUTORS.values():
+    for ex in capacity_pool._EXECUTORS.values():
         for pid in list(getattr(ex, "_processes", {}) or {}):
             try:
                 fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()

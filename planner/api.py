@@ -12,7 +12,7 @@ servicer are adapters over these functions: parse, call, render.
 Bad input raises `planner.errors.InvalidInput(field, reason)` with the dotted path of the request
 field at fault (`workload.arrivals.requests_per_s`, `concurrency.context_tokens`). Paths inside a
 request (trace CSVs, profile files, model config.json) are taken relative to `base_dir` when
-given. Requests and their ranges: planner/inputs.py; reports: planner/reports.py.
+given. Requests and their ranges: planner/schema/inputs.py; reports: planner/schema/reports.py.
 
 `plan` (issue 10) joins these when planner/plan lands: `plan(PlanRequest | Mapping, *, base_dir)
 -> PlanReport`, delegating to planner.plan.
@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from planner.errors import InvalidInput, echo
-from planner.inputs import (
+from planner.schema.inputs import (
     MAX_SIMULATED_REQUESTS,
     AnalyzeRequest,
     CalibrateRequest,
@@ -47,13 +47,14 @@ from planner.inputs import (
 if TYPE_CHECKING:
     # The reports are imported where they are built: a command imports only its own (and
     # `capplan catalog` no latency model).
-    from planner.catalog.reports import CatalogReport
     from planner.costmodel.fit_data import Measurements
     from planner.costmodel.profile import Profile
     from planner.costmodel.roofline import Replica
     from planner.deployment import Deployment, ResolvedDeployment
-    from planner.plan import PlanReport, PlanRequest
-    from planner.reports import (
+    from planner.schema.catalog_reports import CatalogReport
+    from planner.schema.plan_report import PlanReport
+    from planner.schema.plan_request import PlanRequest
+    from planner.schema.reports import (
         AnalyzeReport,
         CalibrateReport,
         EvaluateReport,
@@ -73,6 +74,7 @@ __all__ = [
     "calibrate",
     "catalog",
     "evaluate",
+    "load_domain",
     "plan",
     "simulate",
 ]
@@ -174,7 +176,7 @@ def evaluate(request: EvaluateRequest | Mapping[str, Any], *, base_dir: BaseDir 
     """Latency, KV use and cost of a deployment under a workload (the peak bucket's rate for
     bucketed arrivals, or `requests_per_s`); with an SLO, the most requests/s within it."""
     from planner.latency import LatencyModel, WorkloadStats
-    from planner.reports import EvaluateReport
+    from planner.schema.reports import EvaluateReport
 
     req = validate_request(EvaluateRequest, request)
     base = _dir(base_dir)
@@ -314,7 +316,7 @@ def simulate(request: SimulateRequest | Mapping[str, Any], *, base_dir: BaseDir 
     requests sampled from the workload or replayed from a trace. Same request, same report."""
     import numpy as np
 
-    from planner.reports import SimulateReport
+    from planner.schema.reports import SimulateReport
     from planner.simulate.requests import within_context
     from planner.simulate.run import engine_config, run
 
@@ -443,7 +445,7 @@ def _context(field: str, value: int, replica: Replica) -> int:
 def analyze(request: AnalyzeRequest | Mapping[str, Any], *, base_dir: BaseDir = None) -> AnalyzeReport:
     """One of the seed article's roofline analyses (theoretical profile unless asked)."""
     from planner.costmodel import analyses as a
-    from planner.reports import (
+    from planner.schema.reports import (
         ChunkedPrefillReport,
         ConcurrencyReport,
         KvCapacityReport,
@@ -538,7 +540,7 @@ def calibrate(request: CalibrateRequest | Mapping[str, Any], *, base_dir: BaseDi
     from planner.catalog.gpus import get_gpu
     from planner.catalog.models import get_model
     from planner.costmodel.fitting import fit_profile
-    from planner.reports import CalibrateReport
+    from planner.schema.reports import CalibrateReport
 
     req = validate_request(CalibrateRequest, request)
     base = _dir(base_dir)
@@ -596,7 +598,7 @@ def catalog(request: CatalogRequest | Mapping[str, Any], *, base_dir: BaseDir = 
     the sizes computed from config.json (and, for one MoE model, the experts a step reads)."""
     from planner.catalog.gpus import get_gpu, gpu_names
     from planner.catalog.models import get_model, model_names
-    from planner.catalog.reports import GpuCatalogReport, ModelCatalogReport
+    from planner.schema.catalog_reports import GpuCatalogReport, ModelCatalogReport
 
     req = validate_request(CatalogRequest, request)
     base = _dir(base_dir)
@@ -650,3 +652,15 @@ def plan(
 
     base, check, n = _dir(base_dir), _flag(verify, "verify"), _workers(workers)
     return plan_(request, base_dir=base, verify=check, workers=n)
+
+
+def load_domain() -> None:
+    """Import now every module the use cases run (the planner, the simulator, the calibrated cost
+    model, traces), which they would otherwise import on first use: the gRPC service's
+    forkserver calls this (planner/server/preload.py) so its workers fork warm and share the
+    pages, and no worker's first request pays seconds of imports. The adapters name no domain
+    module; this list is the API's to keep."""
+    import planner.costmodel.calibrated
+    import planner.plan.pipeline
+    import planner.simulate.run
+    import planner.traces  # noqa: F401

@@ -30,7 +30,7 @@ from pydantic import BaseModel
 
 from planner.errors import CapplanError, InvalidInput, echo
 from planner.server import convert
-from planner.server.errors import BadRequest
+from planner.server.service_errors import BadRequest
 from planner.v1 import planner_service_pb2 as pb
 from planner.v1 import planner_service_pb2_grpc as pb_grpc
 
@@ -350,10 +350,10 @@ def _validated(rpc_name: str, request: Any) -> Any:
         return request
     if not isinstance(request, Mapping):
         raise InvalidInput("(root)", f"expected a mapping or a request model, got {type(request).__name__}")
-    from planner import inputs
+    from planner.schema import inputs
 
     if rpc_name == "Plan":
-        from planner.plan.request import parse_plan_request
+        from planner.schema.plan_request import parse_plan_request
 
         return parse_plan_request(request)
     model: type[BaseModel] = {  # type: ignore[assignment]

@@ -45,8 +45,7 @@ from planner.export_route import (
 )
 
 if TYPE_CHECKING:
-    from planner.plan import PlanReport
-    from planner.plan.report import PlanDeployment
+    from planner.schema.plan_report import PlanDeployment, PlanReport
 
 __all__ = [
     "GATEWAY_API_VERSION",

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from planner.errors import Infeasible
 
 if TYPE_CHECKING:
-    from planner.plan.report import PlanDeployment
+    from planner.schema.plan_report import PlanDeployment
 
 __all__ = [
     "GATEWAY_API_VERSION",

@@ -33,13 +33,13 @@ def search_context(req: Any, gpus: list[str]) -> Any:
     """The SearchContext `planner.plan.plan` builds for `req` (a mapping or a PlanRequest), over
     `gpus`: what tests of the search and the sizing ask the capacity questions with."""
     from planner.catalog.models import get_model
-    from planner.inputs import build_workload
     from planner.latency import WorkloadStats
-    from planner.plan import run as plan_run
+    from planner.plan import pipeline
     from planner.plan.flags import plan_max_model_len
-    from planner.plan.request import parse_plan_request
+    from planner.schema.inputs import build_workload
+    from planner.schema.plan_request import parse_plan_request
 
     r = parse_plan_request(req)
     w = build_workload(r.workload, "workload", None)
     length = plan_max_model_len(r.max_model_len, w, get_model(r.model))
-    return plan_run._context(r, r.model, WorkloadStats.of(w), gpus, None, length)
+    return pipeline._context(r, r.model, WorkloadStats.of(w), gpus, None, length)

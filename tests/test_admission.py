@@ -22,10 +22,10 @@ from hypothesis import strategies as st
 
 from planner import api
 from planner.errors import InvalidInput
-from planner.inputs import MAX_SIMULATED_REQUESTS
+from planner.schema.inputs import MAX_SIMULATED_REQUESTS
 from planner.server import convert, policy
-from planner.server.errors import LimitExceeded
 from planner.server.policy import Limits, plan_configurations, simulated_arrivals
+from planner.server.service_errors import LimitExceeded
 from planner.v1 import planner_service_pb2 as pb
 from planner.workload import MAX_SAMPLES
 from solvers.milp_data import MAX_BUCKETS

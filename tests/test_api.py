@@ -15,9 +15,10 @@ import yaml
 from cli_helpers import run_cli, write
 from pydantic import BaseModel
 
-from planner import api, inputs
+from planner import api
 from planner.errors import InvalidInput
-from planner.inputs import (
+from planner.schema import inputs
+from planner.schema.inputs import (
     MAX_REQUESTS_PER_S,
     MAX_SIMULATED_REQUESTS,
     AnalyzeRequest,

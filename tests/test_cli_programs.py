@@ -101,11 +101,11 @@ NOISY = textwrap.dedent(
     """
     import ctypes, os, sys
     from planner import api
-    from planner.plan import pool
+    from planner.plan import capacity_pool
     from planner.cli import main
 
     libc = ctypes.CDLL(None)
-    real_plan, real_answer = api.plan, pool._answer
+    real_plan, real_answer = api.plan, capacity_pool._answer
 
     def noisy_plan(*args, **kwargs):
         os.write(1, b"NOISE native write\\n")
@@ -117,8 +117,8 @@ NOISY = textwrap.dedent(
         os.write(1, f"NOISE worker {os.getpid()}\\n".encode())
         return real_answer(item)
 
-    api.plan, pool._answer = noisy_plan, noisy_answer
-    pool.IN_PROCESS_S = 0.0  # hand the batches to the worker processes
+    api.plan, capacity_pool._answer = noisy_plan, noisy_answer
+    capacity_pool.IN_PROCESS_S = 0.0  # hand the batches to the worker processes
     print(f"PARENT {os.getpid()}", file=sys.stderr)
     sys.exit(main(sys.argv[1:]))
     """

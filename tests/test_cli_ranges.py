@@ -1,5 +1,5 @@
 """Every range a command enforces: a value outside it exits 2 with one stderr line naming the
-flag and the limit (the request models' Field bounds, planner/inputs.py), no traceback."""
+flag and the limit (the request models' Field bounds, planner/schema/inputs.py), no traceback."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from cli_helpers import run_cli, write
 
-from planner import inputs
+from planner.schema import inputs
 
 ROOT = Path(__file__).resolve().parent.parent
 MEAS = str(ROOT / "planner" / "costmodel" / "data" / "measurements" / "h200_qwen3_8b_shape.json")

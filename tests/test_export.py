@@ -24,7 +24,7 @@ from planner.export import (
     k8s_yaml,
     vllm_commands,
 )
-from planner.plan import PlanReport
+from planner.schema.plan_report import PlanReport
 from tests.cli_helpers import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -248,7 +248,7 @@ def test_case_colliding_gpu_names_are_refused_naming_both(
     """`pricing: {H100-SXM: ..., h100-sxm: ...}` kept whichever sorted last; both keys are named."""
     import yaml
 
-    from planner.plan.request import parse_plan_request
+    from planner.schema.plan_request import parse_plan_request
 
     plan = yaml.safe_load((Path(__file__).resolve().parents[1] / "examples" / "chat.yaml").read_text())
     with pytest.raises(InvalidInput) as e:
@@ -353,7 +353,7 @@ def test_calibrate_output_is_checked_first_and_dev_full_is_one_line(
 
 
 def test_a_trace_fifo_in_a_request_is_named_by_what_it_is(tmp_path: Path) -> None:
-    from planner.inputs import resolve_trace
+    from planner.schema.inputs import resolve_trace
 
     fifo = tmp_path / "trace.csv"
     os.mkfifo(fifo)

@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 from planner import api
 from planner.deployment import Deployment
 from planner.errors import CapplanError, InvalidInput
-from planner.inputs import TraceWorkload
+from planner.schema.inputs import TraceWorkload
 from planner.simulate import SchedulerConfig, simulate
 from planner.slo import Slo
 from planner.traces import Trace

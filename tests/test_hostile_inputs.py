@@ -21,8 +21,8 @@ from planner import api
 from planner.client import PlannerClient
 from planner.errors import ECHO_CHARS, InvalidInput, echo
 from planner.latency.arrivals import company_count
-from planner.server.errors import MAX_DETAILS_BYTES, MAX_MESSAGE_BYTES, BadRequest, status_of
 from planner.server.interceptors import MAX_LOG_FIELD_CHARS, MAX_LOG_TRACEBACK_CHARS
+from planner.server.service_errors import MAX_DETAILS_BYTES, MAX_MESSAGE_BYTES, BadRequest, status_of
 from planner.v1 import planner_service_pb2 as pb
 from tests.cli_helpers import run_cli, write
 from tests.grpc_helpers import CHAT_PLAN, running_server, stub, violations

@@ -1,6 +1,8 @@
 """The import graph of `planner/` and `solvers/`, read from the source (ast, nothing imported):
-no module may import itself through others (a circle), and `solvers` (numeric engines on plain
-data) never imports `planner` (the domain).
+no module may import itself through others (a circle), `solvers` (numeric engines on plain
+data) never imports `planner` (the domain), and the adapters (the CLI, the client, the exporters,
+the HTML report, the gRPC server) reach the domain only through `planner.api` and the schema
+(planner/schema/): none imports the planner, the latency model or the simulator.
 
 Every import counts, module-level or inside a function, `TYPE_CHECKING` blocks excepted (they do
 not run): a function-level import that closes a circle is a circle the next refactor trips on.
@@ -171,6 +173,47 @@ def test_solvers_never_import_planner() -> None:
     assert not bad, f"solvers import planner: {bad}"
 
 
+# The adapters: they parse, call planner.api, render. Modules by prefix.
+ADAPTERS = (
+    "planner.cli",
+    "planner.client",
+    "planner.commands",
+    "planner.export",
+    "planner.export_route",
+    "planner.htmlreport",
+    "planner.server",
+)
+# What lies behind the API: an adapter that imports one of these depends on how a figure is
+# computed, not on what the API answers (issue 34).
+BEHIND_THE_API = ("planner.plan", "planner.latency", "planner.simulate")
+
+
+def _under(module: str, prefixes: tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+
+def _adapters_behind_the_api(graph: dict[str, set[str]]) -> dict[str, list[str]]:
+    bad = {m: sorted(d for d in deps if _under(d, BEHIND_THE_API)) for m, deps in graph.items()}
+    return {m: deps for m, deps in bad.items() if _under(m, ADAPTERS) and deps}
+
+
+def test_adapters_see_only_the_api_layer() -> None:
+    bad = _adapters_behind_the_api(_graph())
+    assert not bad, f"adapters import past planner.api and planner.schema: {bad}"
+
+
+def test_the_adapter_rule_can_fail() -> None:
+    """Every adapter prefix names modules, and an adapter importing the planner is caught."""
+    graph = _graph()
+    for prefix in ADAPTERS:
+        assert any(_under(m, (prefix,)) for m in graph), prefix
+    assert "planner.schema.plan_request" in graph["planner.server.convert"]
+    fake = {"planner.server.convert": {"planner.plan.pipeline", "planner.api"}, "planner.api": {"planner.plan"}}
+    assert _adapters_behind_the_api(fake) == {"planner.server.convert": ["planner.plan.pipeline"]}
+    # A prefix matches whole components: planner.planner_x is not under planner.plan.
+    assert not _under("planner.planner_x", ("planner.plan",))
+
+
 def test_the_walker_sees_imports_and_circles() -> None:
     """The checks above can fail: the walker finds a known import and flags a made-up circle."""
     graph = _graph()
@@ -181,6 +224,6 @@ def test_the_walker_sees_imports_and_circles() -> None:
     assert _path_within(fake, ["a", "b", "c"]) == ["a", "b", "c", "a"]
 
 
-@pytest.mark.parametrize("module", ["planner.simulate.pool", "planner.workload", "planner.traces"])
+@pytest.mark.parametrize("module", ["planner.simulate.replica_pool", "planner.workload", "planner.traces"])
 def test_graph_covers(module: str) -> None:
     assert module in _graph()

@@ -20,7 +20,9 @@ import yaml
 from planner.deployment import Deployment, Disaggregation
 from planner.errors import InvalidInput
 from planner.latency import LatencyModel, Slo, WorkloadStats
-from planner.plan import PlanReport, parse_plan_request, plan
+from planner.plan import plan
+from planner.schema.plan_report import PlanReport
+from planner.schema.plan_request import parse_plan_request
 from planner.workload import Workload
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -192,9 +194,9 @@ def test_plan_fields(chat: PlanReport) -> None:
 
 
 def test_same_request_same_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
-    from planner.plan import pool
+    from planner.plan import capacity_pool
 
-    monkeypatch.setattr(pool, "IN_PROCESS_S", 0.0)  # workers=2 hands the batches to the workers
+    monkeypatch.setattr(capacity_pool, "IN_PROCESS_S", 0.0)  # workers=2 hands the batches to the workers
     req = request(candidates={"gpus": ["h100-sxm", "h200-sxm"], "tensor_parallel_sizes": [1, 2]})
     a = json.dumps(run(req).model_dump(mode="json"))
     b = json.dumps(run(req, workers=2).model_dump(mode="json"))

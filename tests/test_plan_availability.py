@@ -107,7 +107,7 @@ def test_ranges_name_the_field(availability: dict[str, Any], field: str) -> None
 
 
 def test_the_range_is_the_solvers() -> None:
-    from planner.plan.request import MAX_AVAILABILITY_REPLICAS
+    from planner.schema.plan_request import MAX_AVAILABILITY_REPLICAS
     from solvers.milp_data import MAX_SPARE_REPLICAS
 
     assert MAX_AVAILABILITY_REPLICAS == MAX_SPARE_REPLICAS

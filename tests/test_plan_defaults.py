@@ -13,8 +13,8 @@ from test_plan import request, run
 from planner.costmodel.profile import profile_to_json
 from planner.costmodel.profiles import builtin_profile, measured_gpus
 from planner.errors import InvalidInput
-from planner.plan import parse_plan_request
 from planner.plan.defaults import candidate_gpus, price_warnings, prices
+from planner.schema.plan_request import parse_plan_request
 
 MEASURED = ["a100-80gb-sxm", "b200", "h100-sxm", "h200-sxm", "l40s"]  # planner/costmodel/data/profiles/
 SMALL = {"tensor_parallel_sizes": [1], "disaggregation": "never"}

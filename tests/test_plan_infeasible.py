@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from test_plan import _with_rate, request, run
 
-import planner.plan.run as plan_run
 from planner.catalog.gpus import get_gpu
 from planner.catalog.models import get_model
-from planner.plan import PlanReport
+from planner.plan import pipeline
 from planner.plan.relax import MAX_REPLANS, ceil_4
+from planner.schema.plan_report import PlanReport
 
 TPS = [1, 2, 4, 8]
 
@@ -198,7 +198,7 @@ def test_re_plans_are_bounded_and_a_failing_change_is_never_suggested(
     which values gave no plan instead of suggesting one."""
     req = request(slo={"ttft_p99_ms": 500, "itl_p99_ms": 4},
                   candidates={"gpus": ["h100-sxm"], "tensor_parallel_sizes": [1]})  # fmt: skip
-    original = plan_run._plan
+    original = pipeline._plan
     calls: list[Any] = []
 
     def fake(r: Any, base: Any, verify: bool, workers: Any, relax: bool) -> PlanReport:
@@ -213,7 +213,7 @@ def test_re_plans_are_bounded_and_a_failing_change_is_never_suggested(
             False,
         )
 
-    monkeypatch.setattr(plan_run, "_plan", fake)
+    monkeypatch.setattr(pipeline, "_plan", fake)
     rep = run(req)
     inf = rep.infeasibility
     assert inf is not None and inf.relaxed == []
@@ -232,7 +232,7 @@ def test_ceil_4_never_rounds_below() -> None:
 def test_an_infeasible_answer_and_the_new_request_fields_cross_the_proto() -> None:
     from test_proto_schema import _round_trip
 
-    from planner.plan import parse_plan_request
+    from planner.schema.plan_request import parse_plan_request
     from planner.server import convert
 
     req = request(slo={"ttft_p99_ms": 500, "itl_p99_ms": 4},

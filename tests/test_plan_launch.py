@@ -19,10 +19,11 @@ from planner.catalog.models import get_model
 from planner.costmodel.feasibility import feasibility
 from planner.deployment import Deployment
 from planner.errors import InvalidInput
-from planner.plan import PlanReport, plan
+from planner.plan import plan
 from planner.plan.capacity import CapacityPoint, ReplicaConfig
 from planner.plan.flags import incompatible_pairs, nixl_pairing_error
 from planner.plan.search import prune_divisible
+from planner.schema.plan_report import PlanReport
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 LLAMA70 = "meta-llama/Llama-3.1-70B-Instruct"
@@ -250,7 +251,7 @@ def _pairs_ok(report: PlanReport, kv_heads: int) -> None:
 
 def test_azure_code_bursty_pairs_only_what_nixl_accepts() -> None:
     """The audit's example: its cheapest pools were prefill TP 4 with decode TP 1 or 2."""
-    from planner.plan.request import load_plan_file
+    from planner.schema.plan_request import load_plan_file
 
     req = load_plan_file(EXAMPLES / "azure-code-bursty.yaml")
     report = plan(req, base_dir=EXAMPLES, workers=1)

@@ -121,10 +121,10 @@ def test_any_capacity_input_misses(name: str) -> None:
 
 
 def test_key_is_per_gpu_and_ignores_the_other_gpus_profiles() -> None:
-    from planner.inputs import build_workload
     from planner.latency import WorkloadStats
-    from planner.plan.request import parse_plan_request
-    from planner.plan.run import _context
+    from planner.plan.pipeline import _context
+    from planner.schema.inputs import build_workload
+    from planner.schema.plan_request import parse_plan_request
 
     def ctx(gpus: list[str], rate: float) -> Any:
         r = request()
@@ -166,9 +166,9 @@ def test_plans_in_any_order_equal_their_cold_plans() -> None:
 
 
 def test_worker_processes_fill_the_same_memo(monkeypatch: pytest.MonkeyPatch) -> None:
-    from planner.plan import pool
+    from planner.plan import capacity_pool
 
-    monkeypatch.setattr(pool, "IN_PROCESS_S", 0.0)  # a small plan's batches go to the workers too
+    monkeypatch.setattr(capacity_pool, "IN_PROCESS_S", 0.0)  # a small plan's batches go to the workers too
     req = request()
     expected = cold(req)
     clear_memo()

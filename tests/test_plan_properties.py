@@ -24,7 +24,8 @@ from hypothesis import strategies as st
 from plan_helpers import search_context
 from test_plan import EXAMPLES, WORKLOAD
 
-from planner.plan import PlanReport, plan
+from planner.plan import plan
+from planner.schema.plan_report import PlanReport
 
 SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -193,7 +194,7 @@ def brute_force_gpu_hours(req: dict[str, Any]) -> float:
     bucket's replica count exact: the fewest n at which the configuration meets the SLOs at
     need / n (one steady state each, from the root-found capacity's count downwards)."""
     from planner.plan.capacity import ReplicaConfig, build, meets_at
-    from planner.plan.pool import CapacityPool
+    from planner.plan.capacity_pool import CapacityPool
 
     ctx = search_context(req, ["h100-sxm"])
     needs = [b["requests_per_s"] * 1.1 for b in req["workload"]["arrivals"]["buckets"]]
@@ -301,8 +302,7 @@ def test_the_recheck_never_raises_the_bill_and_is_the_same_whatever_the_workers(
     """Mixed GPU types over three buckets (the MILP's own answer, then its candidates refined at
     the rates where one replica fewer would do): the answer after the re-check costs no more than
     the MILP's first, and the plan is the same bytes with 1 or 2 workers and a cold or warm memo."""
-    from planner.plan import recheck
-    from planner.plan import run as plan_run
+    from planner.plan import pipeline, recheck
     from planner.plan.memo import clear_memo
 
     seen: list[tuple[float, float]] = []
@@ -313,7 +313,7 @@ def test_the_recheck_never_raises_the_bill_and_is_the_same_whatever_the_workers(
         seen.append((result.objective_usd, out.result.objective_usd))
         return out
 
-    monkeypatch.setattr(plan_run, "exact_answer", spy)
+    monkeypatch.setattr(pipeline, "exact_answer", spy)
     w = copy.deepcopy(WORKLOAD)
     w["arrivals"] = {"buckets": [{"duration_s": 3600, "requests_per_s": r} for r in (17.3, 51.9, 88.4)]}
     req = {

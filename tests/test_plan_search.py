@@ -17,7 +17,6 @@ from test_plan import WORKLOAD
 
 from planner.latency.model import CAPACITY_PRECISION
 from planner.plan.capacity import CapacityPoint, ReplicaConfig, SearchContext, evaluate_config
-from planner.plan.request import parse_plan_request
 from planner.plan.search import (
     MAX_RUNNERS_UP,
     RUNNER_UP_SPAN,
@@ -28,6 +27,7 @@ from planner.plan.search import (
     runners_up,
     search_shape,
 )
+from planner.schema.plan_request import parse_plan_request
 
 DENSE = (512, 768, 1024, 1280, 1536, 2048, 3072, 4096)
 

@@ -21,8 +21,7 @@ from test_plan import WORKLOAD
 from planner.deployment import Deployment
 from planner.latency import LatencyModel, Slo, WorkloadStats
 from planner.latency.model import per_replica_arrival_cv2
-from planner.plan import plan
-from planner.plan import run as plan_run
+from planner.plan import pipeline, plan
 from planner.plan.memo import clear_memo, memo_info
 from planner.plan.search import RUNNER_UP_SPAN
 from planner.plan.split import GRID, Sizing, Split, built_at, grid_floor, line_cv2, line_key
@@ -242,7 +241,7 @@ def test_refined_counts_are_exact_at_need_over_replicas(burstiness: float) -> No
     every count is exact: n meets at need / n with n's grid point's CV² (one steady state,
     planner/plan/capacity.meets_at) and n - 1 misses at need / (n - 1)."""
     from planner.plan.capacity import ReplicaConfig, meets_at
-    from planner.plan.pool import CapacityPool
+    from planner.plan.capacity_pool import CapacityPool
 
     req = _bursty_request(burstiness)
     ctx = _context(req)
@@ -294,7 +293,7 @@ def test_bursty_plan_needs_fewer_gpus_and_the_simulator_meets_the_slo(
     req = _bursty_request()
     after = plan(req, workers=1, verify=True)
     clear_memo()
-    monkeypatch.setattr(plan_run.Split, "of", classmethod(lambda cls, rates, headroom: None))
+    monkeypatch.setattr(pipeline.Split, "of", classmethod(lambda cls, rates, headroom: None))
     before = plan(req, workers=1)
     assert after.gpu_count_peak < before.gpu_count_peak
     assert after.usd_per_month is not None and before.usd_per_month is not None

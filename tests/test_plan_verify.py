@@ -18,9 +18,11 @@ import yaml
 from planner import api
 from planner.deployment import Deployment
 from planner.errors import InvalidInput
-from planner.inputs import SimulateRequest, build_workload
-from planner.plan import PlanReport, parse_plan_request, plan
+from planner.plan import plan
 from planner.plan import verify as V
+from planner.schema.inputs import SimulateRequest, build_workload
+from planner.schema.plan_report import PlanReport
+from planner.schema.plan_request import parse_plan_request
 from planner.simulate.disagg import PoolPart, simulate_disaggregated, simulate_pools
 from planner.simulate.router import Assigned, draw_parts
 from planner.simulate.run import engine_config, kv_transfer, workload_requests
@@ -80,7 +82,7 @@ def test_the_front_end_is_counted_as_capplan_simulate_counts_it(chat: PlanReport
     assert overhead_ms > 0
     # without the front end every TTFT is that much shorter: the p99 moves by exactly it
     cfg = deployment.resolve()
-    from planner.simulate.engine import simulate
+    from planner.simulate.colocated import simulate
 
     reqs = workload_requests(
         workload.model_copy(update={"arrivals": Arrivals(requests_per_s=40.0, burstiness=1.0)}), 0, g.requests

@@ -12,9 +12,10 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
-from planner import api, inputs, reports
+from planner import api
 from planner.errors import InvalidInput
-from planner.plan.request import PlanRequest, parse_plan_request
+from planner.schema import inputs, reports
+from planner.schema.plan_request import PlanRequest, parse_plan_request
 from planner.server import convert
 from planner.v1 import planner_service_pb2 as pb
 

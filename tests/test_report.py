@@ -21,10 +21,10 @@ from matplotlib.patches import Rectangle
 
 from planner import api
 from planner.cli import main
-from planner.plan import PlanReport
-from planner.report import DPI, FIGURES, build, render, write_files
-from planner.report_draw import UsdFormatter, usd_tick
-from planner.reports import ChunkedPrefillReport, ConcurrencyReport
+from planner.htmlreport.draw import UsdFormatter, usd_tick
+from planner.htmlreport.figures import DPI, FIGURES, build, render, write_files
+from planner.schema.plan_report import PlanReport
+from planner.schema.reports import ChunkedPrefillReport, ConcurrencyReport
 from tests.cli_helpers import run_cli
 from tests.plan_helpers import MIXED
 

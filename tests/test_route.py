@@ -32,7 +32,7 @@ from planner.export import (
     route_backends,
     route_weights,
 )
-from planner.plan import PlanReport
+from planner.schema.plan_report import PlanReport
 from planner.simulate.router import draw_parts
 from planner.simulate.run import workload_requests
 from planner.workload import Arrivals, Workload

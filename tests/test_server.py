@@ -485,7 +485,7 @@ def test_cheap_calls_overtake_queued_plans() -> None:
 
 
 def test_no_plan_within_a_deadline_cut_limit_is_deadline_exceeded(monkeypatch: pytest.MonkeyPatch) -> None:
-    from planner.plan.request import parse_plan_request
+    from planner.schema.plan_request import parse_plan_request
     from planner.server import jobs
 
     real = api.plan(CHAT_PLAN, workers=1)

@@ -22,7 +22,7 @@ import yaml
 from grpc_helpers import CHAT_PLAN, running_server, stub
 
 from planner.server import convert, jobs
-from planner.server.pool import JobPool
+from planner.server.job_pool import JobPool
 from planner.v1 import planner_service_pb2 as pb
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -157,7 +157,7 @@ def test_per_job_memory_and_cpu_limits_are_resource_exhausted() -> None:
 
 
 def convert_code(exc: BaseException) -> grpc.StatusCode:
-    from planner.server.errors import status_of
+    from planner.server.service_errors import status_of
 
     number = status_of(exc).code
     return next(c for c in grpc.StatusCode if c.value[0] == number)

@@ -10,7 +10,7 @@ from pathlib import Path
 import yaml
 
 from planner.server import jobs
-from planner.server.pool import JobPool
+from planner.server.job_pool import JobPool
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 SIM = yaml.safe_load((EXAMPLES / "chat-qwen3-8b-h100.yaml").read_text())
@@ -61,7 +61,7 @@ def test_without_interactive_workers_the_evaluate_waits_for_the_long_job() -> No
 def test_default_workers_follow_the_cgroup_cpu_quota(tmp_path: Path) -> None:
     import os
 
-    from planner.server.pool import default_workers
+    from planner.server.job_pool import default_workers
 
     cores = len(os.sched_getaffinity(0))
     quota = tmp_path / "cpu.max"

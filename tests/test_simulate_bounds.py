@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-import planner.simulate.pool as pool
+import planner.simulate.replica_pool as replica_pool
 import planner.simulate.router as router
 import planner.simulate.scheduler as scheduler
 from planner.errors import InvalidInput
@@ -111,8 +111,8 @@ def test_folding_minutes_and_the_routing_tree_change_nothing(monkeypatch: pytest
     wl = Workload.from_mapping({**CHAT, "arrivals": {"requests_per_s": 30.0}})
     reqs = workload_requests(wl, 2, count=15_000)
     base = _dump(simulate(reqs, Roofline(), CFG, replicas=40, router="least_outstanding_tokens"))
-    monkeypatch.setattr(pool, "FOLD_ENTRIES", 1)
-    monkeypatch.setattr(pool, "FOLD_MIN_MINUTES", 1)
+    monkeypatch.setattr(replica_pool, "FOLD_ENTRIES", 1)
+    monkeypatch.setattr(replica_pool, "FOLD_MIN_MINUTES", 1)
     monkeypatch.setattr(router.LeastOutstandingTokens, "SCAN", 1)
     folded = _dump(simulate(reqs, Roofline(), CFG, replicas=40, router="least_outstanding_tokens"))
     assert folded == base
@@ -142,7 +142,7 @@ def test_memory_per_request_is_a_few_typed_slots() -> None:
 
 
 def test_request_cap(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(pool, "MAX_SIM_REQUESTS", 100)
+    monkeypatch.setattr(replica_pool, "MAX_SIM_REQUESTS", 100)
     reqs = workload_requests(_workload(), 0, count=101)
     with pytest.raises(InvalidInput, match="at most 100") as exc:
         simulate(reqs, Roofline(), CFG)

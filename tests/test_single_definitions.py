@@ -76,8 +76,8 @@ def test_domain_names_are_defined_in_their_home_only() -> None:
 
 def test_defaults_reach_the_requests_and_the_help() -> None:
     from planner.commands.analyze import register  # noqa: F401  (imports cleanly)
-    from planner.inputs import ConcurrencyAnalysis, KvCapacityAnalysis
-    from planner.plan.request import CandidateSpace
+    from planner.schema.inputs import ConcurrencyAnalysis, KvCapacityAnalysis
+    from planner.schema.plan_request import CandidateSpace
 
     value = vllm_defaults.GPU_MEMORY_UTILIZATION
     for model in (ConcurrencyAnalysis, KvCapacityAnalysis, CandidateSpace):
@@ -88,15 +88,15 @@ def test_defaults_reach_the_requests_and_the_help() -> None:
 
 # A limit's name -> the one module that assigns it a value; every other module imports it.
 LIMIT_HOMES = {
-    "MAX_SIMULATED_REQUESTS": "planner/inputs.py",  # what one `simulate` request may generate
+    "MAX_SIMULATED_REQUESTS": "planner/schema/inputs.py",  # what one `simulate` request may generate
     "MAX_SAMPLED_REQUESTS": "planner/workload.py",  # what a workload sample (and the simulator) holds
-    "MAX_SIM_REQUESTS": None,  # planner/simulate/pool.py: an alias of MAX_SAMPLED_REQUESTS
+    "MAX_SIM_REQUESTS": None,  # planner/simulate/replica_pool.py: an alias of MAX_SAMPLED_REQUESTS
     "MAX_SAMPLES": "planner/workload.py",
     "MAX_HORIZON_S": "planner/workload.py",
     "MAX_REQUESTS_PER_S": "planner/workload.py",
     "MAX_TIME_LIMIT_S": "solvers/milp_data.py",
     "MAX_SPARE_REPLICAS": "solvers/milp_data.py",
-    "MAX_AVAILABILITY_REPLICAS": None,  # planner/plan/request.py: an alias of MAX_SPARE_REPLICAS
+    "MAX_AVAILABILITY_REPLICAS": None,  # planner/schema/plan_request.py: an alias of MAX_SPARE_REPLICAS
     "PLAN_CONFIGURATIONS_PER_CALL": "planner/server/policy.py",
     "SIMULATED_REQUESTS_PER_CALL": "planner/server/policy.py",
 }
@@ -169,7 +169,7 @@ def test_the_service_limits_are_the_schemas_or_within_them() -> None:
     """The service's defaults import the schema's caps where those bound the work, and its cost
     limits never admit what the api would refuse."""
     from planner import api
-    from planner.inputs import MAX_SIMULATED_REQUESTS
+    from planner.schema.inputs import MAX_SIMULATED_REQUESTS
     from planner.server import policy
     from planner.workload import MAX_SAMPLES
 

@@ -121,15 +121,15 @@ def test_the_lazy_special_functions_are_scipys() -> None:
 
 def test_a_small_plan_starts_no_worker_process_and_says_the_same() -> None:
     from planner import api
-    from planner.inputs import read_mapping_file
-    from planner.plan import pool
+    from planner.plan import capacity_pool
     from planner.plan.memo import clear_memo
+    from planner.schema.inputs import read_mapping_file
 
     data = read_mapping_file(str(ROOT / "examples" / "chat.yaml"), "plan")
-    pool.shutdown_workers()
+    capacity_pool.shutdown_workers()
     clear_memo()
     with_workers = api.plan(data, base_dir=ROOT / "examples", workers=2)
-    assert not pool._EXECUTORS, "a small plan started the worker processes"
+    assert not capacity_pool._EXECUTORS, "a small plan started the worker processes"
     clear_memo()
     alone = api.plan(data, base_dir=ROOT / "examples", workers=1)
     assert with_workers.model_dump(mode="json") == alone.model_dump(mode="json")
@@ -140,16 +140,16 @@ def test_a_plan_past_the_in_process_budget_hands_the_rest_to_the_workers(
 ) -> None:
     """The other side of the rule (the workers' answers are the same: tests/test_plan.py)."""
     from planner import api
-    from planner.inputs import read_mapping_file
-    from planner.plan import pool
+    from planner.plan import capacity_pool
     from planner.plan.memo import clear_memo
+    from planner.schema.inputs import read_mapping_file
 
-    monkeypatch.setattr(pool, "IN_PROCESS_S", 0.0)
+    monkeypatch.setattr(capacity_pool, "IN_PROCESS_S", 0.0)
     data = read_mapping_file(str(ROOT / "examples" / "chat.yaml"), "plan")
-    pool.shutdown_workers()
+    capacity_pool.shutdown_workers()
     clear_memo()
     api.plan(data, base_dir=ROOT / "examples", workers=2)
-    assert 2 in pool._EXECUTORS
-    pids = list(pool._EXECUTORS[2]._processes or {})  # type: ignore[attr-defined]
+    assert 2 in capacity_pool._EXECUTORS
+    pids = list(capacity_pool._EXECUTORS[2]._processes or {})  # type: ignore[attr-defined]
     assert pids and all(pid != os.getpid() for pid in pids)
-    pool.shutdown_workers()
+    capacity_pool.shutdown_workers()

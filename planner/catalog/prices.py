@@ -30,7 +30,7 @@ __all__ = [
 ]
 
 DEFAULT_PRICE_LIST = "runpod-secure-2026-09-25"
-MAX_LISTED_USD_PER_GPU_HOUR = 1000.0  # the request's pricing range (planner.inputs)
+MAX_LISTED_USD_PER_GPU_HOUR = 1000.0  # the request's pricing range (planner.schema.inputs)
 
 
 class ListedPrice(BaseModel):

@@ -1,7 +1,7 @@
 """`capplan analyze ...`: the seed article's analyses for any model and GPU.
 
 Flag names and JSON keys are a public contract (programs read them). Each subcommand builds an
-`AnalyzeRequest` (planner/inputs.py) from its flags, taken as text so the request's ranges judge
+`AnalyzeRequest` (planner/schema/inputs.py) from its flags, taken as text so the request's ranges judge
 them, and `planner.api.analyze` answers; an error about a field names its flag.
 """
 
@@ -150,7 +150,7 @@ def _kv(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
 
 def _run(args: argparse.Namespace) -> None:
     from planner import api
-    from planner.inputs import AnalyzeRequest, validate_request
+    from planner.schema.inputs import AnalyzeRequest, validate_request
 
     data, flags = request_from_args(args)
     with flags.named(), c.computing():

@@ -2,7 +2,7 @@
 errors, and printing a report (its JSON dump, or a rendering of it).
 
 Flags are taken as text and handed to the request as is: the request models own every range
-(planner/inputs.py), so a flag and a YAML key are checked by the same rule. An error about a
+(planner/schema/inputs.py), so a flag and a YAML key are checked by the same rule. An error about a
 field a flag set is reported under the flag (`--requests-per-s: ...`).
 """
 

@@ -1,7 +1,7 @@
 """`capplan evaluate FILE.yaml`: latency, KV use and cost of a deployment under a workload, and
 with an SLO the highest arrival rate that meets it.
 
-The file is an `EvaluateRequest` (planner/inputs.py; examples/): `deployment:`, `workload:`, and
+The file is an `EvaluateRequest` (planner/schema/inputs.py; examples/): `deployment:`, `workload:`, and
 optionally `slo:`, `profile:`, `requests_per_s:`. Flags override the file; `planner.api.evaluate`
 answers; JSON keys are a public contract (docs/latency.md).
 """
@@ -37,7 +37,7 @@ def register(sub: Any) -> None:
 
 def request_from_args(args: argparse.Namespace) -> tuple[dict[str, Any], c.Flags]:
     """The file's mapping with the flags laid over it, and which fields the flags set."""
-    from planner.inputs import read_mapping_file
+    from planner.schema.inputs import read_mapping_file
 
     data = read_mapping_file(args.file)
     flags = c.Flags()

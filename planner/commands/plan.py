@@ -2,7 +2,7 @@
 forecast: GPU type and count, TP, `max_num_seqs`, `max_num_batched_tokens`, colocated or
 disaggregated, replicas per bucket, the exact `vllm serve` flags, the cost and the reasons.
 
-The file is a PlanRequest (planner/plan/request.py, docs/plan.md, examples/chat.yaml). Flags
+The file is a PlanRequest (planner/schema/plan_request.py, docs/plan.md, examples/chat.yaml). Flags
 override the file's SLOs; `planner.api.plan` answers. `--json` prints the PlanReport; `--verify`
 adds a simulation of each part at its hardest bucket; `--emit vllm-args|k8s` prints what a pipeline applies
 (planner/export.py, docs/report.md).
@@ -70,7 +70,7 @@ def register(sub: Any) -> None:
 
 
 def request_from_args(args: argparse.Namespace) -> tuple[dict[str, Any], c.Flags]:
-    from planner.inputs import read_mapping_file
+    from planner.schema.inputs import read_mapping_file
 
     data = read_mapping_file(args.file, "model:, slo: and workload:")
     flags = c.Flags()
@@ -126,8 +126,8 @@ def _remote_plan(server: str, data: dict[str, Any], base: Path, verify: bool) ->
     import os
 
     from planner.client import PlannerClient
-    from planner.inputs import TraceWorkload, build_workload
-    from planner.plan.request import parse_plan_request
+    from planner.schema.inputs import TraceWorkload, build_workload
+    from planner.schema.plan_request import parse_plan_request
     from planner.traces import BUILTIN_TRACES
 
     request = parse_plan_request(data)

@@ -1,7 +1,7 @@
 """`capplan report FILE.yaml -o DIR`: the plan of a plan file as five figures (PNG and SVG) and
-one self-contained HTML page (planner/report.py, docs/report.md). The file and the SLO, time-limit
-and profile flags are `capplan plan`'s; the simulated figures are the plan's `--verify` (same
-requests, same numbers).
+one self-contained HTML page (planner/htmlreport/, docs/report.md). The file and the SLO,
+time-limit and profile flags are `capplan plan`'s; the simulated figures are the plan's `--verify`
+(same requests, same numbers).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def _report(args: argparse.Namespace) -> None:
     that fails after the plan (a full disk) is one line naming -o."""
     from planner.commands.plan import _workers, request_from_args
     from planner.files import check_output_dir, write_error
-    from planner.report import build, write_files
+    from planner.htmlreport.figures import build, write_files
 
     out_dir = check_output_dir(args.output_dir, "--output-dir")
     data, flags = request_from_args(args)

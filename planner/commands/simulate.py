@@ -3,7 +3,7 @@ simulator of vLLM V1's scheduler (planner/simulate), on requests sampled from th
 or on a replayed trace: TTFT/ITL/TPOT/E2E percentiles, goodput, preemptions, KV and queue peaks,
 per-minute series.
 
-The file is a `SimulateRequest` (planner/inputs.py): the evaluate file, plus optionally the
+The file is a `SimulateRequest` (planner/schema/inputs.py): the evaluate file, plus optionally the
 simulation's own keys; flags override it. Requests:
 
 * default: sampled from `workload:` with `--seed` (arrivals from its rate or buckets and gamma
@@ -60,7 +60,7 @@ def register(sub: Any) -> None:
 
 def request_from_args(args: argparse.Namespace) -> tuple[dict[str, Any], c.Flags]:
     """The file's mapping with the flags laid over it, and which fields the flags set."""
-    from planner.inputs import read_mapping_file
+    from planner.schema.inputs import read_mapping_file
     from planner.traces import BUILTIN_TRACES
 
     data = read_mapping_file(args.file)

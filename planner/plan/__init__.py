@@ -4,13 +4,14 @@ forecast (docs/plan.md).
     from planner.plan import plan
     report = plan(yaml.safe_load(open("examples/chat.yaml")), base_dir="examples")
 
-Modules: request (the schema), capacity (one configuration -> requests/s within the SLOs),
-pool (many, on the cores), memo (answers remembered across plans), search (which configurations
-to ask), split (capacities for a bursty stream split over replicas), solve (the MILP's data and
-exact single-configuration costs), run (the pipeline), planning (what every part of the answer
-reads), flags (the vLLM flags), peak (the peak bucket's operating points), alternatives,
-warn (warnings), infeasible and explain (answers without a plan), verify (the simulator),
-report (the report's schema).
+The request and the report are the API's schema (planner/schema/plan_request.py,
+planner/schema/plan_report.py). Modules: capacity (one configuration -> requests/s within the
+SLOs), capacity_pool (many, on the cores), memo (answers remembered across plans), search (which
+configurations to ask), split (capacities for a bursty stream split over replicas), solve (the
+MILP's data and exact single-configuration costs), pipeline (search, sizing, the plan), planning
+(what every part of the answer reads), flags (the vLLM flags), peak (the peak bucket's operating
+points), alternatives, warn (warnings), infeasible and explain (answers without a plan), verify
+(the simulator).
 """
 
 from __future__ import annotations
@@ -19,21 +20,15 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from planner.plan.report import PlanReport
-    from planner.plan.request import PlanRequest, load_plan_file, parse_plan_request
-    from planner.plan.run import plan, vllm_args
+    from planner.plan.pipeline import plan, vllm_args
 
-__all__ = ["PlanReport", "PlanRequest", "load_plan_file", "parse_plan_request", "plan", "vllm_args"]
+__all__ = ["plan", "vllm_args"]
 
-# Each name from its module on first use: reading a request (`capplan plan --server`, the
-# service's schema) imports neither the search nor the solvers.
+# Each name from its module on first use: importing one part (`planner.plan.defaults`) imports
+# neither the search nor the solvers.
 _HOMES = {
-    "PlanReport": "planner.plan.report",
-    "PlanRequest": "planner.plan.request",
-    "load_plan_file": "planner.plan.request",
-    "parse_plan_request": "planner.plan.request",
-    "plan": "planner.plan.run",
-    "vllm_args": "planner.plan.run",
+    "plan": "planner.plan.pipeline",
+    "vllm_args": "planner.plan.pipeline",
 }
 
 

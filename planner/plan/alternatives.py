@@ -11,8 +11,8 @@ from planner.plan.defaults import availability
 from planner.plan.explain import below_floor
 from planner.plan.flags import default_configs
 from planner.plan.planning import Planning, replicas_at, roomiest
-from planner.plan.report import Alternative, AlternativeDeployment
 from planner.plan.solve import HOURS_PER_MONTH, Costed, milp_data, single_configurations
+from planner.schema.plan_report import Alternative, AlternativeDeployment
 from solvers.milp_data import MAX_REPLICAS_PER_BUCKET
 
 

@@ -29,8 +29,8 @@ from typing import TypedDict
 
 from planner.errors import InvalidInput
 from planner.plan.planning import Planning
-from planner.plan.request import PlanRequest
 from planner.plan.solve import Prices
+from planner.schema.plan_request import PlanRequest
 from solvers.milp import MilpResult
 
 __all__ = [
@@ -57,7 +57,7 @@ def _profile_pool(req: PlanRequest, base: Path | None) -> list[str]:
     if spec in BUILTIN_NAMES:  # auto, transferred profiles allowed
         return gpu_names()
     from planner.costmodel.profile import load_profile_file
-    from planner.inputs import local_path
+    from planner.schema.inputs import local_path
 
     fitted_on = load_profile_file(local_path(spec, base), "profile").gpu
     return gpu_names() if fitted_on is None else [fitted_on]

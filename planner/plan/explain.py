@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from planner.plan.capacity import CapacityPoint, ReplicaConfig
-from planner.plan.report import Infeasibility
+from planner.schema.plan_report import Infeasibility
 
 
 def _ms(s: float) -> str:

@@ -7,10 +7,10 @@ from dataclasses import replace
 
 from planner.plan import defaults, explain
 from planner.plan.capacity import CapacityPoint
+from planner.plan.capacity_pool import CapacityPool
 from planner.plan.planning import Planning, replicas_at, roomiest
-from planner.plan.pool import CapacityPool
-from planner.plan.report import Infeasibility, PlanReport, SolverSummary
 from planner.plan.solve import Costed, single_configurations
+from planner.schema.plan_report import Infeasibility, PlanReport, SolverSummary
 from solvers.milp import MilpData, MilpResult
 from solvers.milp_data import MAX_REPLICAS_PER_BUCKET
 

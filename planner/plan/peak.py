@@ -10,7 +10,7 @@ from planner.latency import LatencyModel
 from planner.latency.engine import Point
 from planner.latency.model import per_replica_arrival_cv2
 from planner.plan.capacity import CapacityPoint, ReplicaConfig, Role, SearchContext, e2e_estimate_s
-from planner.plan.report import PoolAtPeak, Predicted
+from planner.schema.plan_report import PoolAtPeak, Predicted
 
 
 @dataclass(frozen=True)

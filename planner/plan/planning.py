@@ -10,12 +10,12 @@ from dataclasses import dataclass, field, replace
 
 from planner.latency import WorkloadStats
 from planner.plan.capacity import CapacityPoint, Role, SearchContext
-from planner.plan.pool import CapacityPool
-from planner.plan.report import PlanTargets, PlanWorkload, ProfileUsed, SearchStats
-from planner.plan.request import PlanRequest
+from planner.plan.capacity_pool import CapacityPool
 from planner.plan.search import SearchResult
 from planner.plan.solve import Forecast, Prices
 from planner.plan.split import Split, share_note
+from planner.schema.plan_report import PlanTargets, PlanWorkload, ProfileUsed, SearchStats
+from planner.schema.plan_request import PlanRequest
 from planner.workload import Workload
 from solvers.milp import MilpResult
 from solvers.milp_data import MAX_REPLICAS_PER_BUCKET, peak_replicas

@@ -32,8 +32,8 @@ from typing import Any
 
 from planner.plan import defaults, explain
 from planner.plan.planning import Planning, roomiest
-from planner.plan.report import AlternativeDeployment, Infeasibility, PlanReport, RelaxedPlan
-from planner.plan.request import MAX_INVENTORY_GPUS, PlanRequest, parse_plan_request
+from planner.schema.plan_report import AlternativeDeployment, Infeasibility, PlanReport, RelaxedPlan
+from planner.schema.plan_request import MAX_INVENTORY_GPUS, PlanRequest, parse_plan_request
 from solvers.milp_data import MAX_REPLICAS_PER_BUCKET
 
 __all__ = ["MAX_REPLANS", "relaxed_report", "with_value"]

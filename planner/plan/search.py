@@ -51,10 +51,8 @@ from planner.plan.capacity import (
     meets_at,
     slo_bound,
 )
-from planner.plan.request import BUDGET_MAX_TOKENS, BUDGET_MIN_TOKENS, CandidateSpace
+from planner.schema.plan_request import BUDGET_MAX_TOKENS, BUDGET_MIN_TOKENS, COARSE_BUDGETS, CandidateSpace
 
-COARSE_BUDGETS = tuple(BUDGET_MIN_TOKENS << i for i in range(6))  # 512 .. 16384
-assert COARSE_BUDGETS[-1] == BUDGET_MAX_TOKENS
 START_BUDGET = {"colocated": 2048, "prefill": 8192}  # vLLM's advice: chat 2048-4096, throughput 8192+
 BUDGET_STEP = 256
 KEEP_SEQS_RTOL = 1e-3

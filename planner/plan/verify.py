@@ -42,7 +42,7 @@ from planner.latency.engine import Point
 from planner.latency.model import per_replica_arrival_cv2
 from planner.plan.capacity import CapacityPoint, SearchContext, e2e_estimate_s
 from planner.plan.peak import Serving, ms, point_at, shares
-from planner.plan.report import Simulated, SimulatedGroup
+from planner.schema.plan_report import Simulated, SimulatedGroup
 from planner.simulate.metrics import SimResult
 from planner.simulate.requests import RequestArrays
 from planner.workload import Arrivals, Workload

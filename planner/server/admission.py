@@ -30,7 +30,7 @@ from typing import Any
 import grpc
 
 from planner.errors import CapplanError, InvalidInput
-from planner.server.errors import LimitExceeded
+from planner.server.service_errors import LimitExceeded
 
 __all__ = ["Admission", "AdmissionLimits", "Fairness", "FairnessInterceptor", "Throttled", "peer_address"]
 

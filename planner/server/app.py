@@ -24,11 +24,11 @@ from planner.server.admission import Admission, AdmissionLimits, Fairness, Fairn
 from planner.server.auth import AuthInterceptor, BearerTokens
 from planner.server.cache import ResponseCache
 from planner.server.interceptors import ServiceInterceptor
+from planner.server.job_pool import JobPool, default_workers
 from planner.server.jobs import WorkerLimits
 from planner.server.listen import bind_error, check_listen
 from planner.server.observability import Metrics, configure_logging, logger, route_native_stderr
 from planner.server.policy import Limits
-from planner.server.pool import JobPool, default_workers
 from planner.server.servicer import PlannerServicer
 from planner.server.tls import TlsFiles
 from planner.server.transport import ConnectionPolicy, host_of, require_safe_transport

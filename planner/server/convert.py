@@ -330,9 +330,7 @@ def to_mapping(msg: Message, *, complete: bool = False) -> dict[str, Any]:
 
 
 def _roots() -> list[tuple[Descriptor, Any]]:
-    from planner import inputs, reports
-    from planner.plan import report as plan_report
-    from planner.plan import request as plan_request
+    from planner.schema import inputs, plan_report, plan_request, reports
 
     return [
         (pb.EvaluateRequest.DESCRIPTOR, inputs.EvaluateRequest),
@@ -617,7 +615,7 @@ _ANALYSES = ("concurrency", "static_batching", "chunked_prefill", "prefill", "ut
 
 def response_from_report(rpc: Rpc, report: BaseModel) -> Message:
     """The RPC's response carrying an api report."""
-    from planner import reports
+    from planner.schema import reports
 
     if rpc.name == "Analyze":
         which = {
@@ -649,8 +647,8 @@ def _message_class(desc: Descriptor) -> type[Message]:
 
 def report_from_response(rpc: Rpc, response: Message) -> BaseModel:
     """The api report a response carries (what the local call would have returned)."""
-    from planner import reports
-    from planner.plan.report import PlanReport
+    from planner.schema import reports
+    from planner.schema.plan_report import PlanReport
 
     if rpc.name == "Analyze":
         assert isinstance(response, pb.AnalyzeResponse)

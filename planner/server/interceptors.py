@@ -1,5 +1,5 @@
 """The one interceptor of the service: every planner.v1 RPC gets a request id, a status mapped
-from the exception that ended it (planner.server.errors.status_of), one structured log line and
+from the exception that ended it (planner.server.service_errors.status_of), one structured log line and
 its metrics. Unparseable request bytes are INVALID_ARGUMENT, not gRPC's generic INTERNAL; an
 unexpected exception is INTERNAL with only the request id for the client and the traceback in the
 log."""
@@ -18,8 +18,8 @@ import grpc
 from grpc_status import rpc_status
 
 from planner.errors import InvalidInput, clip
-from planner.server.errors import status_of
 from planner.server.observability import Metrics, logger
+from planner.server.service_errors import status_of
 
 __all__ = ["ServiceInterceptor", "annotate"]
 

@@ -34,7 +34,13 @@ from pydantic import BaseModel, ValidationError
 
 from planner import stopping
 from planner.errors import CapplanError, InvalidInput
-from planner.server.errors import BadRequest, Cancelled, DeadlineExceeded, JobLimitExceeded, ShuttingDown
+from planner.server.service_errors import (
+    BadRequest,
+    Cancelled,
+    DeadlineExceeded,
+    JobLimitExceeded,
+    ShuttingDown,
+)
 
 __all__ = ["STOP_SIGNAL", "WorkerLimits", "init_worker", "raise_error", "run_job", "worker_main"]
 
@@ -162,8 +168,8 @@ def worker_main(conn: Connection, limits: WorkerLimits, lifeline: Connection | N
 
 def _violations(rpc: str, data: Mapping[str, Any], first: InvalidInput) -> list[tuple[str, str]]:
     """The first error as the CLI says it, then every other field pydantic finds wrong."""
-    from planner import inputs
-    from planner.plan.request import PlanRequest
+    from planner.schema import inputs
+    from planner.schema.plan_request import PlanRequest
     from planner.validation import loc_to_path
 
     out = [(first.field, first.reason)]
@@ -197,7 +203,7 @@ def _plan_deadline(data: Mapping[str, Any], remaining_s: float | None) -> tuple[
     goes to planner.api as is."""
     if remaining_s is None:
         return data, False
-    from planner.plan.request import parse_plan_request
+    from planner.schema.plan_request import parse_plan_request
 
     req = parse_plan_request(data)
     cap = round(max(MIN_SOLVER_S, remaining_s * DEADLINE_SOLVER_SHARE), 3)

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from planner.errors import InvalidInput, echo
-from planner.server.errors import LimitExceeded
+from planner.server.service_errors import LimitExceeded
 from planner.workload import MAX_SAMPLES
 from solvers.milp_data import MAX_BUCKETS
 
@@ -153,7 +153,7 @@ def plan_configurations(plan: Mapping[str, Any]) -> int:
     GPU type x TP, the colocated shapes (x thresholds), prefill and decode, each its budgets x
     max_num_seqs. planner/plan/search.py is what it bounds."""
     from planner.catalog.gpus import gpu_names
-    from planner.plan.search import COARSE_BUDGETS
+    from planner.schema.plan_request import COARSE_BUDGETS
 
     c = plan.get("candidates")
     c = c if isinstance(c, Mapping) else {}

@@ -9,10 +9,7 @@ import pulp  # noqa: F401 - the MILP (solvers.milp)
 import scipy.optimize  # noqa: F401 - root-finding and least squares
 
 import planner.api
-import planner.costmodel.calibrated
-import planner.plan.run
-import planner.simulate.run
-import planner.traces  # noqa: F401
 from planner.server import convert, jobs  # noqa: F401
 
+planner.api.load_domain()  # the planner, the simulator, the cost model: the API names them
 convert.schema_mismatches()  # the conversion tables

@@ -16,10 +16,10 @@ import grpc
 from planner.errors import CapplanError, InvalidInput
 from planner.server import convert, jobs, policy
 from planner.server.cache import ResponseCache
-from planner.server.errors import BadRequest, Cancelled, DeadlineExceeded, LimitExceeded, status_of
 from planner.server.interceptors import annotate
+from planner.server.job_pool import DEADLINE_SLACK_S, PRIORITY, JobPool
 from planner.server.observability import Metrics
-from planner.server.pool import DEADLINE_SLACK_S, PRIORITY, JobPool
+from planner.server.service_errors import BadRequest, Cancelled, DeadlineExceeded, LimitExceeded, status_of
 from planner.v1 import planner_service_pb2 as pb
 from planner.v1 import planner_service_pb2_grpc as pb_grpc
 

@@ -9,8 +9,8 @@ prefill/decode pools), to verify plans against the analytic latency model.
 """
 
 from planner.scheduler_config import SchedulerConfig
+from planner.simulate.colocated import simulate
 from planner.simulate.disagg import simulate_disaggregated, transfer_s_per_token
-from planner.simulate.engine import simulate
 from planner.simulate.metrics import (
     Goodput,
     LatencyStats,

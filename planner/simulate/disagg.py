@@ -29,7 +29,7 @@ from planner.costmodel.timer import StepTimer
 from planner.errors import InvalidInput
 from planner.scheduler_config import SchedulerConfig
 from planner.simulate.metrics import FloatArray, MinuteAccumulator, MinuteTotals, SimResult
-from planner.simulate.pool import (
+from planner.simulate.replica_pool import (
     Feed,
     build_result,
     check_fits,
@@ -40,7 +40,7 @@ from planner.simulate.pool import (
 )
 from planner.simulate.requests import RequestsLike, RequestStream, as_request_arrays, within_context
 from planner.simulate.router import Router, make_router
-from planner.simulate.scheduler import Engine, EventBudget, RequestTable, StepTrace
+from planner.simulate.scheduler import EventBudget, RequestTable, SimulatedEngine, StepTrace
 from planner.slo import Slo
 
 
@@ -212,13 +212,13 @@ def _engines(
     first: int,
     step_trace: list[StepTrace] | None,
     budget: EventBudget,
-) -> list[Engine]:
+) -> list[SimulatedEngine]:
     """The pool's engines, the parts' replicas in order, numbered from `first`."""
-    out: list[Engine] = []
+    out: list[SimulatedEngine] = []
     for part in parts:
         for _ in range(part.replicas):
             out.append(
-                Engine(
+                SimulatedEngine(
                     part.config,
                     part.timer,
                     table,

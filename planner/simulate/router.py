@@ -10,13 +10,13 @@ import numpy as np
 import numpy.typing as npt
 
 from planner.errors import InvalidInput, echo
-from planner.simulate.scheduler import Engine
+from planner.simulate.scheduler import SimulatedEngine
 
 ROUTER_POLICIES = ("round_robin", "least_outstanding_tokens")
 
 
 class Router(Protocol):
-    def pick(self, engines: Sequence[Engine], rid: int, t: float) -> int:
+    def pick(self, engines: Sequence[SimulatedEngine], rid: int, t: float) -> int:
         """Index of the replica that gets request `rid`, arriving at time t. The engines have
         run every step that starts before t."""
         ...
@@ -26,7 +26,7 @@ class RoundRobin:
     def __init__(self) -> None:
         self._next = 0
 
-    def pick(self, engines: Sequence[Engine], rid: int, t: float) -> int:
+    def pick(self, engines: Sequence[SimulatedEngine], rid: int, t: float) -> int:
         i = self._next % len(engines)
         self._next = i + 1
         return i
@@ -53,7 +53,7 @@ class LeastOutstandingTokens:
         if self._tree:
             self._dirty.add(i)
 
-    def pick(self, engines: Sequence[Engine], rid: int, t: float) -> int:
+    def pick(self, engines: Sequence[SimulatedEngine], rid: int, t: float) -> int:
         count = len(engines)
         if count <= self.SCAN:
             best = 0
@@ -78,7 +78,7 @@ class LeastOutstandingTokens:
         self._dirty.clear()
         return self._tree[1][1]
 
-    def _build(self, engines: Sequence[Engine]) -> None:
+    def _build(self, engines: Sequence[SimulatedEngine]) -> None:
         size = 1
         while size < len(engines):
             size *= 2
@@ -140,7 +140,7 @@ class Assigned:
         self._first = [0, *np.cumsum(self._replicas)[:-1].tolist()]
         self._next = [0] * len(self._replicas)
 
-    def pick(self, engines: Sequence[Engine], rid: int, t: float) -> int:
+    def pick(self, engines: Sequence[SimulatedEngine], rid: int, t: float) -> int:
         k = int(self._part[rid])
         i = self._next[k]
         self._next[k] = (i + 1) % self._replicas[k]

@@ -20,10 +20,10 @@ import numpy.typing as npt
 from planner.deployment import ResolvedDeployment
 from planner.errors import InvalidInput, echo
 from planner.scheduler_config import SchedulerConfig
+from planner.simulate.colocated import simulate
 from planner.simulate.disagg import simulate_disaggregated
-from planner.simulate.engine import simulate
 from planner.simulate.metrics import SimResult
-from planner.simulate.pool import MAX_SIM_REQUESTS
+from planner.simulate.replica_pool import MAX_SIM_REQUESTS
 from planner.simulate.requests import RequestArrays, RequestsLike, RequestStream, as_request_arrays
 from planner.simulate.router import Router
 from planner.slo import Slo

@@ -158,7 +158,7 @@ class RequestTable:
         return len(self.prompt)
 
 
-class Engine:
+class SimulatedEngine:
     """One simulated vLLM V1 engine. Drive it with `enqueue(rid, t)` and `run_until(t)`."""
 
     def __init__(

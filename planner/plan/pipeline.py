@@ -22,24 +22,31 @@ from pathlib import Path
 from typing import Any
 
 from planner.errors import InvalidInput, TooLarge
-from planner.inputs import TraceWorkload
 from planner.latency import WorkloadStats
 from planner.plan import defaults
 from planner.plan.alternatives import Alternatives
 from planner.plan.capacity import CapacityPoint, Role, SearchContext
+from planner.plan.capacity_pool import CapacityPool, default_workers
 from planner.plan.flags import default_configs, incompatible_pairs, plan_max_model_len, vllm_args
 from planner.plan.infeasible import infeasible_report, milp_infeasible, no_candidate, too_many_replicas
 from planner.plan.peak import at_peak, points_at, predicted, shares
 from planner.plan.planning import Planning
-from planner.plan.pool import CapacityPool, default_workers
 from planner.plan.recheck import exact_answer
 from planner.plan.relax import relaxed_report
-from planner.plan.report import BucketCost, GpuUse, PlanDeployment, PlanReport, Simulated, SolverSummary
-from planner.plan.request import MAX_BUCKETS, PlanRequest, check_buckets, parse_plan_request
 from planner.plan.search import SearchResult, shapes_of, unfit_shapes
 from planner.plan.solve import HOURS_PER_MONTH, Forecast, milp_data, single_configurations
 from planner.plan.split import Split
 from planner.plan.warn import plan_warnings
+from planner.schema.inputs import TraceWorkload
+from planner.schema.plan_report import (
+    BucketCost,
+    GpuUse,
+    PlanDeployment,
+    PlanReport,
+    Simulated,
+    SolverSummary,
+)
+from planner.schema.plan_request import MAX_BUCKETS, PlanRequest, check_buckets, parse_plan_request
 from planner.workload import Workload
 from solvers.milp import MilpData, MilpResult, solve
 from solvers.milp_data import SizeLimitError
@@ -54,7 +61,7 @@ TIGHT_RTOL = 1e-6  # a bucket whose capacity meets demand within this is reporte
 
 def _model_ref(name: str, base: Path | None) -> str:
     from planner.catalog.models import get_model, model_names
-    from planner.inputs import local_path
+    from planner.schema.inputs import local_path
 
     if name.lower() not in {n.lower() for n in model_names()}:
         name = local_path(name, base)
@@ -105,7 +112,7 @@ def _context(
     max_model_len: int,
 ) -> SearchContext:
     from planner.costmodel.profiles import BUILTIN_NAMES, resolve_profile
-    from planner.inputs import local_path
+    from planner.schema.inputs import local_path
 
     spec = req.profile if req.profile in BUILTIN_NAMES else local_path(req.profile, base)
     profiles = tuple((g, resolve_profile(spec, g, "profile")) for g in sorted(gpus))
@@ -154,7 +161,7 @@ def plan(
 
 def _plan(req: PlanRequest, base: Path | None, verify: bool, workers: int | None, relax: bool) -> PlanReport:
     from planner.catalog.models import get_model
-    from planner.inputs import build_workload
+    from planner.schema.inputs import build_workload
 
     deadline = time.perf_counter() + req.solver.time_limit_s  # the whole plan's (solver.time_limit_s)
     workload = build_workload(req.workload, "workload", base)

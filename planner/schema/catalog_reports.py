@@ -1,5 +1,5 @@
 """The catalog's reports (`capplan catalog`, `planner.api.catalog`), and the base of every report
-(planner/reports.py, which re-exports these): apart from the others so that listing the catalog
+(planner/schema/reports.py, which re-exports these): apart from the others so that listing the catalog
 imports no latency model, and so no SciPy."""
 
 from __future__ import annotations

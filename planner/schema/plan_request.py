@@ -35,7 +35,7 @@ from planner.deployment import (
     MIN_MAX_MODEL_LEN,
 )
 from planner.errors import InvalidInput
-from planner.inputs import (
+from planner.schema.inputs import (
     MAX_LATENCY_MS,
     MAX_TP,
     MAX_USD_PER_GPU_HOUR,
@@ -50,6 +50,7 @@ from solvers.milp_data import MAX_BUCKETS, MAX_SPARE_REPLICAS, MAX_TIME_LIMIT_S
 __all__ = [
     "BUDGET_MAX_TOKENS",
     "BUDGET_MIN_TOKENS",
+    "COARSE_BUDGETS",
     "MAX_BUCKETS",
     "Availability",
     "CandidateSpace",
@@ -61,9 +62,13 @@ __all__ = [
 
 _CONFIG = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
-# The token budgets (max_num_batched_tokens) the search covers by default.
+# The token budgets (max_num_batched_tokens) the search covers by default: the coarse grid 512,
+# 1024, ..., 16384, refined between its points (docs/plan.md). The service's admission bounds a
+# plan's work by its size (planner/server/policy.py), so it stands here, with the request.
 BUDGET_MIN_TOKENS = 512
 BUDGET_MAX_TOKENS = 16384
+COARSE_BUDGETS = tuple(BUDGET_MIN_TOKENS << i for i in range(6))
+assert COARSE_BUDGETS[-1] == BUDGET_MAX_TOKENS
 MAX_TENSOR_PARALLEL = MAX_TP
 MAX_INVENTORY_GPUS = 1_000_000
 MAX_HEADROOM = 10.0
@@ -72,7 +77,7 @@ MAX_SEQS = 65_536
 MAX_AVAILABILITY_REPLICAS = MAX_SPARE_REPLICAS  # what the MILP takes
 # A plan's forecast has at most solvers.milp_data.MAX_BUCKETS buckets (a leap year of hours,
 # what the MILP sizes): a written forecast over it is refused at validation (check_buckets), one
-# derived from a trace when the plan reads it (planner/plan/run.py).
+# derived from a trace when the plan reads it (planner/plan/pipeline.py).
 # A plan whose demand needs one replica keeps a second: a restart, an upgrade or a lost node must
 # not stop a production service (docs/plan.md, "Availability").
 DEFAULT_MIN_REPLICAS = 2

@@ -1,5 +1,5 @@
-"""The pictures of `capplan report` (planner/report.py gathers their data): one matplotlib Figure
-per figure, drawn on Agg (files only, no display).
+"""The pictures of `capplan report` (planner/htmlreport/figures.py gathers their data): one
+matplotlib Figure per figure, drawn on Agg (files only, no display).
 
 Readable by construction: money axes label every tick in dollars with the cents a value needs
 (`UsdFormatter`: $0.25, $0.015, never a $0 that is not zero); a log money axis with fewer than

@@ -1,6 +1,6 @@
 """`capplan report FILE.yaml -o DIR`: a plan as pictures. Five figures (PNG and SVG each) and one
 self-contained HTML page (the SVGs inline; the plan's key numbers, warnings, binding constraints,
-simulated check and alternatives: planner/report_page.py):
+simulated check and alternatives: planner/htmlreport/page.py):
 
 - `cost_vs_concurrency`: cost per 1M output tokens against decode concurrency and against the
   tokens/s each user sees (the seed article's first chart), for the plan's model on its GPU and
@@ -17,10 +17,10 @@ simulated check and alternatives: planner/report_page.py):
 
 Every number drawn comes from those api results; `build` returns them per figure (what the tests
 compare with the api's answers). Output is byte-stable: fixed SVG hash salt, no dates. The
-drawing is planner/report_draw.py.
+drawing is planner/htmlreport/draw.py.
 
-    from planner import report
-    result = report.write_report(yaml.safe_load(open("examples/chat.yaml")), "out", base_dir="examples")
+    from planner.htmlreport import figures
+    result = figures.write_report(yaml.safe_load(open("examples/chat.yaml")), "out", base_dir="examples")
     result.files, result.figures["chunked_prefill"]["worst_itl_ms"]
 """
 
@@ -33,13 +33,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from planner.errors import Infeasible
-from planner.report_draw import DPI, rc, render
+from planner.htmlreport.draw import DPI, rc, render
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from planner.plan import PlanReport, PlanRequest
-    from planner.plan.report import PlanDeployment
+    from planner.schema.plan_report import PlanDeployment, PlanReport
+    from planner.schema.plan_request import PlanRequest
 
 __all__ = ["DPI", "FIGURES", "ReportResult", "build", "render", "write_files", "write_report"]
 
@@ -107,7 +107,7 @@ def _analysis_base(plan: PlanReport, req: PlanRequest, dep: PlanDeployment) -> d
 
 def _cost_vs_concurrency(plan: PlanReport, req: PlanRequest, base: Path | None) -> dict[str, Any]:
     from planner import api
-    from planner.reports import ConcurrencyReport
+    from planner.schema.reports import ConcurrencyReport
 
     dep = _pick(plan, ("colocated", "decode"))
     context = decode_context_tokens(plan)
@@ -141,7 +141,7 @@ def _cost_vs_concurrency(plan: PlanReport, req: PlanRequest, base: Path | None) 
 
 def _chunked_prefill(plan: PlanReport, req: PlanRequest, base: Path | None) -> dict[str, Any]:
     from planner import api
-    from planner.reports import ChunkedPrefillReport
+    from planner.schema.reports import ChunkedPrefillReport
 
     dep = _pick(plan, ("colocated", "prefill"))
     decodes = running_at_peak(_pick(plan, ("colocated", "decode")))
@@ -281,7 +281,7 @@ def build(
     """The plan (with `verify`: its simulated check) and, per figure, the numbers it draws (all
     from api results). An infeasible plan has nothing to draw: Infeasible with its reason."""
     from planner import api
-    from planner.plan.request import parse_plan_request
+    from planner.schema.plan_request import parse_plan_request
 
     req = parse_plan_request(request)
     base = None if base_dir is None else Path(base_dir)
@@ -316,7 +316,7 @@ def write_files(plan: PlanReport, figures: Mapping[str, dict[str, Any]], out_dir
     """Draw `figures` (from `build`) and write `<figure>.png`, `<figure>.svg` and `index.html`."""
     import matplotlib
 
-    from planner.report_page import page as html_page
+    from planner.htmlreport.page import page as html_page
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -37,7 +37,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from planner.server import jobs
-from planner.server.errors import Overloaded, ShuttingDown
+from planner.server.service_errors import Overloaded, ShuttingDown
 
 __all__ = ["DEADLINE_SLACK_S", "KILL_AFTER_S", "PRIORITY", "JobFuture", "JobPool", "default_workers"]
 

@@ -52,7 +52,7 @@ from planner.simulate.requests import (
     within_context,
 )
 from planner.simulate.router import Router
-from planner.simulate.scheduler import MAX_SIM_EVENTS, Engine
+from planner.simulate.scheduler import MAX_SIM_EVENTS, SimulatedEngine
 from planner.slo import Slo
 from planner.workload import MAX_SAMPLED_REQUESTS
 
@@ -201,7 +201,7 @@ def ordered_chunks(order: IntArray, times: FloatArray, prompt: IntArray, output:
 
 
 def run_pool(
-    engines: Sequence[Engine],
+    engines: Sequence[SimulatedEngine],
     router: Router,
     chunks: Iterator[Chunk],
     register: Callable[[int, int, int, float], None],
@@ -274,7 +274,7 @@ def run_pool(
         e.series.fold(totals, None, completions)
 
 
-def replica_stats(role: str, engines: Sequence[Engine], duration_s: float) -> list[ReplicaStats]:
+def replica_stats(role: str, engines: Sequence[SimulatedEngine], duration_s: float) -> list[ReplicaStats]:
     return [
         ReplicaStats(
             role=role,
@@ -297,7 +297,7 @@ def build_result(
     out_tokens: IntArray,
     first_token: FloatArray,
     finish: FloatArray,
-    engines: Sequence[Engine],
+    engines: Sequence[SimulatedEngine],
     stats: list[ReplicaStats],
     totals: MinuteTotals,
     slo: Slo | None,

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from planner.plan import PlanReport
+    from planner.schema.plan_report import PlanReport
 
 TITLES = {
     "cost_vs_concurrency": "Cost per 1M output tokens vs concurrency",

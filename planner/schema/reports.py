@@ -14,15 +14,15 @@ from typing import Any, Literal
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
 from planner.catalog.models import Dtype
-from planner.catalog.reports import CatalogReport, GpuCatalogReport, ModelCatalogReport, Report
 from planner.costmodel.analyses import Reading
 from planner.costmodel.fit_data import StepKind
 from planner.costmodel.profile import Profile
 from planner.costmodel.roofline import Bound
 from planner.deployment import Mode
-from planner.inputs import Replay, Router
 from planner.latency.engine import Role, StabilityLimit
 from planner.latency.model import BindingLimit
+from planner.schema.catalog_reports import CatalogReport, GpuCatalogReport, ModelCatalogReport, Report
+from planner.schema.inputs import Replay, Router
 
 __all__ = [
     "AnalyzeReport",
@@ -42,7 +42,7 @@ __all__ = [
 ]
 
 
-_Report = Report  # every report's base (planner/catalog/reports.py, which imports no latency model)
+_Report = Report  # every report's base (planner/schema/catalog_reports.py, which imports no latency model)
 
 
 # --- shared pieces -------------------------------------------------------------------------------
@@ -520,4 +520,4 @@ class CalibrateReport(_Report):
     output: str | None = None
 
 
-# --- catalog: planner/catalog/reports.py (`capplan catalog` imports no latency model) -----------
+# --- catalog: planner/schema/catalog_reports.py (`capplan catalog` imports no latency model) -----------

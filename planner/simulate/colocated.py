@@ -1,5 +1,5 @@
 """`simulate`: colocated serving, every replica prefills and decodes (the event loop over
-replicas and the bounds on a simulation's work are in pool.py)."""
+replicas and the bounds on a simulation's work are in replica_pool.py)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from planner.costmodel.timer import StepTimer
 from planner.errors import InvalidInput
 from planner.scheduler_config import SchedulerConfig
 from planner.simulate.metrics import MinuteAccumulator, MinuteTotals, SimResult
-from planner.simulate.pool import Feed, build_result, replica_stats, run_pool, times_of
+from planner.simulate.replica_pool import Feed, build_result, replica_stats, run_pool, times_of
 from planner.simulate.requests import RequestsLike, RequestStream
 from planner.simulate.router import Router, make_router
-from planner.simulate.scheduler import Engine, EventBudget, RequestTable, StepTrace
+from planner.simulate.scheduler import EventBudget, RequestTable, SimulatedEngine, StepTrace
 from planner.slo import Slo
 
 
@@ -38,7 +38,7 @@ def simulate(
     origin = feed.origin_s
     budget = EventBudget()
     engines = [
-        Engine(config, timer, table, MinuteAccumulator(origin), fast_forward, i, step_trace, budget)
+        SimulatedEngine(config, timer, table, MinuteAccumulator(origin), fast_forward, i, step_trace, budget)
         for i in range(replicas)
     ]
     totals = MinuteTotals(origin)
