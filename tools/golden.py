@@ -107,7 +107,7 @@ def accuracy_grid() -> dict[str, Any]:
 def examples() -> dict[str, Any]:
     """`api.evaluate` / `api.plan` on each example, as the CLI reads it (the report's JSON)."""
     from planner import api
-    from planner.inputs import read_mapping_file
+    from planner.schema.inputs import read_mapping_file
 
     out: dict[str, Any] = {}
     for path in sorted(EXAMPLES.glob("*.yaml")):
