@@ -95,6 +95,14 @@ from planner.latency.decode_count import (
     decode_company,
     decode_count_variance,
 )
+from planner.latency.kv_full import (
+    KV_FULL_MIN,
+    KvFull,
+    kv_full_wait,
+    kv_overflow_probability,
+    kv_tokens_variance,
+    with_kv_full,
+)
 from planner.latency.queueing import (
     NO_WAIT,
     SPREAD,
@@ -162,7 +170,6 @@ SHARED_RATE_STEPS = 60  # secant / bisection steps of `Engine._shared_rate` (con
 STRETCH_PASSES = 30  # fixed-point passes of the stretch (converges in a few; bounded)
 STRETCH_DRIFT_FLOOR = 0.05  # the stretched drift never falls below this share of 1 - rho
 QUEUED_MIN = 1e-6  # below this chance of queueing beyond the next step, TTFT ignores it
-KV_FULL_MIN = 1e-4  # below this chance of finding the KV cache full, TTFT ignores it (`_kv_full`)
 COMPANY_PASSES = 2  # passes of the step mix with company (module docstring of _steps)
 FULL_STEP_OFFSETS = 4  # chunk offsets per long prompt for the full steps' spread (_full_step_cv2)
 CHAIN_STATES = 64  # the steps' prompt-count chain's states at most (`_chain_company`)
@@ -1021,38 +1028,29 @@ class Engine:
         )
 
     def _kv_risk(self, s: State) -> float:
-        """P(the requests in flight need more KV than the cache holds): KV in use is n contexts,
-        Var = E[n] Var(context) + Var(n) cbar^2 (the count wanders), read as a normal."""
-        kv_mean = self._load(s)[1]
-        cbar = self.cbar
-        kv_var = s.n * (self.stats.decode_context_sq - cbar * cbar) + self._decode_var(s) * cbar * cbar
-        sd = math.sqrt(max(kv_var, 0.0))
-        if sd > 0:
-            return 0.5 * math.erfc((self.kv_cap - kv_mean) / (sd * math.sqrt(2.0)))
-        return 1.0 if kv_mean > self.kv_cap else 0.0
+        """`kv_full.kv_overflow_probability` at the state (its inputs gathered)."""
+        kv_var = kv_tokens_variance(
+            decodes=s.n,
+            context_mean=self.cbar,
+            context_sq_mean=self.stats.decode_context_sq,
+            decode_count_variance=self._decode_var(s),
+        )
+        return kv_overflow_probability(
+            kv_tokens_mean=self._load(s)[1], kv_tokens_var=kv_var, kv_capacity_tokens=self.kv_cap
+        )
 
-    def _kv_full(self, s: State) -> tuple[float, float]:
-        """(f, R): the chance f that an arrival finds the KV cache full (`_kv_risk`; 0 below
-        KV_FULL_MIN) and the mean rest R of that episode, which it waits before vLLM admits it
-        (blocks for its prompt free only as requests finish). R is the residual of a busy period
-        of the cache read as an M/G/1 server whose service is a request's KV token-seconds over
-        the cache's size, S = t_step (d P + d (d + 1)/2) / cache (`WorkloadStats.kv_token_s`),
-        at its utilization rho_kv = mean KV use / cache: R = E[S^2] / (2 E[S] (1 - rho_kv)^2).
-        Colocated engines (a decode pool's arrivals are transfers, not prompts), once per state
-        (docs/latency.md, "Where the KV cache fills")."""
+    def _kv_full(self, s: State) -> KvFull:
+        """`kv_full.kv_full_wait` at the state, once: colocated engines only (a decode pool's
+        arrivals are transfers, not prompts)."""
         if s.kv_full is None:
             f = self._kv_risk(s) if self.has_prefill and self.has_decode and s.n > 0.0 else 0.0
-            if f < KV_FULL_MIN:
-                s.kv_full = (0.0, 0.0)
-            else:
-                rho_kv = self._load(s)[1] / self.kv_cap
-                kv1, kv2 = self.stats.kv_token_s
-                rest = (
-                    s.t_step * kv2 / (2.0 * kv1 * self.kv_cap * (1.0 - rho_kv) ** 2)
-                    if rho_kv < 1.0
-                    else math.inf
-                )
-                s.kv_full = (f, rest)
+            s.kv_full = kv_full_wait(
+                overflow_probability=f,
+                kv_tokens_mean=self._load(s)[1] if f >= KV_FULL_MIN else 0.0,
+                kv_capacity_tokens=self.kv_cap,
+                mean_step_s=s.t_step,
+                kv_token_s=self.stats.kv_token_s,
+            )
         return s.kv_full
 
     def _seat_wait(self, s: State) -> SeatWait:
@@ -1564,52 +1562,16 @@ class Engine:
             waiting = np.zeros(n_all)
             waiting[size:] = 1.0
         shown = Wait(q, phases_mean_s(phases) + s.t_full) if q > 0 else NO_WAIT
-        f, rest = self._kv_full(s)
-        if f > 0.0:
-            values, probs, phases, waiting = self._with_kv_full(values, probs, phases, waiting, size, f, rest)
+        kv_full = self._kv_full(s)
+        if kv_full.probability > 0.0:
+            values, probs, phases, waiting = with_kv_full(
+                values=values, probs=probs, phases=phases, waiting=waiting, unqueued=size, kv_full=kv_full
+            )
         seat = self._seat_wait(s)
         if seat.probability > 0.0:
             values, probs, phases, waiting = with_seat_wait(values, probs, phases, waiting, seat)
         s.ttft_mix = TtftMixture(values, probs, phases, waiting, size, q, shown)
         return s.ttft_mix
-
-    @staticmethod
-    def _with_kv_full(
-        values: FloatArray,
-        probs: FloatArray,
-        phases: Phases,
-        waiting: FloatArray | None,
-        size: int,
-        f: float,
-        rest: float,
-    ) -> tuple[FloatArray, FloatArray, Phases, FloatArray]:
-        """TTFT's mixture with the KV-full branch (`_kv_full`): with probability f an arrival
-        waits the episode's rest, exponential of mean `rest`, on top of what it would wait
-        otherwise. The unqueued points (the first `size`) wait that phase; a queued point waits
-        its queue's phases too, and of the two waits the one of larger mean keeps its shape, the
-        other adds its mean (the sum's tail is the larger one's). Returns the points doubled, the
-        phases with the episode's last, and the shares each point waits each phase (2-D
-        `waiting`)."""
-        n = values.size
-        k = len(phases)
-        w = np.zeros((2 * n, k + 1))
-        shifted = values.copy()
-        w[n : n + size, k] = 1.0
-        if waiting is not None:
-            w[:n, :k] = waiting[:, None]
-            queue_mean = phases_mean_s(phases) / max(sum(a for a, _ in phases), 1e-300)
-            if rest >= queue_mean:
-                shifted[size:] += queue_mean
-                w[n + size :, k] = waiting[size:]
-            else:
-                shifted[size:] += rest
-                w[n + size :, :k] = waiting[size:, None]
-        return (
-            np.concatenate((values, shifted)),
-            np.concatenate((probs * (1.0 - f), probs * f)),
-            (*phases, (1.0, rest)),
-            w,
-        )
 
     def _own_ttft_s(self, s: State) -> FloatArray:
         """Each prompt's own part of TTFT when it does not queue: its service, plus the time every
