@@ -103,21 +103,30 @@ from planner.latency.kv_full import (
     kv_tokens_variance,
     with_kv_full,
 )
+from planner.latency.prefill_queue import (
+    PrefillDrag,
+    full_step_context,
+    full_step_cv2,
+    own_stream_context,
+    prefill_drag,
+    prefill_wait,
+    service_shape,
+    shape_of,
+    stretch_applies,
+    stretched_wait,
+)
 from planner.latency.queueing import (
     NO_WAIT,
     SPREAD,
     Phases,
     Wait,
-    WaitDecayTable,
     gamma_wait_probability,
     gamma_wait_probability_slope,
-    gg1_wait,
     phases_mean_s,
     response_quantiles,
     response_quantiles_phases,
     tail_quantiles,
     wait_beyond,
-    wait_spread,
 )
 from planner.latency.results import (
     Boundary,
@@ -164,14 +173,10 @@ _ONE0 = np.array(1.0)  # 0-d: numpy takes these beside arrays faster than Python
 _EPS_CHUNK = np.array(1e-9)  # chunk counts: ceil(Pe / share - 1e-9)
 _ZERO = np.zeros(1)
 _ONE = np.ones(1)
-TAIL_LEVEL = 0.01  # the backlog's drain stretch is sized at the wait's p99 (Engine._queue_wait)
 RATE_NEWTON_STEPS = 60  # Newton / bisection steps of `Engine._rate_with_merging` (converges in ~4)
 SHARED_RATE_STEPS = 60  # secant / bisection steps of `Engine._shared_rate` (converges in ~6)
-STRETCH_PASSES = 30  # fixed-point passes of the stretch (converges in a few; bounded)
-STRETCH_DRIFT_FLOOR = 0.05  # the stretched drift never falls below this share of 1 - rho
 QUEUED_MIN = 1e-6  # below this chance of queueing beyond the next step, TTFT ignores it
 COMPANY_PASSES = 2  # passes of the step mix with company (module docstring of _steps)
-FULL_STEP_OFFSETS = 4  # chunk offsets per long prompt for the full steps' spread (_full_step_cv2)
 CHAIN_STATES = 64  # the steps' prompt-count chain's states at most (`_chain_company`)
 CHAIN_NEGLIGIBLE = 1e-12  # chain counts below this share of the likeliest one are dropped
 CHAIN_FOLDED = 1e-4  # the chain's last state (its count and more) holding more: too few states
@@ -1951,91 +1956,47 @@ class Engine:
         return max(max(share_full, 1.0) - (self.mean_pe - (mean_chunks - 1.0) * max(share_own, 1.0)), 0.0)
 
     def _service_shape(self) -> ServiceShape:
-        """The prefill queue's service X_i per prompt of the support, c_s^2 = Var X / E[X]^2 and
-        kappa = E[X] E[X^3] / E[X^2]^2 (for `gg1_wait` and `wait_beyond`): a prompt of Pe tokens
-        takes Pe / s full steps of a stream made of prompts like it (`_stream_step_s` with its
-        own attention context p0 + Pe/2 and prefix p0 + Pe/2 + s p0/Pe per step), so X grows
-        faster than Pe: attention and the calibrated prefix re-read are quadratic in it. With
-        the H200's profile a 8,000-token prompt's re-read nearly doubles its service; the shape
-        from Pe alone (the token counts' spread) understated the queue's tail by up to 18%.
-        Taken once per engine, at the stability boundary (decode roles; the queue's shape
-        matters where it is long, near capacity, and the decodes there dilute the prompts'
-        differences the least of any point where it is long)."""
+        """`prefill_queue.service_shape`, once per engine, at the stability boundary (decode
+        roles; the queue's shape matters where it is long, near capacity, and the decodes there
+        dilute the prompts' differences the least of any point where it is long); from the token
+        counts alone without a prefill (no step to time them)."""
         if self._shape is None:
-            if not self.has_prefill:
-                self._shape = self._token_shape()
-            else:
-                self._shape = self._service_shape_at(
-                    self._saturated() if self.has_decode else self._state(0.0, 0.0)
+            shape = None
+            if self.has_prefill:
+                at = self._saturated() if self.has_decode else self._state(0.0, 0.0)
+                s_f = max(at.share_full, 1.0)
+                attention, prefix = own_stream_context(
+                    prompt_tokens=self.pe, cached_tokens=self.p0, full_share_tokens=s_f
                 )
+                full_step_s = batch_time_s(
+                    self.k, at.n_arr, at.n_arr * self.cbar, s_f, s_f * attention, prefix + s_f, prefix
+                )
+                shape = service_shape(
+                    prompt_tokens=self.pe, prompt_probs=self.pw, full_step_s=full_step_s,
+                    arrival_cv2=self.ca2, colocated=self.has_decode,
+                )  # fmt: skip
+            self._shape = shape or shape_of(
+                cv2=self.stats.prefill_cv2, kappa=self.kappa, service_over_mean=self.pe / self.mean_pe,
+                arrival_cv2=self.ca2, prompt_probs=self.pw, colocated=self.has_decode and self.has_prefill,
+            )  # fmt: skip
         return self._shape
 
-    def _own_stream_context(self, s_f: float) -> tuple[FloatArray, FloatArray]:
-        """Per prompt of the support, a full step of a stream made of prompts like it
-        (`_stream_step_s` with the prompt's own numbers): attention context p0 + Pe/2 per token
-        and prefix re-read p0 + Pe/2 + s_f p0/Pe."""
-        a_i = self.p0 + 0.5 * self.pe
-        return a_i, a_i + s_f * self.p0 / self.pe
-
-    def _service_shape_at(self, s: State) -> ServiceShape:
-        """`_service_shape` at a state."""
-        s_f = max(s.share_full, 1.0)
-        a_i, prefix = self._own_stream_context(s_f)
-        t_i = batch_time_s(self.k, s.n_arr, s.n_arr * self.cbar, s_f, s_f * a_i, prefix + s_f, prefix)
-        x = self.pe * t_i
-        pw = self.pw
-        m1 = float(pw @ x)
-        x2 = x * x
-        m2 = float(pw @ x2)
-        m3 = float(pw @ (x2 * x))
-        if not m1 > 0.0:  # an empty step times 0: no service to shape
-            return self._token_shape()
-        return self._shape_of(max(m2 / (m1 * m1) - 1.0, 0.0), m1 * m3 / (m2 * m2), x / m1)
-
-    def _token_shape(self) -> ServiceShape:
-        """The service's shape from the prompts' token counts alone (no step to time them)."""
-        return self._shape_of(self.stats.prefill_cv2, self.kappa, self.pe / self.mean_pe)
-
-    def _shape_of(self, cv2: float, kappa: float, xi: FloatArray) -> ServiceShape:
-        """A `ServiceShape`, its decay table only where a wait can be less spread than an
-        exponential (kappa <= 3/2) and the step mix reads it (colocated)."""
-        light = kappa <= 1.5 and self.has_decode and self.has_prefill
-        return ServiceShape(cv2, kappa, xi, WaitDecayTable.build(self.ca2, xi, self.pw) if light else None)
-
     def _full_step_cv2(self) -> float:
-        """The spread of a backlog's full steps, Var T / E[T]^2: which prompts' chunks a full
-        step carries, and how deep into them, sets its attention and prefix re-read. Over the
-        prompt support and FULL_STEP_OFFSETS chunk offsets per prompt longer than the budget
-        (uniform over the prompt), token-weighted, each step a stream step at the stability
-        boundary (`_stream_step_s`'s form; a prompt within the budget at its own mean context);
-        a step carrying k = s_f / E[Pe] (token-weighted) prompts averages them: / max(1, k).
-        Once per engine. Without it every full step was the stream's average one, so near
-        capacity, as the backlog's steps take over the mix, ITL p99 fell towards that average
-        (up to 2% for prompts longer than the budget) and read up to 7% low on the accuracy grid
-        (H200, budget 512, 90%)."""
+        """`prefill_queue.full_step_cv2`, once per engine, each full step a stream step at the
+        stability boundary (colocated engines only, `_steps`)."""
         if self._full_cv2 is None:
-            st = self._saturated()  # colocated engines only (`_steps`)
-            s_f = max(st.share_full, 1.0)
-            pe = self.pe[:, None]
-            p0 = self.p0[:, None]
-            over = np.maximum(pe - s_f, 0.0)
-            offset = over * ((np.arange(FULL_STEP_OFFSETS) + 0.5) / FULL_STEP_OFFSETS)[None, :]
-            long = pe > s_f
-            own_a, own_prefix = self._own_stream_context(s_f)
-            attention = np.where(long, p0 + offset + 0.5 * s_f, own_a[:, None])
-            prefix = np.where(long, p0 + offset, own_prefix[:, None])
-            t = batch_time_s(
-                self.k, st.n_arr, st.n_arr * self.cbar, s_f, s_f * attention, prefix + s_f, prefix
+            end = self._saturated()
+            s_f = max(end.share_full, 1.0)
+            attention, prefix = full_step_context(
+                prompt_tokens=self.pe, cached_tokens=self.p0, full_share_tokens=s_f
             )
-            w = np.repeat((self.pw * self.pe)[:, None], FULL_STEP_OFFSETS, axis=1)
-            w /= float(w.sum())
-            mean = float(np.add.reduce(w * t, axis=None))
-            if not mean > 0.0:
-                self._full_cv2 = 0.0
-            else:
-                cv2 = float(np.add.reduce(w * (t / mean - 1.0) ** 2, axis=None))
-                per_step = s_f / self.pe_tok_mean
-                self._full_cv2 = cv2 / max(1.0, per_step)
+            step_s = batch_time_s(
+                self.k, end.n_arr, end.n_arr * self.cbar, s_f, s_f * attention, prefix + s_f, prefix
+            )
+            self._full_cv2 = full_step_cv2(
+                full_step_s=step_s, prompt_tokens=self.pe, prompt_probs=self.pw,
+                full_share_tokens=s_f, token_mean_prompt_tokens=self.pe_tok_mean,
+            )  # fmt: skip
         return self._full_cv2
 
     def _full_step_shape(self) -> FloatArray:
@@ -2059,104 +2020,35 @@ class Engine:
         return self.mean_pe * s.t_full / max(s.share_full, 1.0)
 
     def _queue_wait(self, s: State, shape: ServiceShape) -> Wait:
-        """The prefill queue's wait: GI/G/1 at the state's full-step rate (`gg1_wait`, the
-        service's spread from `_service_shape`; the tail's exact decay from `wait_decay_s`),
-        stretched for the backlog's drain (docs/latency.md, "A backlog drains slower as it
-        grows"); the stretch scales the mean and the tail's decay alike.
-
-        While prompts queue, the engine prefills 1/q of them per second, more than arrive, so
-        decodes accumulate, g = 1/q - lam = (1 - rho) / q per second of backlog; each one takes a
-        token of the budget and adds to the step, q growing by beta = ln(q_sat / q) / (n_sat - n)
-        per decode towards the stability boundary's q_sat. A prompt that finds V seconds of
-        work sits in a busy period that took about V max(1, c_a^2) / (1 - rho) to build (heavy
-        traffic: the climb is the reversed descent; the c_a^2 factor is a reading, measured
-        against V / (1 - rho) and a division by it, docs/latency.md), over which
-        x(V) = g T_d (1 - exp(-age / T_d)) decodes joined (T_d = d t_step, a decode's lifetime;
-        at most n_sat - n). So the queue builds faster at level u (drift 1 - rho e^{beta x(u)}
-        for 1 - rho: the diffusion's tail exponent), and the prompt's own wait stretches by
-        e^{beta x(V)}. Both are sized at the wait's p99 (`TAIL_LEVEL`; the drift averaged over
-        [0, V] by Simpson's rule, a bounded fixed point) and scale the wait's mean: an
-        exponential stays an exponential, the downstream forms hold."""
-        q = self._full_service_s(s)
-        wait = gg1_wait(s.rho, q, self.ca2, shape.cv2)
-        rho = s.rho
-        if not (self.has_decode and self.has_prefill) or not 0.0 < rho < 1.0:
-            return wait
-        m = wait.mean_if_waiting_s
-        tail = 0.0  # read only by `wait_beyond`'s gamma (r <= 2)
-        if shape.decay is not None and wait_spread(wait.prob, shape.kappa) <= 2.0:
-            tail = shape.decay.scale_s(rho, q)
-            wait = Wait(wait.prob, m, tail)
-        if wait.prob <= TAIL_LEVEL or not (0.0 < m < math.inf):
+        """The prefill queue's wait at a state (`prefill_queue.prefill_wait`), stretched for the
+        backlog's drain where it lasts (`prefill_queue.stretched_wait`: the drag towards the
+        stability boundary, the decode count's variance and loop gathered only there)."""
+        service_s = self._full_service_s(s)
+        colocated = self.has_decode and self.has_prefill
+        wait = prefill_wait(
+            utilization=s.rho, mean_service_s=service_s, arrival_cv2=self.ca2, shape=shape, colocated=colocated
+        )
+        if not (colocated and 0.0 < s.rho < 1.0 and stretch_applies(wait)):
             return wait
         drag = self._prefill_drag(s)
         if drag is None:
             return wait
-        beta, room = drag
-        t_d = self.d * s.t_step
-        if not 0.0 < t_d < math.inf:
-            return wait
-        joined = (1.0 - rho) / q * t_d  # g T_d: decodes a backlog adds at most (before the cap)
-        per_s = max(self.ca2, 1.0) / ((1.0 - rho) * t_d)
-        v0 = m * math.log(wait.prob / TAIL_LEVEL)  # the p99 wait at the state's rate
-        floor = STRETCH_DRIFT_FLOOR * (1.0 - rho)
-        v = v0
-        for _ in range(STRETCH_PASSES):  # increasing map, bounded by rho_sat = rho q_sat / q < 1
-            x_mid = min(room, -joined * math.expm1(-0.5 * v * per_s))
-            x_end = min(room, -joined * math.expm1(-v * per_s))
-            # mean drift over [0, v] by Simpson's rule (x(0) = 0)
-            drift = 1.0 - rho * (1.0 + 4.0 * math.exp(beta * x_mid) + math.exp(beta * x_end)) / 6.0
-            v_next = v0 * (1.0 - rho) / max(drift, floor)
-            done = abs(v_next - v) <= 1e-9 * v
-            v = v_next
-            if done:
-                break
-        x_end = min(room, -joined * math.expm1(-v * per_s))
-        stretch = v * math.exp(beta * x_end) / v0
-        env = self._wait_environment(s, beta, room, v * per_s * t_d)
-        return Wait(wait.prob, m * stretch, tail * stretch, env)
+        return stretched_wait(
+            wait=wait, utilization=s.rho, mean_service_s=service_s, arrival_cv2=self.ca2, drag=drag,
+            lifetime_s=self.d * s.t_step, decodes=s.n, count_variance=self._decode_var(s),
+            count_loop=self._count_feedback(s).loop,
+        )  # fmt: skip
 
-    def _prefill_drag(self, s: State) -> tuple[float, float] | None:
-        """(beta, room): how a prompt's service in the prefill queue grows with the decodes
-        beside it, q e^{beta x} for x more decodes, as the chord to the stability boundary (q_sat
-        at n_sat = n + room: each decode takes a token of the budget and adds its KV read to the
-        full step); None where the boundary is not above the state."""
+    def _prefill_drag(self, s: State) -> PrefillDrag | None:
+        """`prefill_queue.prefill_drag` at the state, once (against the boundary's end)."""
         if s.drag is None:
             end = self._saturated()
-            room = end.n - s.n
-            q = self._full_service_s(s)
-            q_sat = self._full_service_s(end)
-            s.drag = (math.log(q_sat / q) / room, room) if room > 0.0 and q_sat > q > 0.0 else ()
+            drag = prefill_drag(
+                decodes=s.n, mean_service_s=self._full_service_s(s),
+                saturated_decodes=end.n, saturated_service_s=self._full_service_s(end),
+            )  # fmt: skip
+            s.drag = drag if drag is not None else ()
         return s.drag or None
-
-    def _wait_environment(
-        self, s: State, beta: float, room: float, age_s: float
-    ) -> tuple[tuple[float, float], ...]:
-        """The queue's wait as a scale mixture over the decode count's wandering (`Wait.env`):
-        a count y above its mean slows prefill to rho e^{beta y}, and a queue built at that rate
-        waits (1 - rho) / (1 - rho e^{beta y}) times as long (heavy traffic). The count moves
-        while a backlog builds: what persists over the busy period's age A (`_queue_wait`'s) is
-        the variance of its mean over A, Var n (2 tau / A)(1 - (tau / A)(1 - e^{-A / tau}))
-        (an exponential autocorrelation of integral time tau = (T_d / 2) / (1 - e + e_q / (1 -
-        busy)): a decode's lifetime T_d, as a window, slowed by the count's loop,
-        `_count_feedback`). Two Gauss-Hermite points of that normal (1/2 at +-1 sd; a count
-        between 0 and the stability boundary's, whose rate rho q_sat / q is below 1; three
-        points, 2/3 at 0 and 1/6 at +-sqrt(3) sd, move the grid's TTFT p99 by under 1% for half
-        again as many phases), scaled to mean one: the stretch already sizes the mean wait at
-        the decodes a p99 wait meets, and the mixture spreads the wait around it
-        (docs/latency.md, "A backlog drains slower as it grows")."""
-        var = self._decode_var(s)
-        rho = s.rho
-        t_d = self.d * s.t_step
-        if not (var > 0.0 and age_s > 0.0 and 0.0 < rho < 1.0 and t_d > 0.0):
-            return ()
-        x = age_s * self._count_feedback(s)[1] / (0.5 * t_d)  # A / tau
-        persist = 2.0 / x * (1.0 - -math.expm1(-x) / x) if x > 1e-9 else 1.0
-        sd = math.sqrt(var * persist)
-        up = (1.0 - rho) / (1.0 - rho * math.exp(beta * min(sd, room)))  # the nodes at +-1 sd
-        down = (1.0 - rho) / (1.0 - rho * math.exp(-beta * min(sd, s.n)))
-        mean = 0.5 * (up + down)
-        return ((0.5, up / mean), (0.5, down / mean))
 
     def _token_cost_s(self) -> float:
         """The marginal time of one prefill token in a full-budget step of an idle engine,

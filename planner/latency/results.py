@@ -36,6 +36,15 @@ class ServiceShape(NamedTuple):
     decay: WaitDecayTable | None
 
 
+class PrefillDrag(NamedTuple):
+    """How a prompt's service in the prefill queue grows with the decodes beside it,
+    q e^{per_decode x} for x more decodes (`prefill_queue.prefill_drag`: the chord to the
+    stability boundary), and the decodes left to that boundary (`room`)."""
+
+    per_decode: float
+    room: float
+
+
 class Grid(NamedTuple):
     """The engine at a vector of concurrencies (the stability scan): rates and margins."""
 
@@ -105,7 +114,7 @@ class State:
     itl_all: FloatArray | None = None  # and with the decode-only slices (lazily)
     kv_full: KvFull | None = None  # Engine._kv_full (lazily)
     delay_classes: tuple[float, list[DelayClass]] | None = None  # Engine._delay_classes (lazily)
-    drag: tuple[float, float] | tuple[()] | None = None  # Engine._prefill_drag, () for none (lazily)
+    drag: PrefillDrag | tuple[()] | None = None  # Engine._prefill_drag, () for none (lazily)
     feedback: CountFeedback | None = None  # Engine._count_feedback (lazily)
     join_weight: float = 0.0  # how far whole prompts share steps (`Engine._shared_rate`; 0: they do not)
     join_cost: float = 0.0  # a further whole prompt's time in a step with one (Jc)
