@@ -95,6 +95,7 @@ from planner.latency.decode_count import (
     decode_company,
     decode_count_variance,
 )
+from planner.latency.itl import LEVELS, TAIL_EPS, itl_level, itl_worst_case_s
 from planner.latency.kv_full import (
     KV_FULL_MIN,
     KvFull,
@@ -117,7 +118,6 @@ from planner.latency.prefill_queue import (
 )
 from planner.latency.queueing import (
     NO_WAIT,
-    SPREAD,
     Phases,
     Wait,
     gamma_wait_probability,
@@ -125,7 +125,6 @@ from planner.latency.queueing import (
     phases_mean_s,
     response_quantiles,
     response_quantiles_phases,
-    tail_quantiles,
     wait_beyond,
 )
 from planner.latency.results import (
@@ -146,7 +145,6 @@ from planner.latency.slices import (
     SLICE_PROBS,
     UNIFORM_SLICE_LIST,
     UNIFORM_SLICE_MEANS,
-    decode_slice_spread,
     lognormal_slice_list,
     lognormal_slice_list_below,
     lognormal_top_slice,
@@ -162,8 +160,6 @@ CHUNK_GROUPS = 4  # representatives of a prompt's full chunks (exact up to 4 chu
 GRID_POINTS = 16  # concurrency grid for the stability boundary
 SLOPE_GRID_MIN = GRID_POINTS // 2  # stable scan points below which E[Delta]' is taken exactly
 BOUNDARY_BACKOFF_STEPS = 64  # steps of 1e-6 back inside the boundary after its root (1 or 2 suffice)
-LEVELS = np.array([0.5, 0.99])
-_TAIL_EPS = (1.0 - LEVELS).tolist()  # P(X > quantile) at each level
 HUGE = 1e9  # stands in for an infinite ratio inside root-finding
 STATE_CACHE = 64  # states an engine keeps (Engine._state; a candidate builds ~25); cleared when full
 
@@ -1596,7 +1592,7 @@ class Engine:
             return math.inf
         st = self._steps(s)
         quiet = self._kv_full(s)[0] == 0.0 and self._seat_wait(s).probability == 0.0
-        if s.ttft_mix is None and st.backlog < _TAIL_EPS[-1] and quiet:
+        if s.ttft_mix is None and st.backlog < TAIL_EPS[-1] and quiet:
             # The largest own service after the largest delay: without the mixture's delays,
             # full steps and products (~85% of the bound's cost; the capacity search asks this
             # at most of its states once ITL is met).
@@ -2076,48 +2072,16 @@ class Engine:
         return s.itl99
 
     def _itl_level(self, s: State, i: int) -> float:
-        """Quantile LEVELS[i] of the steps a decoder sees: decode-only steps (`_decode_others`,
-        or t_dec when the count does not wander) and the mixed steps of `_steps`. Where the
-        mixed steps alone reach the level above every decode-only step, the decode-only slices
-        cannot move it (the tail there is the mixed steps'), and they are not timed."""
-        t_dec = s.t_dec
+        """`itl.itl_level` at the state, level LEVELS[i]; the quantile vectors it computes are kept
+        on the state for the other level."""
         st = self._steps(s)
-        total = float(np.add.reduce(st.rates))  # st.rates.sum(), without the wrapper
-        others = self._decode_others(s)
-        if others is None:
-            if total <= 0.01:  # p99 and p50 both fall on decode-only steps
-                return t_dec
-            if s.itl_mixed is None:
-                s.itl_mixed = tail_quantiles(t_dec, st.values, st.rates, LEVELS, total=total)
-            return float(s.itl_mixed[i])
-        mean, sigma = others
-        top_count = min(lognormal_top_slice(sigma, mean) + 1.0, self.n_cap)
-        top = self._decode_step_s(top_count) * (1.0 + SPREAD)  # above every decode-only step
-        if total >= _TAIL_EPS[i]:
-            if s.itl_mixed is None:
-                s.itl_mixed = tail_quantiles(0.0, st.values, st.rates, LEVELS, total=total)
-            q = float(s.itl_mixed[i])
-            if q >= top:
-                return q
-        if s.itl_all is None:
-            # The level now lies below `top` (the decode-only steps have mass there), where the
-            # mixed steps that start above it count whole: only those below take part.
-            cap = self.n_cap
-            seen = [self._decode_step_s(min(c + 1.0, cap)) for c in lognormal_slice_list(sigma, mean)]
-            # The count is a time average and a decoder's gaps come one per step: short steps
-            # come more often, so each slice's share of decode-only steps is probability / time.
-            shares = [p / t for p, t in zip(SLICE_PROB_LIST, seen, strict=True)]
-            scale = max(1.0 - total, 0.0) / sum(shares)
-            below = st.values * (1.0 - SPREAD) < top
-            values = np.concatenate((st.values[below], seen))
-            rates = np.concatenate((st.rates[below], [w * scale for w in shares]))
-            spread: float | FloatArray = SPREAD
-            narrow = decode_slice_spread(seen)
-            if narrow < SPREAD:
-                spread = np.full(values.size, SPREAD)
-                spread[-len(seen) :] = narrow
-            s.itl_all = tail_quantiles(seen[0], values, rates, LEVELS, spread, total=max(total, 1.0))
-        return float(s.itl_all[i])
+        got = itl_level(
+            level_index=i, decode_step_s=s.t_dec, mixed_values=st.values, mixed_rates=st.rates,
+            decode_others=self._decode_others(s), max_decodes=self.n_cap,
+            decode_step_of=self._decode_step_s, mixed=s.itl_mixed, all_steps=s.itl_all,
+        )  # fmt: skip
+        s.itl_mixed, s.itl_all = got.mixed, got.all_steps
+        return got.itl_s
 
     def _decode_step_s(self, count: float) -> float:
         """A decode-only step of `count` decodes (scalar: cheaper than numpy on a few values)."""
@@ -2243,9 +2207,10 @@ class Engine:
         return decode_company(s.n, self._decode_var(s))
 
     def _itl_worst(self, s: State) -> float:
-        """A decode step that carries a full budget at the p99 prompt's last chunk."""
+        """`itl.itl_worst_case_s` at the state (a decode pool: its decode-only step)."""
         if not self.has_prefill:
             return s.t_dec
-        s_f = max(s.share_full, 1.0)
-        off = max(0.0, self.stats.prompt_p99_tokens - s_f)
-        return step_time_s(self.k, s_f, off, s.n_dec, s.n_dec * self.cbar)
+        return itl_worst_case_s(
+            coefficients=self.k, full_share_tokens=s.share_full,
+            prompt_p99_tokens=self.stats.prompt_p99_tokens, decodes=s.n_dec, context_mean=self.cbar,
+        )  # fmt: skip
