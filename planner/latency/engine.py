@@ -146,11 +146,10 @@ from planner.latency.slices import (
     UNIFORM_SLICE_LIST,
     UNIFORM_SLICE_MEANS,
     lognormal_slice_list,
-    lognormal_slice_list_below,
     lognormal_top_slice,
-    lognormal_top_slice_below,
 )
 from planner.latency.stats import WorkloadStats
+from planner.latency.ttft import company_slices, company_top_s, ttft_p99_bound_s
 from planner.scheduler_config import SchedulerConfig
 from solvers.rootfind import RootResult, find_root
 
@@ -181,18 +180,6 @@ COUNT_REACH_SDS = 12.0  # `_delay_chain`'s company counts end this many sds (and
 DELAY_CHAIN_NEGLIGIBLE = 1e-7  # steps under way seen less often are left out of D (`_delay_chain`)
 ATOM_CV = 0.5  # prompt-length CV at which the company's count atoms have faded into the lognormal
 PEAKEDNESS_FLOOR = 1e-3  # the seat queue's count peakedness Z is at least this (`_seat_wait`)
-
-
-def _bound_past_waits(top: float, queued: float, m_max: float, mass: float) -> float:
-    """p99 of TTFT is at most the largest unwaiting time `top`, or the largest waiting one
-    `queued` plus y: P(TTFT > queued + y) <= mass e^{-y / m_max} (the waiting probability `mass`,
-    its slowest phase's mean m_max), at most 1% at y = m_max ln(100 mass). Infinite with
-    m_max (the quantiles read inf there too)."""
-    if not math.isfinite(m_max):
-        return math.inf
-    scaled = 100.0 * mass
-    y = m_max * math.log(scaled) if scaled > 1.0 else 0.0
-    return max(top, queued + y)
 
 
 class Engine:
@@ -1597,30 +1584,7 @@ class Engine:
             # full steps and products (~85% of the bound's cost; the capacity search asks this
             # at most of its states once ITL is met).
             return float(self._own_ttft_s(s).max()) + self._delay_top_s(s, st)
-        mix = self._ttft_mixture(s)
-        v = mix.values
-        if mix.waiting is None:
-            return float(v.max())
-        if mix.waiting.ndim == 2:  # the KV-full branch: each point its own phases
-            return self._ttft_bound_2d(mix)
-        ph = [(a, m) for a, m in mix.phases if a > 0 and m > 0]
-        top = float(v[: mix.unqueued].max()) if mix.unqueued else 0.0
-        queued = float(v[mix.unqueued :].max())
-        if not ph:
-            return max(top, queued)
-        return _bound_past_waits(top, queued, max(m for _, m in ph), mix.queued * sum(a for a, _ in ph))
-
-    @staticmethod
-    def _ttft_bound_2d(mix: TtftMixture) -> float:
-        """`ttft_p99_at_most_s` over a mixture whose points wait phases of their own: the same
-        bound, the waiting mass M = sum_i p_i sum_k w_ik a_k."""
-        assert mix.waiting is not None
-        waits = mix.waiting @ np.array([a for a, _ in mix.phases])
-        some = waits > 0.0
-        top = float(mix.values[~some].max()) if not some.all() else 0.0
-        queued = float(mix.values[some].max())
-        m_max = max(m for a_k, m in mix.phases if a_k > 0)
-        return _bound_past_waits(top, queued, m_max, float(mix.probs @ waits))
+        return ttft_p99_bound_s(self._ttft_mixture(s))
 
     def _ttft_prefill_pool(self, s: State, wait: Wait) -> FloatArray:
         """The prefill pool of a disaggregated deployment, modelled as a continuous server (no
@@ -1668,7 +1632,7 @@ class Engine:
         # Not queued beyond the next step, the company fits in that step (more is what the
         # queued branch counts): its cost is at most one full budget's prefill tokens, c B =
         # T_full - T_0 of an idle engine (fixed per engine like c, so a slice still never falls
-        # as load or burstiness raise it), its lognormal conditioned below that (`_company_slices`).
+        # as load or burstiness raise it), its lognormal conditioned below that (`ttft.company_slices`).
         cap = self._company_cap_s()
         values = [0.0]
         probs = [idle]
@@ -1687,7 +1651,9 @@ class Engine:
                 probs += [p * w_some for p in pair_p]
                 continue
             if cl.pi > 0.0:
-                xs = self._company_slices(cl.x_sigma, cl.x_scale, cap)
+                xs = company_slices(
+                    log_sd=cl.x_sigma, mean_cost_s=cl.x_scale, cap_s=cap, atom_weight=self.atom_weight
+                )
                 values += [h + x for h, x in zip(half, xs, strict=True)]
             else:
                 values += half
@@ -1768,32 +1734,6 @@ class Engine:
         order = v.argsort(kind="stable")
         return v[order], p[order]
 
-    def _company_slices(self, sigma: float, scale: float, cap: float) -> list[float]:
-        """The company's cost given any, in the probability slices, for a prompt not queued
-        beyond the next step: a company too large for that step is what queues a prompt, so its
-        lognormal is conditioned to at most `cap` (`lognormal_slice_list_below`); alike
-        prompts' company is whole prompts, of which a prompt not queued has at most what fits,
-        so there the slices are clipped at `cap` instead (`atom_weight` blends the two)."""
-        w = self.atom_weight
-        below = lognormal_slice_list_below(sigma, scale, cap) if w < 1.0 else []
-        if w <= 0.0:
-            return below
-        clipped = [min(x, cap) for x in lognormal_slice_list(sigma, scale)]
-        if w >= 1.0:
-            return clipped
-        return [w * c + (1.0 - w) * b for c, b in zip(clipped, below, strict=True)]
-
-    def _company_top(self, sigma: float, scale: float, cap: float) -> float:
-        """`_company_slices(sigma, scale, cap)[-1]` alone, the same arithmetic."""
-        w = self.atom_weight
-        below = lognormal_top_slice_below(sigma, scale, cap) if w < 1.0 else 0.0
-        if w <= 0.0:
-            return below
-        clipped = min(lognormal_top_slice(sigma, scale), cap)
-        if w >= 1.0:
-            return clipped
-        return w * clipped + (1.0 - w) * below
-
     def _delay_top_s(self, s: State, st: Steps) -> float:
         """`_delay`'s largest value without its lists: every slice list rises, so it is a
         class's top slice plus its company's top slice (capped), the same arithmetic."""
@@ -1812,7 +1752,7 @@ class Engine:
             if cl.x_atoms is not None:
                 h += min(cl.x_atoms[0][-1], cap)
             elif cl.pi > 0.0:
-                h += self._company_top(cl.x_sigma, cl.x_scale, cap)
+                h += company_top_s(log_sd=cl.x_sigma, mean_cost_s=cl.x_scale, cap_s=cap, atom_weight=self.atom_weight)
             top = max(top, h)
         return top
 
