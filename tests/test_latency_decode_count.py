@@ -354,8 +354,8 @@ def test_the_decode_count_component_by_hand() -> None:
 
 
 def test_itl_component_invariants() -> None:
-    """`itl.itl_level`'s boundaries: a step time >= 0 and mixed-step shares that are finite and
-    >= 0 (`ModelInvariantError` naming them), a level of LEVELS; with no mixed steps and no
+    """`itl.itl_level`'s boundaries: a step time >= 0 and mixed-step shares >= 0, not NaN (inf
+    past the stable range; `ModelInvariantError` naming them), a level of LEVELS; with no mixed steps and no
     wandering count every level is the decode-only step itself (hand: both quantiles t_dec)."""
     from planner.latency.invariants import ModelInvariantError
     from planner.latency.itl import itl_level
