@@ -12,7 +12,8 @@ from planner.costmodel.profile import THEORETICAL
 from planner.costmodel.steptime import chunks_time_s, step_time_s
 from planner.deployment import Deployment
 from planner.latency import LatencyModel, WorkloadStats
-from planner.latency.engine import FULL_STEP_OFFSETS
+from planner.latency.invariants import ModelInvariantError
+from planner.latency.prefill_queue import FULL_STEP_OFFSETS, prefill_drag, shape_of, stretched_wait
 from planner.latency.queueing import Wait, gg1_wait, wait_decay_s
 from planner.latency.slices import SLICE_PROBS
 from planner.workload import Workload
@@ -165,7 +166,14 @@ def test_light_waits_carry_the_exact_tail_stretched_like_the_mean(load: float) -
     exact = wait_decay_s(s.rho, e.ca2, q, shape.xi, e.pw)
     assert got.tail_s == pytest.approx(exact * stretch, rel=1e-3)
     assert stretch >= 1.0
-    wide = e._shape_of(shape.cv2, 1.6, shape.xi)  # kappa > 3/2: more spread than exponential
+    wide = shape_of(  # kappa > 3/2: more spread than exponential
+        cv2=shape.cv2,
+        kappa=1.6,
+        service_over_mean=shape.xi,
+        arrival_cv2=e.ca2,
+        prompt_probs=e.pw,
+        colocated=True,
+    )
     assert wide.decay is None and e._queue_wait(s, wide).tail_s == 0.0
 
 
@@ -205,7 +213,7 @@ def test_full_steps_spread_over_chunk_offsets_by_hand() -> None:
 
 @pytest.mark.parametrize("load", [0.85, 0.9, 0.95])
 def test_wait_environment_spreads_the_wait_around_its_mean(load: float) -> None:
-    """The queue under a wandering decode count (`Engine._wait_environment`): two Gauss-Hermite
+    """The queue under a wandering decode count (`prefill_queue.wait_environment`): two Gauss-Hermite
     parts (1/2 each) of mean one, the count's excess slowing prefill (the upper part longer), in
     the ratio (1 - rho e^{-beta sd}) / (1 - rho e^{beta sd}) of heavy traffic, below the wait at
     the stability boundary's rate over the lower part's; the wait's mean (sigma m) is the
@@ -231,3 +239,32 @@ def test_wait_environment_spreads_the_wait_around_its_mean(load: float) -> None:
     assert got.quantile(0.99) > Wait(got.prob, got.mean_if_waiting_s).quantile(0.99)
     light, _ = e.solve(0.1 * e.boundary().lam_max)
     assert all(abs(f - 1.0) < 1e-3 for _, f in e._queue_wait(light, e._service_shape()).env)
+
+
+def test_prefill_queue_invariants() -> None:
+    """The component's boundaries: the drag is None where the boundary is not above the state
+    (no decodes left, or a service that does not grow); the stretch divides by the service and
+    reads the utilization as a probability, `ModelInvariantError` naming them otherwise. Through
+    the public surface every colocated point of a loaded engine passes (`evaluate` at 95%)."""
+    assert (
+        prefill_drag(decodes=10.0, mean_service_s=0.1, saturated_decodes=10.0, saturated_service_s=0.2)
+        is None
+    )
+    assert (
+        prefill_drag(decodes=5.0, mean_service_s=0.1, saturated_decodes=10.0, saturated_service_s=0.1) is None
+    )
+    drag = prefill_drag(decodes=5.0, mean_service_s=0.1, saturated_decodes=10.0, saturated_service_s=0.2)
+    assert drag is not None and drag.per_decode == pytest.approx(math.log(2.0) / 5.0, rel=1e-15)
+    wait = Wait(0.5, 0.2)
+    common = {"wait": wait, "arrival_cv2": 1.0, "drag": drag, "lifetime_s": 2.0, "decodes": 5.0,
+              "count_variance": 5.0, "count_loop": 1.0}  # fmt: skip
+    with pytest.raises(ModelInvariantError, match="utilization"):
+        stretched_wait(utilization=1.5, mean_service_s=0.1, **common)
+    with pytest.raises(ModelInvariantError, match="mean_service_s"):
+        stretched_wait(utilization=0.5, mean_service_s=0.0, **common)
+    got = stretched_wait(utilization=0.5, mean_service_s=0.1, **common)
+    assert got.prob == wait.prob and got.mean_if_waiting_s >= wait.mean_if_waiting_s
+    e = _engine(gpu="h100-sxm", budget=512, hit=0.0, profile=THEORETICAL)
+    s, _ = e.solve(0.95 * e.boundary().lam_max)
+    point = e.point(s)
+    assert 0.0 <= point.queue_wait_mean_s <= point.queue_wait_p99_s < math.inf

@@ -129,3 +129,18 @@ def test_the_bound_below_one_percent_queued_is_the_mixtures_largest_unqueued_tim
             assert s.ttft_mix is not None
         assert e.ttft_p99_s(s) <= bound
     assert cheap >= (0 if burstiness < 1.0 else 2)
+
+
+def test_ttft_bound_invariants() -> None:
+    """`ttft.bound_past_waits` by hand: 100 x mass 0.05 = 5 > 1, so p99 <= queued + m ln 5 (the
+    waiting mass decays to 1% past it); a mass at most 1% adds nothing; an infinite slowest
+    phase bounds nothing; a NaN phase is the model's defect (`ModelInvariantError`)."""
+    from planner.latency.invariants import ModelInvariantError
+    from planner.latency.ttft import bound_past_waits
+
+    got = bound_past_waits(top_s=0.3, queued_s=0.2, slowest_phase_s=0.1, waiting_mass=0.05)
+    assert got == pytest.approx(0.2 + 0.1 * math.log(5.0), rel=1e-15)
+    assert bound_past_waits(top_s=0.3, queued_s=0.2, slowest_phase_s=0.1, waiting_mass=0.01) == 0.3
+    assert bound_past_waits(top_s=0.3, queued_s=0.2, slowest_phase_s=math.inf, waiting_mass=0.5) == math.inf
+    with pytest.raises(ModelInvariantError, match="slowest_phase_s"):
+        bound_past_waits(top_s=0.3, queued_s=0.2, slowest_phase_s=math.nan, waiting_mass=0.5)

@@ -1,4 +1,4 @@
-"""The company beside a prompt that is not queued beyond the next step (`Engine._company_slices`):
+"""The company beside a prompt that is not queued beyond the next step (`ttft.company_slices`):
 a company too large for the step is what queues a prompt, so the not-queued prompts' company is
 the lognormal conditioned below the cap (`lognormal_slice_list_below`), not clipped at it; alike
 prompts' company is whole prompts and stays clipped. By hand, and against the simulator."""
@@ -13,6 +13,7 @@ from tool_helpers import load_tool
 
 from planner.latency import LatencyModel, WorkloadStats
 from planner.latency.slices import SLICE_PROBS, lognormal_slice_list, lognormal_slice_list_below
+from planner.latency.ttft import company_slices
 from planner.simulate import StepTrace, simulate
 from planner.simulate.run import engine_config, scale_workload, workload_requests
 
@@ -74,7 +75,15 @@ def _simulated_company_tokens(k: float, load: float, count: int) -> tuple[float,
     _, classes = engine._delay_classes(s, engine._steps(s))
     c, cap = engine._token_cost_s(), engine._company_cap_s()
     w = [cl.share * cl.pi for cl in classes]
-    slices = [np.array(engine._company_slices(cl.x_sigma, cl.x_scale, cap)) @ SLICE_PROBS for cl in classes]
+    slices = [
+        np.array(
+            company_slices(
+                log_sd=cl.x_sigma, mean_cost_s=cl.x_scale, cap_s=cap, atom_weight=engine.atom_weight
+            )
+        )
+        @ SLICE_PROBS
+        for cl in classes
+    ]
     clipped = [np.minimum(lognormal_slice_list(cl.x_sigma, cl.x_scale), cap) @ SLICE_PROBS for cl in classes]
     return sim, float(np.dot(w, slices)) / sum(w) / c, float(np.dot(w, clipped)) / sum(w) / c
 

@@ -206,7 +206,7 @@ def _itl_reference(eng: Any, st: Any) -> tuple[float, float]:
     from scipy.stats import norm
 
     from planner.costmodel.steptime import step_time_s
-    from planner.latency.engine import LEVELS
+    from planner.latency.itl import LEVELS
     from planner.latency.queueing import SPREAD, tail_quantiles
     from planner.latency.slices import SLICE_PROBS
 
@@ -351,3 +351,30 @@ def test_the_decode_count_component_by_hand() -> None:
         prompt_cost_slope_s=0.01, drag_per_decode=0.0, queue_relaxation_s=None, lifetime_s=10.0,
     )  # fmt: skip
     assert saturated.loop == DECODE_GAIN_FLOOR  # e = 1: the loop would vanish
+
+
+def test_itl_component_invariants() -> None:
+    """`itl.itl_level`'s boundaries: a step time >= 0 and mixed-step shares >= 0, not NaN (inf
+    past the stable range; `ModelInvariantError` naming them), a level of LEVELS; with no mixed steps and no
+    wandering count every level is the decode-only step itself (hand: both quantiles t_dec)."""
+    from planner.latency.invariants import ModelInvariantError
+    from planner.latency.itl import itl_level
+
+    def step(count: float) -> float:
+        return 0.01 + 0.0001 * count
+
+    common = {
+        "mixed_values": np.array([0.05]),
+        "decode_others": None,
+        "max_decodes": 64.0,
+        "decode_step_of": step,
+    }
+    with pytest.raises(ModelInvariantError, match="decode_step_s"):
+        itl_level(level_index=1, decode_step_s=-1.0, mixed_rates=np.array([0.1]), **common)
+    with pytest.raises(ModelInvariantError, match="mixed steps' share"):
+        itl_level(level_index=1, decode_step_s=0.01, mixed_rates=np.array([np.nan]), **common)
+    with pytest.raises(IndexError):
+        itl_level(level_index=2, decode_step_s=0.01, mixed_rates=np.array([0.1]), **common)
+    for i in (0, 1):
+        got = itl_level(level_index=i, decode_step_s=0.012, mixed_rates=np.array([0.0]), **common)
+        assert got.itl_s == 0.012 and got.mixed is None and got.all_steps is None

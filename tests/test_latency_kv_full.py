@@ -1,4 +1,4 @@
-"""TTFT's KV-full branch (`Engine._kv_full`, `Engine._with_kv_full`): near the KV cache's limit
+"""TTFT's KV-full branch (`planner.latency.kv_full`: `kv_full_wait`, `with_kv_full`): near the KV cache's limit
 vLLM admits a prompt only once blocks free for it, so an arrival that finds the cache full waits
 the rest of that episode on top of everything else. Pinned here: the inputs by hand, the
 mixture's construction, the bound the capacity search relies on, and the capacity it moves,
@@ -14,8 +14,16 @@ import pytest
 
 from planner.deployment import Deployment
 from planner.latency import LatencyModel, Slo, WorkloadStats
-from planner.latency import engine as engine_mod
-from planner.latency.engine import Engine
+from planner.latency import kv_full as kv_full_mod
+from planner.latency.invariants import ModelInvariantError
+from planner.latency.kv_full import (
+    KV_FULL_MIN,
+    NO_KV_FULL,
+    KvFull,
+    kv_full_wait,
+    kv_overflow_probability,
+    with_kv_full,
+)
 from planner.latency.queueing import response_quantiles_phases
 from planner.simulate.run import run, scale_workload, workload_requests
 from planner.workload import Workload
@@ -66,15 +74,46 @@ def test_the_episode_and_its_chance_by_hand() -> None:
     m = _model()
     e = m.engines["colocated"]
     s = e.state_at(0.93 * e.boundary().n_max)
-    f, rest = e._kv_full(s)
     point = e.point(s)
-    assert f == point.preemption_risk and f > engine_mod.KV_FULL_MIN
+    f, rest = point.preemption_risk, point.kv_full_wait_s
+    assert f > KV_FULL_MIN
     rho = point.kv_cache_usage
     a = 210 * 1155 + 210 * 211 / 2  # d = 210 decode steps
     service = s.t_step * a / e.kv_cap
     assert rest == pytest.approx(service / (2.0 * (1.0 - rho) ** 2), rel=1e-12)
-    light = e.state_at(0.2 * e.boundary().n_max)
-    assert e._kv_full(light) == (0.0, 0.0)  # below KV_FULL_MIN: no branch
+    got = kv_full_wait(
+        overflow_probability=f,
+        kv_tokens_mean=point.kv_cache_tokens_used,
+        kv_capacity_tokens=e.kv_cap,
+        mean_step_s=s.t_step,
+        kv_token_s=(a, a * a),
+    )
+    assert got == KvFull(probability=f, rest_s=pytest.approx(rest, rel=1e-12))
+    light = e.point(e.state_at(0.2 * e.boundary().n_max))
+    assert light.kv_full_wait_s == 0.0  # below KV_FULL_MIN: no branch
+    assert kv_full_wait(
+        overflow_probability=0.5 * KV_FULL_MIN, kv_tokens_mean=1.0, kv_capacity_tokens=2.0,
+        mean_step_s=0.01, kv_token_s=(1.0, 1.0),
+    ) == NO_KV_FULL  # fmt: skip
+
+
+def test_kv_full_invariants() -> None:
+    """The component's boundaries: a probability in [0, 1], a cache and a service that divide
+    (> 0); out of range is the model's defect, `ModelInvariantError`, naming the quantity. The
+    public surface never reaches them: every point of the accuracy grid's engines passes."""
+    with pytest.raises(ModelInvariantError, match="overflow_probability"):
+        kv_full_wait(overflow_probability=1.5, kv_tokens_mean=1.0, kv_capacity_tokens=2.0,
+                     mean_step_s=0.01, kv_token_s=(1.0, 1.0))  # fmt: skip
+    with pytest.raises(ModelInvariantError, match="kv_token_s mean"):
+        kv_full_wait(overflow_probability=0.5, kv_tokens_mean=1.0, kv_capacity_tokens=2.0,
+                     mean_step_s=0.01, kv_token_s=(0.0, 0.0))  # fmt: skip
+    with pytest.raises(ModelInvariantError, match="kv_capacity_tokens"):
+        kv_overflow_probability(kv_tokens_mean=1.0, kv_tokens_var=1.0, kv_capacity_tokens=0.0)
+    with pytest.raises(ModelInvariantError, match=r"kv_full\.probability"):
+        with_kv_full(values=np.zeros(1), probs=np.ones(1), phases=(), waiting=None, unqueued=1,
+                     kv_full=KvFull(probability=math.nan, rest_s=1.0))  # fmt: skip
+    pred = _model(16.5).evaluate()  # the KV-bound engine near its limit: in range throughout
+    assert 0.0 < pred.preemption_risk <= 1.0
 
 
 def test_the_branch_doubles_the_mixture() -> None:
@@ -88,7 +127,10 @@ def test_the_branch_doubles_the_mixture() -> None:
         (0.8, [0.1, 0.2, 1.0, 1.2], [0, 0, 0, 0, 1, 1, 1, 1], [[0, 0], [0, 0], [1, 1], [1, 1]] * 2),
         (0.3, [0.1, 0.2, 0.8, 1.0], [0, 0, 0, 0, 1, 1, 0, 0], [[0, 0], [0, 0], [1, 1], [1, 1]] * 2),
     ):
-        v, p, ph, w = Engine._with_kv_full(values, probs, phases, waiting, 2, 0.1, rest)
+        v, p, ph, w = with_kv_full(
+            values=values, probs=probs, phases=phases, waiting=waiting, unqueued=2,
+            kv_full=KvFull(probability=0.1, rest_s=rest),
+        )  # fmt: skip
         assert v.tolist() == pytest.approx([*values.tolist(), *shifted], rel=1e-15)
         assert p.tolist() == pytest.approx([*(0.9 * probs).tolist(), *(0.1 * probs).tolist()], rel=1e-15)
         assert ph == (*phases, (1.0, rest))
@@ -98,7 +140,14 @@ def test_the_branch_doubles_the_mixture() -> None:
             want[4:] = 0.0  # the episode's shape kept: the queued branch waits it alone
         assert w[:, :2].tolist() == want.tolist()
     # without a queue: one phase, the episode's
-    v, p, ph, w = Engine._with_kv_full(values, probs, (), None, 4, 0.2, 0.8)
+    v, p, ph, w = with_kv_full(
+        values=values,
+        probs=probs,
+        phases=(),
+        waiting=None,
+        unqueued=4,
+        kv_full=KvFull(probability=0.2, rest_s=0.8),
+    )
     assert ph == ((1.0, 0.8),) and w[:, 0].tolist() == [0, 0, 0, 0, 1, 1, 1, 1]
 
 
@@ -117,13 +166,13 @@ def test_the_branch_raises_the_tail_and_the_bound_holds(monkeypatch: pytest.Monk
     bound = e.ttft_p99_at_most_s(near)
     assert near.ttft_mix is not None and near.ttft_mix.waiting is not None and near.ttft_mix.waiting.ndim == 2
     assert with_branch[1] <= bound < math.inf
-    monkeypatch.setattr(engine_mod, "KV_FULL_MIN", 2.0)
+    monkeypatch.setattr(kv_full_mod, "KV_FULL_MIN", 2.0)
     m2 = _model()
     e2 = m2.engines["colocated"]
     near2 = e2.state_at(0.93 * e2.boundary().n_max)
     without = e2._ttft(near2)[0].tolist()
     assert with_branch[1] > 2.0 * without[1]
-    f, _ = e._kv_full(near)
+    f = e.point(near).preemption_risk
     mix = e2._ttft_mixture(near2)
     level = np.array([0.5 / (1.0 - f)])
     reach = float(response_quantiles_phases(mix.values, mix.probs, mix.phases, level, mix.waiting)[0])
@@ -159,7 +208,8 @@ def test_the_note_says_what_an_arrival_in_a_full_cache_waits() -> None:
     e = m.engines["colocated"]
     solved = e.solve(16.5)
     assert solved is not None
-    f, rest = e._kv_full(solved[0])
+    point = e.point(solved[0])
+    f, rest = point.preemption_risk, point.kv_full_wait_s
     assert f == pred.preemption_risk > 0.01
     (note,) = [n for n in pred.notes if n.startswith("preemption risk")]
     assert f"waits ~{rest * 1e3:,.0f} ms for blocks" in note

@@ -95,21 +95,37 @@ from planner.latency.decode_count import (
     decode_company,
     decode_count_variance,
 )
+from planner.latency.itl import LEVELS, TAIL_EPS, itl_level, itl_worst_case_s
+from planner.latency.kv_full import (
+    KV_FULL_MIN,
+    KvFull,
+    kv_full_wait,
+    kv_overflow_probability,
+    kv_tokens_variance,
+    with_kv_full,
+)
+from planner.latency.prefill_queue import (
+    PrefillDrag,
+    full_step_context,
+    full_step_cv2,
+    own_stream_context,
+    prefill_drag,
+    prefill_wait,
+    service_shape,
+    shape_of,
+    stretch_applies,
+    stretched_wait,
+)
 from planner.latency.queueing import (
     NO_WAIT,
-    SPREAD,
     Phases,
     Wait,
-    WaitDecayTable,
     gamma_wait_probability,
     gamma_wait_probability_slope,
-    gg1_wait,
     phases_mean_s,
     response_quantiles,
     response_quantiles_phases,
-    tail_quantiles,
     wait_beyond,
-    wait_spread,
 )
 from planner.latency.results import (
     Boundary,
@@ -129,13 +145,11 @@ from planner.latency.slices import (
     SLICE_PROBS,
     UNIFORM_SLICE_LIST,
     UNIFORM_SLICE_MEANS,
-    decode_slice_spread,
     lognormal_slice_list,
-    lognormal_slice_list_below,
     lognormal_top_slice,
-    lognormal_top_slice_below,
 )
 from planner.latency.stats import WorkloadStats
+from planner.latency.ttft import company_slices, company_top_s, ttft_p99_bound_s
 from planner.scheduler_config import SchedulerConfig
 from solvers.rootfind import RootResult, find_root
 
@@ -145,8 +159,6 @@ CHUNK_GROUPS = 4  # representatives of a prompt's full chunks (exact up to 4 chu
 GRID_POINTS = 16  # concurrency grid for the stability boundary
 SLOPE_GRID_MIN = GRID_POINTS // 2  # stable scan points below which E[Delta]' is taken exactly
 BOUNDARY_BACKOFF_STEPS = 64  # steps of 1e-6 back inside the boundary after its root (1 or 2 suffice)
-LEVELS = np.array([0.5, 0.99])
-_TAIL_EPS = (1.0 - LEVELS).tolist()  # P(X > quantile) at each level
 HUGE = 1e9  # stands in for an infinite ratio inside root-finding
 STATE_CACHE = 64  # states an engine keeps (Engine._state; a candidate builds ~25); cleared when full
 
@@ -156,15 +168,10 @@ _ONE0 = np.array(1.0)  # 0-d: numpy takes these beside arrays faster than Python
 _EPS_CHUNK = np.array(1e-9)  # chunk counts: ceil(Pe / share - 1e-9)
 _ZERO = np.zeros(1)
 _ONE = np.ones(1)
-TAIL_LEVEL = 0.01  # the backlog's drain stretch is sized at the wait's p99 (Engine._queue_wait)
 RATE_NEWTON_STEPS = 60  # Newton / bisection steps of `Engine._rate_with_merging` (converges in ~4)
 SHARED_RATE_STEPS = 60  # secant / bisection steps of `Engine._shared_rate` (converges in ~6)
-STRETCH_PASSES = 30  # fixed-point passes of the stretch (converges in a few; bounded)
-STRETCH_DRIFT_FLOOR = 0.05  # the stretched drift never falls below this share of 1 - rho
 QUEUED_MIN = 1e-6  # below this chance of queueing beyond the next step, TTFT ignores it
-KV_FULL_MIN = 1e-4  # below this chance of finding the KV cache full, TTFT ignores it (`_kv_full`)
 COMPANY_PASSES = 2  # passes of the step mix with company (module docstring of _steps)
-FULL_STEP_OFFSETS = 4  # chunk offsets per long prompt for the full steps' spread (_full_step_cv2)
 CHAIN_STATES = 64  # the steps' prompt-count chain's states at most (`_chain_company`)
 CHAIN_NEGLIGIBLE = 1e-12  # chain counts below this share of the likeliest one are dropped
 CHAIN_FOLDED = 1e-4  # the chain's last state (its count and more) holding more: too few states
@@ -173,18 +180,6 @@ COUNT_REACH_SDS = 12.0  # `_delay_chain`'s company counts end this many sds (and
 DELAY_CHAIN_NEGLIGIBLE = 1e-7  # steps under way seen less often are left out of D (`_delay_chain`)
 ATOM_CV = 0.5  # prompt-length CV at which the company's count atoms have faded into the lognormal
 PEAKEDNESS_FLOOR = 1e-3  # the seat queue's count peakedness Z is at least this (`_seat_wait`)
-
-
-def _bound_past_waits(top: float, queued: float, m_max: float, mass: float) -> float:
-    """p99 of TTFT is at most the largest unwaiting time `top`, or the largest waiting one
-    `queued` plus y: P(TTFT > queued + y) <= mass e^{-y / m_max} (the waiting probability `mass`,
-    its slowest phase's mean m_max), at most 1% at y = m_max ln(100 mass). Infinite with
-    m_max (the quantiles read inf there too)."""
-    if not math.isfinite(m_max):
-        return math.inf
-    scaled = 100.0 * mass
-    y = m_max * math.log(scaled) if scaled > 1.0 else 0.0
-    return max(top, queued + y)
 
 
 class Engine:
@@ -1021,38 +1016,29 @@ class Engine:
         )
 
     def _kv_risk(self, s: State) -> float:
-        """P(the requests in flight need more KV than the cache holds): KV in use is n contexts,
-        Var = E[n] Var(context) + Var(n) cbar^2 (the count wanders), read as a normal."""
-        kv_mean = self._load(s)[1]
-        cbar = self.cbar
-        kv_var = s.n * (self.stats.decode_context_sq - cbar * cbar) + self._decode_var(s) * cbar * cbar
-        sd = math.sqrt(max(kv_var, 0.0))
-        if sd > 0:
-            return 0.5 * math.erfc((self.kv_cap - kv_mean) / (sd * math.sqrt(2.0)))
-        return 1.0 if kv_mean > self.kv_cap else 0.0
+        """`kv_full.kv_overflow_probability` at the state (its inputs gathered)."""
+        kv_var = kv_tokens_variance(
+            decodes=s.n,
+            context_mean=self.cbar,
+            context_sq_mean=self.stats.decode_context_sq,
+            decode_count_variance=self._decode_var(s),
+        )
+        return kv_overflow_probability(
+            kv_tokens_mean=self._load(s)[1], kv_tokens_var=kv_var, kv_capacity_tokens=self.kv_cap
+        )
 
-    def _kv_full(self, s: State) -> tuple[float, float]:
-        """(f, R): the chance f that an arrival finds the KV cache full (`_kv_risk`; 0 below
-        KV_FULL_MIN) and the mean rest R of that episode, which it waits before vLLM admits it
-        (blocks for its prompt free only as requests finish). R is the residual of a busy period
-        of the cache read as an M/G/1 server whose service is a request's KV token-seconds over
-        the cache's size, S = t_step (d P + d (d + 1)/2) / cache (`WorkloadStats.kv_token_s`),
-        at its utilization rho_kv = mean KV use / cache: R = E[S^2] / (2 E[S] (1 - rho_kv)^2).
-        Colocated engines (a decode pool's arrivals are transfers, not prompts), once per state
-        (docs/latency.md, "Where the KV cache fills")."""
+    def _kv_full(self, s: State) -> KvFull:
+        """`kv_full.kv_full_wait` at the state, once: colocated engines only (a decode pool's
+        arrivals are transfers, not prompts)."""
         if s.kv_full is None:
             f = self._kv_risk(s) if self.has_prefill and self.has_decode and s.n > 0.0 else 0.0
-            if f < KV_FULL_MIN:
-                s.kv_full = (0.0, 0.0)
-            else:
-                rho_kv = self._load(s)[1] / self.kv_cap
-                kv1, kv2 = self.stats.kv_token_s
-                rest = (
-                    s.t_step * kv2 / (2.0 * kv1 * self.kv_cap * (1.0 - rho_kv) ** 2)
-                    if rho_kv < 1.0
-                    else math.inf
-                )
-                s.kv_full = (f, rest)
+            s.kv_full = kv_full_wait(
+                overflow_probability=f,
+                kv_tokens_mean=self._load(s)[1] if f >= KV_FULL_MIN else 0.0,
+                kv_capacity_tokens=self.kv_cap,
+                mean_step_s=s.t_step,
+                kv_token_s=self.stats.kv_token_s,
+            )
         return s.kv_full
 
     def _seat_wait(self, s: State) -> SeatWait:
@@ -1564,52 +1550,16 @@ class Engine:
             waiting = np.zeros(n_all)
             waiting[size:] = 1.0
         shown = Wait(q, phases_mean_s(phases) + s.t_full) if q > 0 else NO_WAIT
-        f, rest = self._kv_full(s)
-        if f > 0.0:
-            values, probs, phases, waiting = self._with_kv_full(values, probs, phases, waiting, size, f, rest)
+        kv_full = self._kv_full(s)
+        if kv_full.probability > 0.0:
+            values, probs, phases, waiting = with_kv_full(
+                values=values, probs=probs, phases=phases, waiting=waiting, unqueued=size, kv_full=kv_full
+            )
         seat = self._seat_wait(s)
         if seat.probability > 0.0:
             values, probs, phases, waiting = with_seat_wait(values, probs, phases, waiting, seat)
         s.ttft_mix = TtftMixture(values, probs, phases, waiting, size, q, shown)
         return s.ttft_mix
-
-    @staticmethod
-    def _with_kv_full(
-        values: FloatArray,
-        probs: FloatArray,
-        phases: Phases,
-        waiting: FloatArray | None,
-        size: int,
-        f: float,
-        rest: float,
-    ) -> tuple[FloatArray, FloatArray, Phases, FloatArray]:
-        """TTFT's mixture with the KV-full branch (`_kv_full`): with probability f an arrival
-        waits the episode's rest, exponential of mean `rest`, on top of what it would wait
-        otherwise. The unqueued points (the first `size`) wait that phase; a queued point waits
-        its queue's phases too, and of the two waits the one of larger mean keeps its shape, the
-        other adds its mean (the sum's tail is the larger one's). Returns the points doubled, the
-        phases with the episode's last, and the shares each point waits each phase (2-D
-        `waiting`)."""
-        n = values.size
-        k = len(phases)
-        w = np.zeros((2 * n, k + 1))
-        shifted = values.copy()
-        w[n : n + size, k] = 1.0
-        if waiting is not None:
-            w[:n, :k] = waiting[:, None]
-            queue_mean = phases_mean_s(phases) / max(sum(a for a, _ in phases), 1e-300)
-            if rest >= queue_mean:
-                shifted[size:] += queue_mean
-                w[n + size :, k] = waiting[size:]
-            else:
-                shifted[size:] += rest
-                w[n + size :, :k] = waiting[size:, None]
-        return (
-            np.concatenate((values, shifted)),
-            np.concatenate((probs * (1.0 - f), probs * f)),
-            (*phases, (1.0, rest)),
-            w,
-        )
 
     def _own_ttft_s(self, s: State) -> FloatArray:
         """Each prompt's own part of TTFT when it does not queue: its service, plus the time every
@@ -1629,35 +1579,12 @@ class Engine:
             return math.inf
         st = self._steps(s)
         quiet = self._kv_full(s)[0] == 0.0 and self._seat_wait(s).probability == 0.0
-        if s.ttft_mix is None and st.backlog < _TAIL_EPS[-1] and quiet:
+        if s.ttft_mix is None and st.backlog < TAIL_EPS[-1] and quiet:
             # The largest own service after the largest delay: without the mixture's delays,
             # full steps and products (~85% of the bound's cost; the capacity search asks this
             # at most of its states once ITL is met).
             return float(self._own_ttft_s(s).max()) + self._delay_top_s(s, st)
-        mix = self._ttft_mixture(s)
-        v = mix.values
-        if mix.waiting is None:
-            return float(v.max())
-        if mix.waiting.ndim == 2:  # the KV-full branch: each point its own phases
-            return self._ttft_bound_2d(mix)
-        ph = [(a, m) for a, m in mix.phases if a > 0 and m > 0]
-        top = float(v[: mix.unqueued].max()) if mix.unqueued else 0.0
-        queued = float(v[mix.unqueued :].max())
-        if not ph:
-            return max(top, queued)
-        return _bound_past_waits(top, queued, max(m for _, m in ph), mix.queued * sum(a for a, _ in ph))
-
-    @staticmethod
-    def _ttft_bound_2d(mix: TtftMixture) -> float:
-        """`ttft_p99_at_most_s` over a mixture whose points wait phases of their own: the same
-        bound, the waiting mass M = sum_i p_i sum_k w_ik a_k."""
-        assert mix.waiting is not None
-        waits = mix.waiting @ np.array([a for a, _ in mix.phases])
-        some = waits > 0.0
-        top = float(mix.values[~some].max()) if not some.all() else 0.0
-        queued = float(mix.values[some].max())
-        m_max = max(m for a_k, m in mix.phases if a_k > 0)
-        return _bound_past_waits(top, queued, m_max, float(mix.probs @ waits))
+        return ttft_p99_bound_s(self._ttft_mixture(s))
 
     def _ttft_prefill_pool(self, s: State, wait: Wait) -> FloatArray:
         """The prefill pool of a disaggregated deployment, modelled as a continuous server (no
@@ -1705,7 +1632,7 @@ class Engine:
         # Not queued beyond the next step, the company fits in that step (more is what the
         # queued branch counts): its cost is at most one full budget's prefill tokens, c B =
         # T_full - T_0 of an idle engine (fixed per engine like c, so a slice still never falls
-        # as load or burstiness raise it), its lognormal conditioned below that (`_company_slices`).
+        # as load or burstiness raise it), its lognormal conditioned below that (`ttft.company_slices`).
         cap = self._company_cap_s()
         values = [0.0]
         probs = [idle]
@@ -1724,7 +1651,9 @@ class Engine:
                 probs += [p * w_some for p in pair_p]
                 continue
             if cl.pi > 0.0:
-                xs = self._company_slices(cl.x_sigma, cl.x_scale, cap)
+                xs = company_slices(
+                    log_sd=cl.x_sigma, mean_cost_s=cl.x_scale, cap_s=cap, atom_weight=self.atom_weight
+                )
                 values += [h + x for h, x in zip(half, xs, strict=True)]
             else:
                 values += half
@@ -1805,32 +1734,6 @@ class Engine:
         order = v.argsort(kind="stable")
         return v[order], p[order]
 
-    def _company_slices(self, sigma: float, scale: float, cap: float) -> list[float]:
-        """The company's cost given any, in the probability slices, for a prompt not queued
-        beyond the next step: a company too large for that step is what queues a prompt, so its
-        lognormal is conditioned to at most `cap` (`lognormal_slice_list_below`); alike
-        prompts' company is whole prompts, of which a prompt not queued has at most what fits,
-        so there the slices are clipped at `cap` instead (`atom_weight` blends the two)."""
-        w = self.atom_weight
-        below = lognormal_slice_list_below(sigma, scale, cap) if w < 1.0 else []
-        if w <= 0.0:
-            return below
-        clipped = [min(x, cap) for x in lognormal_slice_list(sigma, scale)]
-        if w >= 1.0:
-            return clipped
-        return [w * c + (1.0 - w) * b for c, b in zip(clipped, below, strict=True)]
-
-    def _company_top(self, sigma: float, scale: float, cap: float) -> float:
-        """`_company_slices(sigma, scale, cap)[-1]` alone, the same arithmetic."""
-        w = self.atom_weight
-        below = lognormal_top_slice_below(sigma, scale, cap) if w < 1.0 else 0.0
-        if w <= 0.0:
-            return below
-        clipped = min(lognormal_top_slice(sigma, scale), cap)
-        if w >= 1.0:
-            return clipped
-        return w * clipped + (1.0 - w) * below
-
     def _delay_top_s(self, s: State, st: Steps) -> float:
         """`_delay`'s largest value without its lists: every slice list rises, so it is a
         class's top slice plus its company's top slice (capped), the same arithmetic."""
@@ -1849,7 +1752,7 @@ class Engine:
             if cl.x_atoms is not None:
                 h += min(cl.x_atoms[0][-1], cap)
             elif cl.pi > 0.0:
-                h += self._company_top(cl.x_sigma, cl.x_scale, cap)
+                h += company_top_s(log_sd=cl.x_sigma, mean_cost_s=cl.x_scale, cap_s=cap, atom_weight=self.atom_weight)
             top = max(top, h)
         return top
 
@@ -1989,91 +1892,47 @@ class Engine:
         return max(max(share_full, 1.0) - (self.mean_pe - (mean_chunks - 1.0) * max(share_own, 1.0)), 0.0)
 
     def _service_shape(self) -> ServiceShape:
-        """The prefill queue's service X_i per prompt of the support, c_s^2 = Var X / E[X]^2 and
-        kappa = E[X] E[X^3] / E[X^2]^2 (for `gg1_wait` and `wait_beyond`): a prompt of Pe tokens
-        takes Pe / s full steps of a stream made of prompts like it (`_stream_step_s` with its
-        own attention context p0 + Pe/2 and prefix p0 + Pe/2 + s p0/Pe per step), so X grows
-        faster than Pe: attention and the calibrated prefix re-read are quadratic in it. With
-        the H200's profile a 8,000-token prompt's re-read nearly doubles its service; the shape
-        from Pe alone (the token counts' spread) understated the queue's tail by up to 18%.
-        Taken once per engine, at the stability boundary (decode roles; the queue's shape
-        matters where it is long, near capacity, and the decodes there dilute the prompts'
-        differences the least of any point where it is long)."""
+        """`prefill_queue.service_shape`, once per engine, at the stability boundary (decode
+        roles; the queue's shape matters where it is long, near capacity, and the decodes there
+        dilute the prompts' differences the least of any point where it is long); from the token
+        counts alone without a prefill (no step to time them)."""
         if self._shape is None:
-            if not self.has_prefill:
-                self._shape = self._token_shape()
-            else:
-                self._shape = self._service_shape_at(
-                    self._saturated() if self.has_decode else self._state(0.0, 0.0)
+            shape = None
+            if self.has_prefill:
+                at = self._saturated() if self.has_decode else self._state(0.0, 0.0)
+                s_f = max(at.share_full, 1.0)
+                attention, prefix = own_stream_context(
+                    prompt_tokens=self.pe, cached_tokens=self.p0, full_share_tokens=s_f
                 )
+                full_step_s = batch_time_s(
+                    self.k, at.n_arr, at.n_arr * self.cbar, s_f, s_f * attention, prefix + s_f, prefix
+                )
+                shape = service_shape(
+                    prompt_tokens=self.pe, prompt_probs=self.pw, full_step_s=full_step_s,
+                    arrival_cv2=self.ca2, colocated=self.has_decode,
+                )  # fmt: skip
+            self._shape = shape or shape_of(
+                cv2=self.stats.prefill_cv2, kappa=self.kappa, service_over_mean=self.pe / self.mean_pe,
+                arrival_cv2=self.ca2, prompt_probs=self.pw, colocated=self.has_decode and self.has_prefill,
+            )  # fmt: skip
         return self._shape
 
-    def _own_stream_context(self, s_f: float) -> tuple[FloatArray, FloatArray]:
-        """Per prompt of the support, a full step of a stream made of prompts like it
-        (`_stream_step_s` with the prompt's own numbers): attention context p0 + Pe/2 per token
-        and prefix re-read p0 + Pe/2 + s_f p0/Pe."""
-        a_i = self.p0 + 0.5 * self.pe
-        return a_i, a_i + s_f * self.p0 / self.pe
-
-    def _service_shape_at(self, s: State) -> ServiceShape:
-        """`_service_shape` at a state."""
-        s_f = max(s.share_full, 1.0)
-        a_i, prefix = self._own_stream_context(s_f)
-        t_i = batch_time_s(self.k, s.n_arr, s.n_arr * self.cbar, s_f, s_f * a_i, prefix + s_f, prefix)
-        x = self.pe * t_i
-        pw = self.pw
-        m1 = float(pw @ x)
-        x2 = x * x
-        m2 = float(pw @ x2)
-        m3 = float(pw @ (x2 * x))
-        if not m1 > 0.0:  # an empty step times 0: no service to shape
-            return self._token_shape()
-        return self._shape_of(max(m2 / (m1 * m1) - 1.0, 0.0), m1 * m3 / (m2 * m2), x / m1)
-
-    def _token_shape(self) -> ServiceShape:
-        """The service's shape from the prompts' token counts alone (no step to time them)."""
-        return self._shape_of(self.stats.prefill_cv2, self.kappa, self.pe / self.mean_pe)
-
-    def _shape_of(self, cv2: float, kappa: float, xi: FloatArray) -> ServiceShape:
-        """A `ServiceShape`, its decay table only where a wait can be less spread than an
-        exponential (kappa <= 3/2) and the step mix reads it (colocated)."""
-        light = kappa <= 1.5 and self.has_decode and self.has_prefill
-        return ServiceShape(cv2, kappa, xi, WaitDecayTable.build(self.ca2, xi, self.pw) if light else None)
-
     def _full_step_cv2(self) -> float:
-        """The spread of a backlog's full steps, Var T / E[T]^2: which prompts' chunks a full
-        step carries, and how deep into them, sets its attention and prefix re-read. Over the
-        prompt support and FULL_STEP_OFFSETS chunk offsets per prompt longer than the budget
-        (uniform over the prompt), token-weighted, each step a stream step at the stability
-        boundary (`_stream_step_s`'s form; a prompt within the budget at its own mean context);
-        a step carrying k = s_f / E[Pe] (token-weighted) prompts averages them: / max(1, k).
-        Once per engine. Without it every full step was the stream's average one, so near
-        capacity, as the backlog's steps take over the mix, ITL p99 fell towards that average
-        (up to 2% for prompts longer than the budget) and read up to 7% low on the accuracy grid
-        (H200, budget 512, 90%)."""
+        """`prefill_queue.full_step_cv2`, once per engine, each full step a stream step at the
+        stability boundary (colocated engines only, `_steps`)."""
         if self._full_cv2 is None:
-            st = self._saturated()  # colocated engines only (`_steps`)
-            s_f = max(st.share_full, 1.0)
-            pe = self.pe[:, None]
-            p0 = self.p0[:, None]
-            over = np.maximum(pe - s_f, 0.0)
-            offset = over * ((np.arange(FULL_STEP_OFFSETS) + 0.5) / FULL_STEP_OFFSETS)[None, :]
-            long = pe > s_f
-            own_a, own_prefix = self._own_stream_context(s_f)
-            attention = np.where(long, p0 + offset + 0.5 * s_f, own_a[:, None])
-            prefix = np.where(long, p0 + offset, own_prefix[:, None])
-            t = batch_time_s(
-                self.k, st.n_arr, st.n_arr * self.cbar, s_f, s_f * attention, prefix + s_f, prefix
+            end = self._saturated()
+            s_f = max(end.share_full, 1.0)
+            attention, prefix = full_step_context(
+                prompt_tokens=self.pe, cached_tokens=self.p0, full_share_tokens=s_f
             )
-            w = np.repeat((self.pw * self.pe)[:, None], FULL_STEP_OFFSETS, axis=1)
-            w /= float(w.sum())
-            mean = float(np.add.reduce(w * t, axis=None))
-            if not mean > 0.0:
-                self._full_cv2 = 0.0
-            else:
-                cv2 = float(np.add.reduce(w * (t / mean - 1.0) ** 2, axis=None))
-                per_step = s_f / self.pe_tok_mean
-                self._full_cv2 = cv2 / max(1.0, per_step)
+            step_s = batch_time_s(
+                self.k, end.n_arr, end.n_arr * self.cbar, s_f, s_f * attention, prefix + s_f, prefix
+            )
+            self._full_cv2 = full_step_cv2(
+                full_step_s=step_s, prompt_tokens=self.pe, prompt_probs=self.pw,
+                full_share_tokens=s_f, token_mean_prompt_tokens=self.pe_tok_mean,
+            )  # fmt: skip
         return self._full_cv2
 
     def _full_step_shape(self) -> FloatArray:
@@ -2097,104 +1956,35 @@ class Engine:
         return self.mean_pe * s.t_full / max(s.share_full, 1.0)
 
     def _queue_wait(self, s: State, shape: ServiceShape) -> Wait:
-        """The prefill queue's wait: GI/G/1 at the state's full-step rate (`gg1_wait`, the
-        service's spread from `_service_shape`; the tail's exact decay from `wait_decay_s`),
-        stretched for the backlog's drain (docs/latency.md, "A backlog drains slower as it
-        grows"); the stretch scales the mean and the tail's decay alike.
-
-        While prompts queue, the engine prefills 1/q of them per second, more than arrive, so
-        decodes accumulate, g = 1/q - lam = (1 - rho) / q per second of backlog; each one takes a
-        token of the budget and adds to the step, q growing by beta = ln(q_sat / q) / (n_sat - n)
-        per decode towards the stability boundary's q_sat. A prompt that finds V seconds of
-        work sits in a busy period that took about V max(1, c_a^2) / (1 - rho) to build (heavy
-        traffic: the climb is the reversed descent; the c_a^2 factor is a reading, measured
-        against V / (1 - rho) and a division by it, docs/latency.md), over which
-        x(V) = g T_d (1 - exp(-age / T_d)) decodes joined (T_d = d t_step, a decode's lifetime;
-        at most n_sat - n). So the queue builds faster at level u (drift 1 - rho e^{beta x(u)}
-        for 1 - rho: the diffusion's tail exponent), and the prompt's own wait stretches by
-        e^{beta x(V)}. Both are sized at the wait's p99 (`TAIL_LEVEL`; the drift averaged over
-        [0, V] by Simpson's rule, a bounded fixed point) and scale the wait's mean: an
-        exponential stays an exponential, the downstream forms hold."""
-        q = self._full_service_s(s)
-        wait = gg1_wait(s.rho, q, self.ca2, shape.cv2)
-        rho = s.rho
-        if not (self.has_decode and self.has_prefill) or not 0.0 < rho < 1.0:
-            return wait
-        m = wait.mean_if_waiting_s
-        tail = 0.0  # read only by `wait_beyond`'s gamma (r <= 2)
-        if shape.decay is not None and wait_spread(wait.prob, shape.kappa) <= 2.0:
-            tail = shape.decay.scale_s(rho, q)
-            wait = Wait(wait.prob, m, tail)
-        if wait.prob <= TAIL_LEVEL or not (0.0 < m < math.inf):
+        """The prefill queue's wait at a state (`prefill_queue.prefill_wait`), stretched for the
+        backlog's drain where it lasts (`prefill_queue.stretched_wait`: the drag towards the
+        stability boundary, the decode count's variance and loop gathered only there)."""
+        service_s = self._full_service_s(s)
+        colocated = self.has_decode and self.has_prefill
+        wait = prefill_wait(
+            utilization=s.rho, mean_service_s=service_s, arrival_cv2=self.ca2, shape=shape, colocated=colocated
+        )
+        if not (colocated and 0.0 < s.rho < 1.0 and stretch_applies(wait)):
             return wait
         drag = self._prefill_drag(s)
         if drag is None:
             return wait
-        beta, room = drag
-        t_d = self.d * s.t_step
-        if not 0.0 < t_d < math.inf:
-            return wait
-        joined = (1.0 - rho) / q * t_d  # g T_d: decodes a backlog adds at most (before the cap)
-        per_s = max(self.ca2, 1.0) / ((1.0 - rho) * t_d)
-        v0 = m * math.log(wait.prob / TAIL_LEVEL)  # the p99 wait at the state's rate
-        floor = STRETCH_DRIFT_FLOOR * (1.0 - rho)
-        v = v0
-        for _ in range(STRETCH_PASSES):  # increasing map, bounded by rho_sat = rho q_sat / q < 1
-            x_mid = min(room, -joined * math.expm1(-0.5 * v * per_s))
-            x_end = min(room, -joined * math.expm1(-v * per_s))
-            # mean drift over [0, v] by Simpson's rule (x(0) = 0)
-            drift = 1.0 - rho * (1.0 + 4.0 * math.exp(beta * x_mid) + math.exp(beta * x_end)) / 6.0
-            v_next = v0 * (1.0 - rho) / max(drift, floor)
-            done = abs(v_next - v) <= 1e-9 * v
-            v = v_next
-            if done:
-                break
-        x_end = min(room, -joined * math.expm1(-v * per_s))
-        stretch = v * math.exp(beta * x_end) / v0
-        env = self._wait_environment(s, beta, room, v * per_s * t_d)
-        return Wait(wait.prob, m * stretch, tail * stretch, env)
+        return stretched_wait(
+            wait=wait, utilization=s.rho, mean_service_s=service_s, arrival_cv2=self.ca2, drag=drag,
+            lifetime_s=self.d * s.t_step, decodes=s.n, count_variance=self._decode_var(s),
+            count_loop=self._count_feedback(s).loop,
+        )  # fmt: skip
 
-    def _prefill_drag(self, s: State) -> tuple[float, float] | None:
-        """(beta, room): how a prompt's service in the prefill queue grows with the decodes
-        beside it, q e^{beta x} for x more decodes, as the chord to the stability boundary (q_sat
-        at n_sat = n + room: each decode takes a token of the budget and adds its KV read to the
-        full step); None where the boundary is not above the state."""
+    def _prefill_drag(self, s: State) -> PrefillDrag | None:
+        """`prefill_queue.prefill_drag` at the state, once (against the boundary's end)."""
         if s.drag is None:
             end = self._saturated()
-            room = end.n - s.n
-            q = self._full_service_s(s)
-            q_sat = self._full_service_s(end)
-            s.drag = (math.log(q_sat / q) / room, room) if room > 0.0 and q_sat > q > 0.0 else ()
+            drag = prefill_drag(
+                decodes=s.n, mean_service_s=self._full_service_s(s),
+                saturated_decodes=end.n, saturated_service_s=self._full_service_s(end),
+            )  # fmt: skip
+            s.drag = drag if drag is not None else ()
         return s.drag or None
-
-    def _wait_environment(
-        self, s: State, beta: float, room: float, age_s: float
-    ) -> tuple[tuple[float, float], ...]:
-        """The queue's wait as a scale mixture over the decode count's wandering (`Wait.env`):
-        a count y above its mean slows prefill to rho e^{beta y}, and a queue built at that rate
-        waits (1 - rho) / (1 - rho e^{beta y}) times as long (heavy traffic). The count moves
-        while a backlog builds: what persists over the busy period's age A (`_queue_wait`'s) is
-        the variance of its mean over A, Var n (2 tau / A)(1 - (tau / A)(1 - e^{-A / tau}))
-        (an exponential autocorrelation of integral time tau = (T_d / 2) / (1 - e + e_q / (1 -
-        busy)): a decode's lifetime T_d, as a window, slowed by the count's loop,
-        `_count_feedback`). Two Gauss-Hermite points of that normal (1/2 at +-1 sd; a count
-        between 0 and the stability boundary's, whose rate rho q_sat / q is below 1; three
-        points, 2/3 at 0 and 1/6 at +-sqrt(3) sd, move the grid's TTFT p99 by under 1% for half
-        again as many phases), scaled to mean one: the stretch already sizes the mean wait at
-        the decodes a p99 wait meets, and the mixture spreads the wait around it
-        (docs/latency.md, "A backlog drains slower as it grows")."""
-        var = self._decode_var(s)
-        rho = s.rho
-        t_d = self.d * s.t_step
-        if not (var > 0.0 and age_s > 0.0 and 0.0 < rho < 1.0 and t_d > 0.0):
-            return ()
-        x = age_s * self._count_feedback(s)[1] / (0.5 * t_d)  # A / tau
-        persist = 2.0 / x * (1.0 - -math.expm1(-x) / x) if x > 1e-9 else 1.0
-        sd = math.sqrt(var * persist)
-        up = (1.0 - rho) / (1.0 - rho * math.exp(beta * min(sd, room)))  # the nodes at +-1 sd
-        down = (1.0 - rho) / (1.0 - rho * math.exp(-beta * min(sd, s.n)))
-        mean = 0.5 * (up + down)
-        return ((0.5, up / mean), (0.5, down / mean))
 
     def _token_cost_s(self) -> float:
         """The marginal time of one prefill token in a full-budget step of an idle engine,
@@ -2222,48 +2012,16 @@ class Engine:
         return s.itl99
 
     def _itl_level(self, s: State, i: int) -> float:
-        """Quantile LEVELS[i] of the steps a decoder sees: decode-only steps (`_decode_others`,
-        or t_dec when the count does not wander) and the mixed steps of `_steps`. Where the
-        mixed steps alone reach the level above every decode-only step, the decode-only slices
-        cannot move it (the tail there is the mixed steps'), and they are not timed."""
-        t_dec = s.t_dec
+        """`itl.itl_level` at the state, level LEVELS[i]; the quantile vectors it computes are kept
+        on the state for the other level."""
         st = self._steps(s)
-        total = float(np.add.reduce(st.rates))  # st.rates.sum(), without the wrapper
-        others = self._decode_others(s)
-        if others is None:
-            if total <= 0.01:  # p99 and p50 both fall on decode-only steps
-                return t_dec
-            if s.itl_mixed is None:
-                s.itl_mixed = tail_quantiles(t_dec, st.values, st.rates, LEVELS, total=total)
-            return float(s.itl_mixed[i])
-        mean, sigma = others
-        top_count = min(lognormal_top_slice(sigma, mean) + 1.0, self.n_cap)
-        top = self._decode_step_s(top_count) * (1.0 + SPREAD)  # above every decode-only step
-        if total >= _TAIL_EPS[i]:
-            if s.itl_mixed is None:
-                s.itl_mixed = tail_quantiles(0.0, st.values, st.rates, LEVELS, total=total)
-            q = float(s.itl_mixed[i])
-            if q >= top:
-                return q
-        if s.itl_all is None:
-            # The level now lies below `top` (the decode-only steps have mass there), where the
-            # mixed steps that start above it count whole: only those below take part.
-            cap = self.n_cap
-            seen = [self._decode_step_s(min(c + 1.0, cap)) for c in lognormal_slice_list(sigma, mean)]
-            # The count is a time average and a decoder's gaps come one per step: short steps
-            # come more often, so each slice's share of decode-only steps is probability / time.
-            shares = [p / t for p, t in zip(SLICE_PROB_LIST, seen, strict=True)]
-            scale = max(1.0 - total, 0.0) / sum(shares)
-            below = st.values * (1.0 - SPREAD) < top
-            values = np.concatenate((st.values[below], seen))
-            rates = np.concatenate((st.rates[below], [w * scale for w in shares]))
-            spread: float | FloatArray = SPREAD
-            narrow = decode_slice_spread(seen)
-            if narrow < SPREAD:
-                spread = np.full(values.size, SPREAD)
-                spread[-len(seen) :] = narrow
-            s.itl_all = tail_quantiles(seen[0], values, rates, LEVELS, spread, total=max(total, 1.0))
-        return float(s.itl_all[i])
+        got = itl_level(
+            level_index=i, decode_step_s=s.t_dec, mixed_values=st.values, mixed_rates=st.rates,
+            decode_others=self._decode_others(s), max_decodes=self.n_cap,
+            decode_step_of=self._decode_step_s, mixed=s.itl_mixed, all_steps=s.itl_all,
+        )  # fmt: skip
+        s.itl_mixed, s.itl_all = got.mixed, got.all_steps
+        return got.itl_s
 
     def _decode_step_s(self, count: float) -> float:
         """A decode-only step of `count` decodes (scalar: cheaper than numpy on a few values)."""
@@ -2389,9 +2147,10 @@ class Engine:
         return decode_company(s.n, self._decode_var(s))
 
     def _itl_worst(self, s: State) -> float:
-        """A decode step that carries a full budget at the p99 prompt's last chunk."""
+        """`itl.itl_worst_case_s` at the state (a decode pool: its decode-only step)."""
         if not self.has_prefill:
             return s.t_dec
-        s_f = max(s.share_full, 1.0)
-        off = max(0.0, self.stats.prompt_p99_tokens - s_f)
-        return step_time_s(self.k, s_f, off, s.n_dec, s.n_dec * self.cbar)
+        return itl_worst_case_s(
+            coefficients=self.k, full_share_tokens=s.share_full,
+            prompt_p99_tokens=self.stats.prompt_p99_tokens, decodes=s.n_dec, context_mean=self.cbar,
+        )  # fmt: skip

@@ -13,6 +13,7 @@ import numpy.typing as npt
 
 from planner.latency.company import Sums
 from planner.latency.decode_count import CountFeedback
+from planner.latency.kv_full import KvFull
 from planner.latency.queueing import Phases, Wait, WaitDecayTable
 from planner.latency.seats import SeatWait
 from solvers.rootfind import RootResult
@@ -33,6 +34,15 @@ class ServiceShape(NamedTuple):
     kappa: float
     xi: FloatArray
     decay: WaitDecayTable | None
+
+
+class PrefillDrag(NamedTuple):
+    """How a prompt's service in the prefill queue grows with the decodes beside it,
+    q e^{per_decode x} for x more decodes (`prefill_queue.prefill_drag`: the chord to the
+    stability boundary), and the decodes left to that boundary (`room`)."""
+
+    per_decode: float
+    room: float
 
 
 class Grid(NamedTuple):
@@ -102,9 +112,9 @@ class State:
     itl99: float | None = None  # Engine._itl_p99 (lazily)
     itl_mixed: FloatArray | None = None  # ITL quantiles of the mixed steps alone (lazily)
     itl_all: FloatArray | None = None  # and with the decode-only slices (lazily)
-    kv_full: tuple[float, float] | None = None  # Engine._kv_full (lazily)
+    kv_full: KvFull | None = None  # Engine._kv_full (lazily)
     delay_classes: tuple[float, list[DelayClass]] | None = None  # Engine._delay_classes (lazily)
-    drag: tuple[float, float] | tuple[()] | None = None  # Engine._prefill_drag, () for none (lazily)
+    drag: PrefillDrag | tuple[()] | None = None  # Engine._prefill_drag, () for none (lazily)
     feedback: CountFeedback | None = None  # Engine._count_feedback (lazily)
     join_weight: float = 0.0  # how far whole prompts share steps (`Engine._shared_rate`; 0: they do not)
     join_cost: float = 0.0  # a further whole prompt's time in a step with one (Jc)
