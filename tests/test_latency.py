@@ -19,6 +19,7 @@ from planner.latency import LatencyModel, Slo, WorkloadStats
 from planner.latency import capacity as latency_capacity
 from planner.latency import engine as engine_mod
 from planner.latency import evaluate as latency_evaluate
+from planner.latency.steady import row_sums
 from planner.workload import Workload
 
 QWEN_H100: dict[str, Any] = {"model": "Qwen/Qwen3-8B", "gpu": "h100-sxm"}
@@ -845,17 +846,16 @@ def test_decoders_see_mixed_steps_by_the_decodes_they_carry() -> None:
 
 @pytest.mark.parametrize("cols", [1, 2, 3, 4, 5, 6])
 def test_row_sums_are_numpys_row_sums_bit_for_bit(cols: int) -> None:
-    """Engine._row_sums (column additions in order, the hot path's sum of a prompt's chunk
+    """steady.row_sums (column additions in order, the hot path's sum of a prompt's chunk
     times) against its literal reference, numpy's a.sum(axis=1): equal bit for bit on spread
     magnitudes and signs, where another summation order would differ."""
-    from planner.latency.engine import Engine
 
     rng = np.random.default_rng(cols)
     a = rng.standard_normal((5000, cols)) * 10.0 ** rng.integers(-6, 6, (5000, cols))
-    assert np.array_equal(Engine._row_sums(a), a.sum(axis=1))
+    assert np.array_equal(row_sums(a), a.sum(axis=1))
     # the stability scan's (concurrencies, prompts, columns): summed over the last axis
     b = a.reshape(50, 100, cols)
-    assert np.array_equal(Engine._row_sums(b), b.sum(axis=-1))
+    assert np.array_equal(row_sums(b), b.sum(axis=-1))
 
 
 def test_the_boundary_steps_back_inside_a_bounded_number_of_times(monkeypatch: pytest.MonkeyPatch) -> None:

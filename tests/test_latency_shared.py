@@ -117,9 +117,7 @@ def test_the_stable_branch_ends_at_the_unshared_max_stable_rate() -> None:
     reached on the shared branch at a smaller concurrency; every lower rate solves on it."""
     eng = _engine(1000)
     b = eng.boundary()
-    flat = _engine(1000)
-    flat._shares = False
-    fb = flat.boundary()
+    fb = eng._find_boundary(eng._unshared_state)
     assert b.lam_max == fb.lam_max and b.binding == fb.binding == "kv_capacity"
     assert b.n_max < fb.n_max and b.grid_n is None
     assert eng.state_at(b.n_max).lam == pytest.approx(b.lam_max, rel=1e-8)
@@ -134,7 +132,7 @@ def test_spread_prompts_and_short_budgets_do_not_share() -> None:
     """Prompt CV past ATOM_CV (no whole-prompt atoms) or a budget without room for two more
     beside one: the unshared form, bit for bit, and the scan's points kept."""
     for eng in (_engine({"pairs": [[300, 0.5], [1700, 0.5]]}), _engine(1000, budget=1536)):
-        assert not eng._shares
+        assert not eng.replica.shares_steps
         state, _ = eng.solve(10.0)
         assert state.join_weight == 0.0 and eng.boundary().grid_n is not None
 

@@ -62,6 +62,7 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -101,7 +102,6 @@ from planner.latency.queueing import (
     Phases,
     Wait,
     WaitDecayTable,
-    gamma_wait_probability,
     gamma_wait_probability_slope,
     gg1_wait,
     phases_mean_s,
@@ -111,6 +111,7 @@ from planner.latency.queueing import (
     wait_beyond,
     wait_spread,
 )
+from planner.latency.replica import CHUNK_GROUPS, replica_of
 from planner.latency.results import (
     Boundary,
     DelayClass,
@@ -136,12 +137,19 @@ from planner.latency.slices import (
     lognormal_top_slice_below,
 )
 from planner.latency.stats import WorkloadStats
+from planner.latency.steady import (
+    build_state,
+    join_cost_s,
+    merge_weight,
+    rate_with_merging,
+    row_sums,
+    stream_step_s,
+)
 from planner.scheduler_config import SchedulerConfig
 from solvers.rootfind import RootResult, find_root
 
 FloatArray = npt.NDArray[np.float64]
 
-CHUNK_GROUPS = 4  # representatives of a prompt's full chunks (exact up to 4 chunks, else midpoints)
 GRID_POINTS = 16  # concurrency grid for the stability boundary
 SLOPE_GRID_MIN = GRID_POINTS // 2  # stable scan points below which E[Delta]' is taken exactly
 BOUNDARY_BACKOFF_STEPS = 64  # steps of 1e-6 back inside the boundary after its root (1 or 2 suffice)
@@ -152,13 +160,9 @@ STATE_CACHE = 64  # states an engine keeps (Engine._state; a candidate builds ~2
 
 
 _EMPTY = np.empty(0)
-_ONE0 = np.array(1.0)  # 0-d: numpy takes these beside arrays faster than Python floats
-_EPS_CHUNK = np.array(1e-9)  # chunk counts: ceil(Pe / share - 1e-9)
 _ZERO = np.zeros(1)
 _ONE = np.ones(1)
 TAIL_LEVEL = 0.01  # the backlog's drain stretch is sized at the wait's p99 (Engine._queue_wait)
-RATE_NEWTON_STEPS = 60  # Newton / bisection steps of `Engine._rate_with_merging` (converges in ~4)
-SHARED_RATE_STEPS = 60  # secant / bisection steps of `Engine._shared_rate` (converges in ~6)
 STRETCH_PASSES = 30  # fixed-point passes of the stretch (converges in a few; bounded)
 STRETCH_DRIFT_FLOOR = 0.05  # the stretched drift never falls below this share of 1 - rho
 QUEUED_MIN = 1e-6  # below this chance of queueing beyond the next step, TTFT ignores it
@@ -171,7 +175,6 @@ CHAIN_FOLDED = 1e-4  # the chain's last state (its count and more) holding more:
 CHAIN_DELAY_CA2 = (1.5, 3.0)  # c_a^2 from which D's chain part fades out, and where it is gone
 COUNT_REACH_SDS = 12.0  # `_delay_chain`'s company counts end this many sds (and counts) past the mean
 DELAY_CHAIN_NEGLIGIBLE = 1e-7  # steps under way seen less often are left out of D (`_delay_chain`)
-ATOM_CV = 0.5  # prompt-length CV at which the company's count atoms have faded into the lognormal
 PEAKEDNESS_FLOOR = 1e-3  # the seat queue's count peakedness Z is at least this (`_seat_wait`)
 
 
@@ -205,54 +208,30 @@ class Engine:
         """`ttft_extra_s`: per prompt support point, time every TTFT includes beyond the engine's
         steps: vLLM's front end (the profile's `request_overhead_s`) and, for a disaggregated
         prefill pool, the KV hand-off."""
-        self.k = coefficients
+        r = replica_of(coefficients, stats, config, role)
+        self.replica = r  # what every component reads (`replica.Replica`)
         self.stats = stats
         self.config = config
         self.role = role
-        self.half_block = config.block_size / 2.0  # mean unfilled tail of a sequence's last block
-        d = stats.decode_steps
-        self.has_decode = role != "prefill" and d > 0
-        self.has_prefill = role != "decode"
-        self.d = d if self.has_decode else 0.0
-        self.ca2 = stats.arrival_cv2
-        self._k = 1.0 / self.ca2 if self.ca2 > 0.0 else 1.0  # gamma gaps' shape (`_merge_weight`)
-        self.cbar = stats.decode_context
-        self.pw = stats.prompt_probs
-        self.pe = stats.prefill_tokens
-        self.p0 = stats.cached_tokens
-        self.kv_weight = self.p0 + self.pe / 2.0 + self.half_block  # KV of a prompt mid-prefill
-        self.pe_max = float(self.pe.max())
-        self.mean_pe = stats.mean_prefill_tokens
-        self.a_ctx = stats.prefill_attention_context
-        self.p0_share = float(self.pw @ self.p0) / self.mean_pe  # cached tokens per computed one
-        self.budget = float(config.max_num_batched_tokens)
-        self.seats_max = float(config.max_num_seqs)
-        self.kv_cap = float(config.kv_cache_tokens)
-        # the most decodes a step can hold: seats, the KV cache, the budget (one token each)
-        self.n_cap = min(self.seats_max, self.kv_cap / (self.cbar + self.half_block), self.budget)
-        self.threshold = float(config.long_prefill_token_threshold)
         self.extra_ttft = ttft_extra_s
-        pe2 = float(self.pw @ self.pe**2)
-        self.kappa = self.mean_pe * float(self.pw @ self.pe**3) / (pe2 * pe2)  # E[X]E[X^3]/E[X^2]^2
-        self.pe_tok_mean = pe2 / self.mean_pe  # E_tok[Pe]: the prompt a computed token is in, on average
-        self.atom_weight = max(0.0, 1.0 - math.sqrt(stats.prefill_cv2) / ATOM_CV)  # `_company`
-        # Whole prompts of alike lengths share steps (`_shared_rate`); the stability boundary is
-        # then the unshared form's (`_find_boundary`), whose states `_unshared` selects.
-        self._shares = (
-            self.atom_weight > 0.0
-            and self.has_decode
-            and self.has_prefill
-            and self._room_at_rest() > self.mean_pe
-        )
-        self._unshared = False
-        self._p0_mean = float(self.pw @ self.p0)
-        self._dispersion = max(self.ca2, 1.0)  # the steps' chain's count: Poisson or NB (`steps_by_count`)
+        # The replica's inputs under the names the TTFT / ITL half still reads (`Replica`'s
+        # fields say what each holds), until it reads `self.replica`.
+        self.k = r.step_coefficients
+        self.half_block = r.half_block_tokens
+        self.has_decode, self.has_prefill = r.has_decode, r.has_prefill
+        self.d, self.ca2, self._k = r.decode_steps, r.arrival_cv2, r.gap_shape
+        self.cbar = r.decode_context_tokens
+        self.pw, self.pe, self.p0 = r.prompt_probs, r.prefill_tokens, r.cached_tokens
+        self.kv_weight = r.prompt_kv_tokens
+        self.pe_max, self.mean_pe = r.longest_prefill_tokens, r.mean_prefill_tokens
+        self.a_ctx, self.p0_share = r.prefill_attention_context, r.cached_per_computed
+        self.budget, self.seats_max, self.kv_cap = r.budget_tokens, r.seats, r.kv_cache_tokens
+        self.n_cap, self.threshold = r.decode_cap, r.chunk_threshold_tokens
+        self.kappa, self.pe_tok_mean = r.prefill_kappa, r.token_mean_prefill_tokens
+        self.atom_weight, self._p0_mean = r.atom_weight, r.mean_cached_tokens
+        self._dispersion = r.count_dispersion
         lo, hi = CHAIN_DELAY_CA2
         self._chain_fade = min(max((hi - self.ca2) / (hi - lo), 0.0), 1.0)  # `_chain_delay_weight`
-        self._g = np.arange(CHUNK_GROUPS, dtype=np.float64)
-        self._ones = np.ones((self.pe.size, 1))
-        self._p0_col = self.p0[:, None]
-        self._p0_first = 0.0 + self.p0  # the first chunk's offset, 0 share + p0, as `_chunks` adds it
         self._boundary: Boundary | None = None
         self._axis: tuple[list[float], list[float]] | None = None
         self._zero: State | None = None
@@ -264,13 +243,6 @@ class Engine:
         self._full_cv2: float | None = None
         self._full_shape: FloatArray | None = None
         self._states: dict[tuple[float, float | None, bool], State] = {}
-
-    def _room_at_rest(self) -> float:
-        """The budget beside a prompt's mean last chunk with no decodes (`_room_after_tokens` at
-        n = 0): the most room a step ever has for further whole prompts."""
-        s_own = min(self.budget, self.threshold) if self.threshold > 0 else self.budget
-        k = np.maximum(np.ceil(self.pe / max(s_own, 1.0) - 1e-9), 1.0)
-        return self._room_beside(self.budget, float(self.pw @ k), s_own)
 
     # ---- one concurrency (hot path) -------------------------------------------------------------
 
@@ -286,291 +258,42 @@ class Engine:
         """A point of the stable branch: x = n for decode roles, the rate for prefill-only."""
         return self._state(x, None) if self.has_decode else self._state(0.0, x)
 
-    def _state(self, n: float, lam_in: float | None) -> State:
-        """The state at (n, lam_in), built once per engine: the root-findings revisit points (the
-        stability boundary's end is the capacity search's first point; the steady state's root
-        is evaluated again by `_least_root` and `solve`). A state is a pure function of its
-        inputs; its lazily filled fields are too. Zero inputs are not keyed (0.0 == -0.0)."""
-        key = (n, lam_in, self._unshared)
+    def _state(self, n: float, lam_in: float | None, unshared: bool = False) -> State:
+        """The state at (n, lam_in) (`steady.build_state`), built once per engine: the
+        root-findings revisit points (the stability boundary's end is the capacity search's
+        first point; the steady state's root is evaluated again by the least-root search and
+        `solve`). A state is a pure function of its inputs; its lazily filled fields are too.
+        Zero inputs are not keyed (0.0 == -0.0)."""
+        key = (n, lam_in, unshared)
         s = self._states.get(key)
         if s is None:
-            s = self._build_state(n, lam_in)
+            s = build_state(self.replica, decodes=n, rate_per_s=lam_in, unshared=unshared)
             if n != 0.0 or (lam_in is not None and lam_in != 0.0):
                 if len(self._states) >= STATE_CACHE:
                     self._states.clear()
                 self._states[key] = s
         return s
 
-    def _build_state(self, n: float, lam_in: float | None) -> State:
-        coef = self.k
-        cbar = self.cbar
-        if self.has_decode:
-            z = 1.0 + (self.ca2 - 1.0) * n / (1.0 + n)
-            n_dec = n + z
-            n_arr = max(0.0, n + z - 1.0)
-            t_dec = step_time_s(coef, 0.0, 0.0, n_dec, n_dec * cbar)
-        else:
-            z, n_dec, n_arr, t_dec = 1.0, 0.0, 0.0, 0.0
-        if not self.has_prefill:
-            lam = n / (self.d * t_dec)
-            e = np.empty((0, 0))
-            return State(
-                n=n, lam=lam, z=z, n_dec=n_dec, n_arr=n_arr, t_dec=t_dec, t_arr=t_dec,
-                share_full=math.nan, share_own=math.nan, t_full=math.nan, rho=0.0, busy=0.0,
-                t_step=t_dec, mean_chunks=0.0, chunk_tokens=e, chunk_offset=e,
-                chunk_weight=e, chunk_time=e, own_service=np.empty(0),
-            )  # fmt: skip
-        ctx = n_arr * cbar
-        t_arr = step_time_s(coef, 0.0, 0.0, n_arr, ctx)
-        s_f = self.budget - n_arr
-        s_own = min(s_f, self.threshold) if self.threshold > 0 else s_f
-        s_f1 = max(s_f, 1.0)
-        s_o1 = max(s_own, 1.0)
-        t_full = self._stream_step_s(s_f1, n_arr, ctx)
-        q = self.mean_pe * t_full / s_f1
-        fluid = self.mean_pe * (t_full - t_arr) / s_f1
-        toks, offs, wts, k = self._chunks(s_o1)
-        tau = step_time_s(coef, toks, offs, n_arr, ctx, empty_batches=False)
-        own = self._row_sums(wts * tau)
-        pw = self.pw
-        extra_k = k * t_arr
-        np.subtract(own, extra_k, out=extra_k)
-        own_delta = float(extra_k.dot(pw))  # (own - k t_arr) . pw
-        mean_k = float(k.dot(pw))
-        if self.has_decode:
-            a2 = n * q * (fluid - own_delta)
-            b = self.d * t_dec + n * own_delta
-            disc = b * b + 4.0 * a2 * n
-            den = b + math.sqrt(max(disc, 0.0))
-            lam = 2.0 * n / den if disc >= 0 and den > 0 else math.nan
-            if self._k != 1.0 and lam > 0.0 and math.isfinite(lam):
-                lam = self._rate_with_merging(n, q, own_delta, fluid - own_delta, self.d * t_dec, lam)
-        else:
-            lam = float(lam_in or 0.0)
-        rho = lam * q
-        busy = lam * (own_delta + self._merge_weight(rho) * (fluid - own_delta))
-        wj = jc = joined = 0.0
-        if self._shares and not self._unshared and lam > 0.0 and math.isfinite(lam):
-            wj = self.atom_weight * room_for_more(self._room_beside(s_f, mean_k, s_own), self.mean_pe)
-            if wj > 0.0:
-                jc = self._join_cost_s(n_arr, ctx)
-                lam, busy, joined = self._shared_rate(n, lam, q, own_delta, fluid, t_dec, jc, wj)
-                rho = lam * q
-        t_step = (t_dec / (1.0 - busy) if busy < 1.0 else math.inf) if self.has_decode else math.nan
-        return State(
-            n=n, lam=lam, z=z, n_dec=n_dec, n_arr=n_arr, t_dec=t_dec, t_arr=t_arr,
-            share_full=s_f, share_own=s_own, t_full=t_full, rho=rho, busy=busy, t_step=t_step,
-            mean_chunks=mean_k, chunk_tokens=toks, chunk_offset=offs,
-            chunk_weight=wts, chunk_time=tau, own_service=own,
-            join_weight=wj, join_cost=jc, joined=joined,
-        )  # fmt: skip
+    def _unshared_state(self, n: float, lam_in: float | None) -> State:
+        """`_state` with whole prompts not sharing steps (the stability boundary's form)."""
+        return self._state(n, lam_in, True)
+
+    # ---- delegations the TTFT / ITL half calls (removed once it calls the components) --------
 
     def _join_cost_s(self, n_arr: float, ctx: float) -> float:
-        """Jc: what a second whole prompt adds to a step that carries one (each attending to
-        itself, at the mean prompt and cached prefix), beside n_arr decodes. The first prompt's
-        chunk partly hides in the decode step's memory time (A, `own_delta`); a further one
-        finds the step compute-bound and pays its whole compute: H100, budget 8192, 1,155-token
-        prompts, 90% load, the simulator's steps with 1, 2, 3, 4 prompts are 8.45, 27.83, 46.95,
-        66.15 ms over their decodes (19.4 ms a joiner), where the full step's average per prompt
-        (F, `fluid`) is 17.8."""
-        pe, p0 = self.mean_pe, self._p0_mean
-        pairs = pe * (p0 + 0.5 * pe)
-        one = batch_time_s(self.k, n_arr, ctx, pe, pairs, p0 + pe, p0, empty_batches=False)
-        two = batch_time_s(
-            self.k, n_arr, ctx, 2.0 * pe, 2.0 * pairs, 2.0 * (p0 + pe), 2.0 * p0, empty_batches=False
-        )
-        return max(two - one, 0.0)
-
-    def _shared_cost_s(
-        self, lam: float, q: float, a: float, f: float, t_dec: float, jc: float, wj: float, hint: float | None
-    ) -> tuple[float, float, float]:
-        """E[Delta] where whole prompts share steps, at rate lam: (E[Delta], j, P(J = 0)). A
-        prompt opens its step (A) or joins one another opened (Jc), E[Delta] = A + j (Jc - A), j
-        the steps' chain's share of joiners (`arrivals.join_share`, started from `hint`, its
-        P(J = 0) at a nearby rate); blended by wj with the unshared form A + w(rho)(F - A)
-        (`_merge_weight`)."""
-        j, p0 = join_share(lam, t_dec, a, jc, self._dispersion, hint)
-        cost = a + j * (jc - a)
-        if wj < 1.0:
-            cost = wj * cost + (1.0 - wj) * (a + self._merge_weight(lam * q) * (f - a))
-        return cost, j, p0
-
-    def _shared_rate(
-        self, n: float, lam0: float, q: float, a: float, f: float, t_dec: float, jc: float, wj: float
-    ) -> tuple[float, float, float]:
-        """The rate at concurrency n where whole prompts share steps (alike prompts with room
-        beside them, weight wj): the root of h(lam) = lam (d t_dec + n E[Delta](lam)) - n
-        (Little with t_step = t_dec / (1 - lam E[Delta]); E[Delta] `_shared_cost_s`, rising with
-        lam), by the secant method from the unshared form's root lam0, kept inside a bracket
-        (h(0) = -n; h >= 0 where E[Delta] is at its least, min(A, Jc, F)); at most
-        SHARED_RATE_STEPS steps. Returns (lam, busy = lam E[Delta], j).
-
-        The unshared form had every prompt that meets a busy prefill queue (GI/M/1's chance)
-        pay the full step's average F: constant 1,155-token prompts at budget 8192 (H100, 90%
-        load) read E[Delta] 14.3 ms against the simulator's 12.9 (openers 8.45 ms, joiners 19.4,
-        j 0.409; `join_share` 0.40, E[Delta] 13.0 ms), and near capacity 1 / (1 - lam E[Delta])
-        turned that into 16% more decodes (docs/latency.md, "What still misses", item 4)."""
-        d_t = self.d * t_dec
-        least = max(min(a, jc, f), 0.0)
-        lo, hi = 0.0, n / (d_t + n * least) if d_t + n * least > 0.0 else lam0
-
-        hint: float | None = None  # this solve's last P(J = 0) (its own: a pure function of n)
-
-        def h(x: float) -> tuple[float, float, float]:
-            nonlocal hint
-            cost, j, hint = self._shared_cost_s(x, q, a, f, t_dec, jc, wj, hint)
-            return x * (d_t + n * cost) - n, cost, j
-
-        x0 = min(max(lam0, lo), hi)
-        v0, cost, j = h(x0)
-        if v0 == 0.0:
-            return x0, x0 * cost, j
-        if v0 < 0.0:
-            lo = x0
-        else:
-            hi = x0
-        # the fixed-point step (E[Delta] held at x0's) is near the root: the secant from there
-        x = min(max(n / (d_t + n * cost), lo), hi)
-        x1, v1 = x0, v0
-        v, cost, j = h(x)
-        if v < 0.0:
-            lo = x
-        else:
-            hi = x
-        if v == 0.0:
-            return x, x * cost, j
-        for _ in range(SHARED_RATE_STEPS):
-            nxt = x - v * (x - x1) / (v - v1) if v != v1 else 0.5 * (lo + hi)
-            if not lo < nxt < hi:
-                nxt = 0.5 * (lo + hi)
-            x1, v1 = x, v
-            x = nxt
-            v, cost, j = h(x)
-            if v < 0.0:
-                lo = x
-            else:
-                hi = x
-            if v == 0.0 or abs(x - x1) <= 1e-13 * x or hi - lo <= 1e-13 * hi:
-                break
-        return x, x * cost, j
+        return join_cost_s(self.replica, n_arr, ctx)
 
     def _merge_weight(self, rho: float) -> float:
-        """The share of prompts prefilled in full steps (E[Δ] = A + w (F - A)): those that arrive
-        to find the prefill queue busy, GI/M/1's chance of waiting for gamma gaps of shape k =
-        1/c_a² (`gamma_wait_probability`: rho itself for Poisson arrivals, more for bursts, which
-        land together)."""
-        r = min(max(rho, 0.0), 1.0)
-        return gamma_wait_probability(r, self._k, r if self._k < 1.0 else 0.0)
-
-    def _rate_with_merging(self, n: float, q: float, a: float, b: float, d_t: float, lam0: float) -> float:
-        """The rate at concurrency n where the full-step share is `_merge_weight`, not rho: the
-        root of h(lam) = lam (d t_dec + n A) + n lam w(lam q) (F - A) - n (Little's n = lam d
-        t_step with t_step = t_dec / (1 - lam E[Δ])), by Newton's method from the Poisson
-        form's root lam0 (its quadratic), kept inside a bracket [lo, hi] with h(lo) < 0 <= h(hi)
-        (h(0) = -n); at most RATE_NEWTON_STEPS steps."""
-        k = self._k
-
-        def h(lam: float) -> tuple[float, float]:
-            rho = lam * q
-            w = self._merge_weight(rho)
-            slope = gamma_wait_probability_slope(rho, k, w) if rho < 1.0 else 0.0
-            return lam * (d_t + n * a) + n * lam * w * b - n, d_t + n * a + n * b * (w + rho * slope)
-
-        lo, hi = 0.0, lam0
-        x = lam0
-        v, dv = h(x)
-        for _ in range(RATE_NEWTON_STEPS):  # an upper end: h(hi) >= 0
-            if v >= 0.0:
-                break
-            lo, hi = hi, 2.0 * hi
-            x = hi
-            v, dv = h(x)
-        else:
-            return lam0
-        hi = x
-        for _ in range(RATE_NEWTON_STEPS):
-            step = v / dv if dv > 0.0 else math.inf
-            nxt = x - step
-            if not lo < nxt < hi:
-                nxt = 0.5 * (lo + hi)
-            if abs(nxt - x) <= 1e-14 * x:
-                return nxt
-            x = nxt
-            v, dv = h(x)
-            if v < 0.0:
-                lo = x
-            else:
-                hi = x
-            if v == 0.0:
-                return x
-        return x
+        return merge_weight(self.replica, rho)
 
     def _stream_step_s(
         self, share: FloatArray | float, n_arr: FloatArray | float, ctx: FloatArray | float
     ) -> Any:
-        """A full-budget step while prompts queue: `share` prompt tokens from the FIFO stream of
-        waiting prompts beside n_arr decodes. The stream cuts prompts at step boundaries, so a
-        step carries the pieces of one or more prompts, each at its own offset; over a uniform
-        phase the offsets of a prompt's chunks sum to E[Pe^2] / (2 s) + p0 (1 + Pe / s), so per
-        step the chunks' prefix (re-read, `prefix_tokens`) is a_ctx + s E[p0] / E[Pe], their KV
-        read that + s, and their attention s a_ctx (docs/latency.md, "Full steps"). One chunk of
-        s tokens at a_ctx - s/2 has the same attention but half a budget less prefix. Floats give
-        a float, arrays an array (`batch_time_s`'s two branches)."""
-        prefix = share * self.p0_share
-        prefix += self.a_ctx
-        return batch_time_s(
-            self.k, n_arr, ctx, share, share * self.a_ctx, prefix + share, prefix, empty_batches=False
-        )  # share >= 1 at every caller
-
-    def _chunks(self, share: float) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
-        """Each prompt's chunks at `share` tokens per step: k - 1 full chunks then the rest, as
-        (tokens, offsets, weights), shape (I, columns), and k (I,). Up to G full chunks are
-        listed one by one; more are represented by G group midpoints (exact for step times
-        affine in the chunk index). Only as many columns as the longest prompt needs."""
-        pe = self.pe
-        k = pe * (1.0 / share)
-        k -= _EPS_CHUNK
-        np.ceil(k, out=k)
-        np.maximum(k, _ONE0, out=k)
-        m = k - _ONE0
-        done = m * share  # tokens in the full chunks
-        m_max = math.ceil(self.pe_max / share - 1e-9) - 1
-        if m_max <= 0:
-            return (pe - done)[:, None], (self.p0 + done)[:, None], self._ones, k
-        cols = min(m_max, CHUNK_GROUPS)
-        g = self._g[:cols]
-        shape = (pe.size, cols + 1)
-        toks, offs, wts = np.empty(shape), np.empty(shape), np.empty(shape)
-        toks[:, :cols] = share
-        np.subtract(pe, done, out=toks[:, cols])
-        if cols == 1 and share < math.inf:  # one full chunk at offset 0 share + p0, if 0 < m
-            offs[:, 0] = self._p0_first
-            np.minimum(m, _ONE0, out=wts[:, 0])  # 0 < m as 1.0 / 0.0 (m counts chunks: 0, 1, ...)
-        elif m_max <= CHUNK_GROUPS:  # every chunk listed: chunk j at offset j share, if j < m
-            np.add(g * share, self._p0_col, out=offs[:, :cols])
-            np.less(g, m[:, None], out=wts[:, :cols])
-        else:
-            few = (m <= CHUNK_GROUPS)[:, None]
-            j = np.where(few, g, (g + 0.5) * m[:, None] / CHUNK_GROUPS - 0.5)
-            np.multiply(j, share, out=offs[:, :cols])
-            wts[:, :cols] = np.where(few, (g < m[:, None]).astype(np.float64), m[:, None] / CHUNK_GROUPS)
-            offs[:, :cols] += self._p0_col
-        np.add(self.p0, done, out=offs[:, cols])
-        wts[:, cols] = 1.0
-        return toks, offs, wts, k
+        return stream_step_s(self.replica, share, n_arr, ctx)
 
     @staticmethod
     def _row_sums(a: FloatArray) -> FloatArray:
-        """a.sum(axis=-1) for the few columns of a prompt's chunks: numpy sums a row's columns in
-        order, ((a0 + a1) + a2) + ..., and so do these column additions, cheaper than its
-        reduction on arrays this small (tests/test_latency.py holds them to it bit for bit)."""
-        cols = a.shape[-1]
-        if cols < 2 or cols > CHUNK_GROUPS + 1:
-            return np.add.reduce(a, axis=-1)
-        out = a[..., 0] + a[..., 1]
-        for j in range(2, cols):
-            out += a[..., j]
-        return out
+        return row_sums(a)
 
     def slack_of(self, s: State) -> float:
         """Smallest relative margin of the stability constraints at a state (< 0: violated)."""
@@ -657,7 +380,7 @@ class Engine:
         m = k - 1.0
         m_top = float(m.max())
         cols = int(min(CHUNK_GROUPS, max(0.0, m_top)))
-        g = self._g[:cols]
+        g = self.replica.chunk_group_index[:cols]
         s3 = s_o1[..., None]
         p0 = self.p0[None, :, None]
         shape = (*m.shape, cols + 1)
@@ -696,7 +419,8 @@ class Engine:
             d_t = self.d * t_dec
             for i, lam_i in enumerate(lam[:, 0].tolist()):
                 if lam_i > 0.0 and math.isfinite(lam_i):
-                    lam[i, 0] = self._rate_with_merging(
+                    lam[i, 0] = rate_with_merging(
+                        self.replica,
                         float(n[i, 0]), float(q[i, 0]), float(own_delta[i, 0]),
                         float(fluid[i, 0] - own_delta[i, 0]), float(d_t[i, 0]), lam_i,
                     )  # fmt: skip
@@ -729,7 +453,7 @@ class Engine:
         if self._boundary is None:
             if not self.has_decode:
                 self._boundary = self._prefill_boundary()
-            elif self._shares:
+            elif self.replica.shares_steps:
                 self._boundary = self._shared_boundary()
             else:
                 self._boundary = self._find_boundary()
@@ -745,11 +469,7 @@ class Engine:
         fill the cache first, docs/latency.md, "What still misses", item 4); the unshared form
         stays within 3-4% of those edges. The scan's points are the unshared branch's, so they
         are not kept (the solve and the capacity search bracket on the branch itself)."""
-        self._unshared = True
-        try:
-            b = self._find_boundary()
-        finally:
-            self._unshared = False
+        b = self._find_boundary(self._unshared_state)
         if not b.n_max > 0.0:
             return Boundary(b.n_max, b.lam_max, b.binding, b.root)
         end = self._state(b.n_max, None)
@@ -768,7 +488,8 @@ class Engine:
         n_cut = res.final_bracket[1] if res.final_bracket is not None else b.n_max
         return Boundary(n_cut, b.lam_max, b.binding, b.root)
 
-    def _find_boundary(self) -> Boundary:
+    def _find_boundary(self, state_of: Callable[[float, float | None], State] | None = None) -> Boundary:
+        state = self._state if state_of is None else state_of
         cap = self.n_cap
         grid = cap * np.arange(1, GRID_POINTS + 1, dtype=np.float64) / GRID_POINTS
         gr = self.grid(grid)
@@ -782,7 +503,7 @@ class Engine:
             i = int(bad[0])
             lo = 0.0 if i == 0 else float(grid[i - 1])
             root = find_root(
-                lambda x: self.slack_of(self._state(x, None)),
+                lambda x: self.slack_of(state(x, None)),
                 lo,
                 float(grid[i]),
                 f_lo=1.0 if i == 0 else float(slack[i - 1]),
@@ -794,16 +515,16 @@ class Engine:
             n_end = max(0.0, n_end - 1e-7 * cap)  # just inside: the end point itself is stable
             grid, lam, cost = grid[:i], lam[:i], cost[:i] if cost is not None else None
             inside = lo
-        end = self._state(n_end, None)
+        end = state(n_end, None)
         for _ in range(BOUNDARY_BACKOFF_STEPS):  # the root's tolerance overshot: step back in
             if not (n_end > 0 and self.slack_of(end) < 0):
                 break
             n_end *= 1.0 - 1e-6
-            end = self._state(n_end, None)
+            end = state(n_end, None)
         else:
             if n_end > 0 and self.slack_of(end) < 0:  # the states disagree with the grid's slack
                 n_end = inside
-                end = self._state(n_end, None)
+                end = state(n_end, None)
         lam_end = end.lam if n_end > 0 else 0.0
         binding = self._binding(end)
         best = int(lam.argmax()) if lam.size else -1
@@ -811,7 +532,7 @@ class Engine:
             # The rate peaks inside the stable range: past the peak more concurrency serves fewer
             # requests (the engine saturates). Tiny peaks from the ceil() of chunk counts keep
             # the end point's label.
-            n_peak, lam_peak = self._refine_peak(grid, lam, best, n_end)
+            n_peak, lam_peak = self._refine_peak(grid, lam, best, n_end, state)
             label = "compute" if lam_peak > lam_end * (1.0 + 1e-3) else binding
             keep = grid < n_peak
             return Boundary(
@@ -852,7 +573,14 @@ class Engine:
             self._axis = (rates, ns)
         return self._axis
 
-    def _refine_peak(self, grid: FloatArray, lam: FloatArray, i: int, n_end: float) -> tuple[float, float]:
+    def _refine_peak(
+        self,
+        grid: FloatArray,
+        lam: FloatArray,
+        i: int,
+        n_end: float,
+        state: Callable[[float, float | None], State],
+    ) -> tuple[float, float]:
         """One parabola step through the grid's best point and its neighbours."""
         n_peak, lam_peak = float(grid[i]), float(lam[i])
         if 0 < i < grid.size - 1:
@@ -863,7 +591,7 @@ class Engine:
             b = (x2 * x2 * (y0 - y1) + x1 * x1 * (y2 - y0) + x0 * x0 * (y1 - y2)) / den
             if a < 0:
                 xv = min(max(-b / (2 * a), x0), min(x2, n_end))
-                lv = self._state(xv, None).lam
+                lv = state(xv, None).lam
                 if lv > lam_peak:
                     n_peak, lam_peak = xv, lv
         return n_peak, lam_peak
