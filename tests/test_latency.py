@@ -19,7 +19,8 @@ from planner.latency import LatencyModel, Slo, WorkloadStats
 from planner.latency import capacity as latency_capacity
 from planner.latency import engine as engine_mod
 from planner.latency import evaluate as latency_evaluate
-from planner.latency.steady import row_sums
+from planner.latency.stability import BOUNDARY_BACKOFF_STEPS, GRID_POINTS, find_boundary
+from planner.latency.steady import build_state, row_sums
 from planner.workload import Workload
 
 QWEN_H100: dict[str, Any] = {"model": "Qwen/Qwen3-8B", "gpu": "h100-sxm"}
@@ -858,7 +859,7 @@ def test_row_sums_are_numpys_row_sums_bit_for_bit(cols: int) -> None:
     assert np.array_equal(row_sums(b), b.sum(axis=-1))
 
 
-def test_the_boundary_steps_back_inside_a_bounded_number_of_times(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_boundary_steps_back_inside_a_bounded_number_of_times() -> None:
     """After its root-find the stability boundary steps back inside by 1e-6 of n at most
     BOUNDARY_BACKOFF_STEPS times (the root's tolerance overshoots by one or two). Were the states'
     slack to disagree with the grid's (it mirrors them), it takes the last grid point that was
@@ -868,12 +869,14 @@ def test_the_boundary_steps_back_inside_a_bounded_number_of_times(monkeypatch: p
     ).engines["colocated"]
     calls = [0]
 
-    def unstable(self: Any, s: Any) -> float:
+    def unstable(replica: Any, s: Any) -> float:
         calls[0] += 1
         return -1.0
 
-    monkeypatch.setattr(engine_mod.Engine, "slack_of", unstable)
-    b = eng.boundary()
-    assert calls[0] <= engine_mod.BOUNDARY_BACKOFF_STEPS + 200  # the root-find's calls and the steps back
-    grid = eng.n_cap * np.arange(1, engine_mod.GRID_POINTS + 1) / engine_mod.GRID_POINTS
+    def state_of(n: float, lam: float | None) -> Any:
+        return build_state(eng.replica, decodes=n, rate_per_s=lam, unshared=False)
+
+    b = find_boundary(eng.replica, state_of, unstable)
+    assert calls[0] <= BOUNDARY_BACKOFF_STEPS + 200  # the root-find's calls and the steps back
+    grid = eng.replica.decode_cap * np.arange(1, GRID_POINTS + 1) / GRID_POINTS
     assert b.n_max == 0.0 or b.n_max in grid.tolist()

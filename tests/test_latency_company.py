@@ -18,6 +18,7 @@ from planner.costmodel.steptime import batch_time_s
 from planner.deployment import Deployment
 from planner.latency import LatencyModel, WorkloadStats
 from planner.latency.company import COUNT_ATOMS, count_given_any, under_way
+from planner.latency.replica import ATOM_CV
 from planner.latency.results import Steps
 from planner.workload import Workload
 
@@ -243,7 +244,7 @@ def test_count_atoms_fade_into_the_lognormal_as_lengths_spread(monkeypatch: pyte
         return 2 * len(values) if 1000.0 + max(values) > s_f else 0
 
     half = _engine({"pairs": [[800, 0.5], [1200, 0.5]]})
-    assert half.atom_weight == pytest.approx(1.0 - 0.2 / engine_mod.ATOM_CV, rel=1e-12)
+    assert half.atom_weight == pytest.approx(1.0 - 0.2 / ATOM_CV, rel=1e-12)
     state, _ = half.solve(20.0)
     st = half._steps(state)
     assert seen  # the passes took the count

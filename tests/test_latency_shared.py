@@ -20,6 +20,9 @@ from planner.deployment import Deployment
 from planner.latency import LatencyModel, WorkloadStats
 from planner.latency import engine as engine_mod
 from planner.latency.arrivals import join_share, steps_by_count
+from planner.latency.results import State
+from planner.latency.stability import find_boundary
+from planner.latency.steady import build_state
 from planner.workload import Workload
 
 acc = load_tool("accuracy.py", "accuracy_tool")
@@ -117,7 +120,10 @@ def test_the_stable_branch_ends_at_the_unshared_max_stable_rate() -> None:
     reached on the shared branch at a smaller concurrency; every lower rate solves on it."""
     eng = _engine(1000)
     b = eng.boundary()
-    fb = eng._find_boundary(eng._unshared_state)
+    def unshared(n: float, lam: float | None) -> State:
+        return build_state(eng.replica, decodes=n, rate_per_s=lam, unshared=True)
+
+    fb = find_boundary(eng.replica, unshared)
     assert b.lam_max == fb.lam_max and b.binding == fb.binding == "kv_capacity"
     assert b.n_max < fb.n_max and b.grid_n is None
     assert eng.state_at(b.n_max).lam == pytest.approx(b.lam_max, rel=1e-8)

@@ -62,7 +62,6 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -111,7 +110,7 @@ from planner.latency.queueing import (
     wait_beyond,
     wait_spread,
 )
-from planner.latency.replica import CHUNK_GROUPS, replica_of
+from planner.latency.replica import replica_of
 from planner.latency.results import (
     Boundary,
     DelayClass,
@@ -119,7 +118,7 @@ from planner.latency.results import (
     Point,
     Role,
     ServiceShape,
-    StabilityLimit,
+    StabilityLimit,  # noqa: F401 (planner/reports.py imports it from here)
     State,
     Steps,
     TtftMixture,
@@ -136,23 +135,31 @@ from planner.latency.slices import (
     lognormal_top_slice,
     lognormal_top_slice_below,
 )
+from planner.latency.stability import (
+    GRID_POINTS,
+    RateAxis,
+    boundary,
+    concurrency_at,
+    grid,
+    load_of,
+    rate_axis,
+    slack_of,
+    solve,
+)
 from planner.latency.stats import WorkloadStats
 from planner.latency.steady import (
     build_state,
     join_cost_s,
     merge_weight,
-    rate_with_merging,
     row_sums,
     stream_step_s,
 )
 from planner.scheduler_config import SchedulerConfig
-from solvers.rootfind import RootResult, find_root
+from solvers.rootfind import RootResult
 
 FloatArray = npt.NDArray[np.float64]
 
-GRID_POINTS = 16  # concurrency grid for the stability boundary
 SLOPE_GRID_MIN = GRID_POINTS // 2  # stable scan points below which E[Delta]' is taken exactly
-BOUNDARY_BACKOFF_STEPS = 64  # steps of 1e-6 back inside the boundary after its root (1 or 2 suffice)
 LEVELS = np.array([0.5, 0.99])
 _TAIL_EPS = (1.0 - LEVELS).tolist()  # P(X > quantile) at each level
 HUGE = 1e9  # stands in for an infinite ratio inside root-finding
@@ -233,7 +240,7 @@ class Engine:
         lo, hi = CHAIN_DELAY_CA2
         self._chain_fade = min(max((hi - self.ca2) / (hi - lo), 0.0), 1.0)  # `_chain_delay_weight`
         self._boundary: Boundary | None = None
-        self._axis: tuple[list[float], list[float]] | None = None
+        self._axis: RateAxis | None = None
         self._zero: State | None = None
         self._zero_point: Point | None = None
         self._token_cost: float | None = None
@@ -295,407 +302,39 @@ class Engine:
     def _row_sums(a: FloatArray) -> FloatArray:
         return row_sums(a)
 
+    # ---- the stability boundary and the steady state at a rate (`stability`) ------------------
+
     def slack_of(self, s: State) -> float:
         """Smallest relative margin of the stability constraints at a state (< 0: violated)."""
-        if not (math.isfinite(s.lam) and s.lam >= 0):
-            return -1.0
-        return min(v for _, v in self._margins(s))
+        return slack_of(self.replica, s)
 
     def _load(self, s: State) -> tuple[float, float]:
-        """Running requests (decoding + prefilling: Little, requests being prefilled hold seats
-        too) and mean KV tokens in use at a state; only the stability margins and the metrics
-        read them, not the root-findings over rates, so they are computed on demand, once."""
-        if s.load is None:
-            n = s.n
-            kv_dec = n * (self.cbar + self.half_block)
-            if not self.has_prefill:
-                s.load = (n, kv_dec)
-            else:
-                own = s.own_service
-                pw = self.pw
-                s.load = (
-                    n + s.lam * float(own.dot(pw)),
-                    kv_dec + s.lam * float((own * self.kv_weight).dot(pw)),
-                )
-        return s.load
-
-    def _margins(self, s: State) -> list[tuple[StabilityLimit, float]]:
-        seats, kv_mean = self._load(s)
-        out: list[tuple[StabilityLimit, float]] = [
-            ("max_num_seqs", 1.0 - seats / self.seats_max),
-            ("kv_capacity", 1.0 - kv_mean / self.kv_cap),
-        ]
-        if self.has_prefill:
-            out += [
-                ("compute", 1.0 - s.rho),
-                ("compute", 1.0 - s.busy),
-                ("max_num_batched_tokens", (s.share_full - 1.0) / self.budget),
-            ]
-        else:
-            out.append(("max_num_batched_tokens", 1.0 - s.n / self.budget))
-        return out
-
-    def _binding(self, s: State) -> StabilityLimit:
-        return min(self._margins(s), key=lambda kv: kv[1])[0]
-
-    # ---- many concurrencies at once (stability scan) ------------------------------------------
+        """Running requests and mean KV tokens at a state (`stability.load_of`)."""
+        return load_of(self.replica, s)
 
     def grid(self, ns: FloatArray) -> Grid:
-        """Rates and stability margins at concurrencies `ns` (decode roles); mirrors `_state`
-        (the unshared form where whole prompts share steps: `_shared_boundary`)."""
-        coef = self.k
-        cbar = self.cbar
-        n = np.asarray(ns, dtype=np.float64)[:, None]
-        z = 1.0 + (self.ca2 - 1.0) * n / (1.0 + n)
-        n_dec = n + z
-        kv_dec = n * (cbar + self.half_block)
-        if not self.has_prefill:
-            t_dec = step_time_s(coef, 0.0, 0.0, n_dec, n_dec * cbar)
-            lam = n / (self.d * t_dec)
-            slack = np.minimum(
-                np.minimum(1.0 - n / self.seats_max, 1.0 - kv_dec / self.kv_cap), 1.0 - n / self.budget
-            )
-            return Grid(n[:, 0], lam[:, 0], slack[:, 0])
-        n_arr = np.maximum(0.0, n + z - 1.0)
-        # Each point also with one decode more beside every prompt step (n1: E[Delta]' below,
-        # `_prompt_cost_slope_exact_s` term for term), stacked on a leading axis: one call each
-        # for t_dec, t_arr and t_arr(n1), the full steps and the chunk steps (the same
-        # arithmetic per element: the per-call cost once)
-        n1 = n_arr + 1.0
-        counts = np.stack((n_dec, n_arr, n1))
-        three = step_time_s(coef, 0.0, 0.0, counts, counts * cbar)
-        t_dec, t_arr, t_arr1 = three[0], three[1], three[2]
-        s_f = self.budget - n_arr
-        s_own = np.minimum(s_f, self.threshold) if self.threshold > 0 else s_f
-        s_f1 = np.maximum(s_f, 1.0)
-        s_fm = np.maximum(s_f - 1.0, 1.0)  # a token less of budget beside one more decode
-        s_o1 = np.maximum(s_own, 1.0)
-        pair = counts[1:]  # n_arr, n1
-        fulls = self._stream_step_s(np.stack((s_f1, s_fm)), pair, pair * cbar)
-        t_full, t_full1 = fulls[0], fulls[1]
-        q = self.mean_pe * t_full / s_f1
-        fluid = self.mean_pe * (t_full - t_arr) / s_f1
-        pe = self.pe[None, :]
-        k = np.maximum(1.0, np.ceil(pe / s_o1 - 1e-9))  # (N, I)
-        m = k - 1.0
-        m_top = float(m.max())
-        cols = int(min(CHUNK_GROUPS, max(0.0, m_top)))
-        g = self.replica.chunk_group_index[:cols]
-        s3 = s_o1[..., None]
-        p0 = self.p0[None, :, None]
-        shape = (*m.shape, cols + 1)
-        offs = np.empty(shape)
-        toks = np.empty(shape)
-        wts = np.empty(shape)
-        if m_top <= CHUNK_GROUPS:  # every chunk listed (`_chunks`)
-            np.add(p0, g * s3, out=offs[..., :cols])
-            np.less(g, m[..., None], out=wts[..., :cols])
-        else:
-            few = (m <= CHUNK_GROUPS)[..., None]
-            j = np.where(few, g, (g + 0.5) * m[..., None] / CHUNK_GROUPS - 0.5)
-            np.add(p0, j * s3, out=offs[..., :cols])
-            wts[..., :cols] = np.where(
-                few, (g < m[..., None]).astype(np.float64), m[..., None] / CHUNK_GROUPS
-            )
-        done = m * s_o1
-        np.add(self.p0[None, :], done, out=offs[..., cols])
-        toks[..., :cols] = s3
-        np.subtract(pe, done, out=toks[..., cols])
-        wts[..., cols] = 1.0
-        pair4 = pair[..., None]  # (2, N, 1, 1)
-        taus = step_time_s(coef, toks, offs, pair4, pair4 * cbar, empty_batches=False)
-        owns = self._row_sums(wts * taus)  # (2, N, I)
-        own = owns[0]
-        pw = self.pw
-        own_delta = ((own - k * t_arr) @ pw)[:, None]
-        a2 = n * q * (fluid - own_delta)
-        b = self.d * t_dec + n * own_delta
-        disc = b * b + 4.0 * a2 * n
-        den = b + np.sqrt(np.maximum(disc, 0.0))
-        ok = (disc >= 0) & (den > 0)
-        lam = np.full(n.shape, math.nan)
-        np.divide(2.0 * n, den, out=lam, where=ok)  # 2 n / den where the root exists, else NaN
-        if self._k != 1.0:  # the full-step share as `_merge_weight`: each point's root
-            d_t = self.d * t_dec
-            for i, lam_i in enumerate(lam[:, 0].tolist()):
-                if lam_i > 0.0 and math.isfinite(lam_i):
-                    lam[i, 0] = rate_with_merging(
-                        self.replica,
-                        float(n[i, 0]), float(q[i, 0]), float(own_delta[i, 0]),
-                        float(fluid[i, 0] - own_delta[i, 0]), float(d_t[i, 0]), lam_i,
-                    )  # fmt: skip
-        rho = lam * q
-        if self._k != 1.0:
-            rc = np.array([[self._merge_weight(r)] for r in rho[:, 0].tolist()])
-            pairs = zip(rho[:, 0].tolist(), rc[:, 0].tolist(), strict=True)
-            dw = np.array([[gamma_wait_probability_slope(r, self._k, w)] for r, w in pairs])
-        else:
-            rc = np.minimum(np.maximum(rho, 0.0), 1.0)  # np.clip's result, without its overhead
-            dw = ((rho > 0.0) & (rho < 1.0)).astype(np.float64)  # GI/M/1's slope: 1 inside
-        busy = lam * (own_delta + rc * (fluid - own_delta))
-        seats = n + lam * (own @ pw)[:, None]
-        kv_mean = kv_dec + lam * ((own * self.kv_weight) @ pw)[:, None]
-        slack = np.minimum(1.0 - seats / self.seats_max, 1.0 - kv_mean / self.kv_cap)
-        slack = np.minimum(slack, np.minimum(1.0 - rho, 1.0 - busy))
-        slack = np.minimum(slack, (s_f - 1.0) / self.budget)
-        slack = np.where(np.isfinite(lam) & (lam >= 0), slack, -1.0)
-        a1 = ((owns[1] - k * t_arr1) @ pw)[:, None]
-        cost = (a1 - own_delta) * (1.0 - rc) + rc * (self.mean_pe * (t_full1 - t_arr1) / s_fm - fluid)
-        cost += dw * lam * (self.mean_pe * t_full1 / s_fm - q) * (fluid - own_delta)
-        cost = np.where(s_f1 > 2.0, cost, 0.0)
-        return Grid(n[:, 0], lam[:, 0], slack[:, 0], cost[:, 0])
-
-    # ---- stability ----------------------------------------------------------------------------
+        """Rates and stability margins at concurrencies `ns` (`stability.grid`)."""
+        return grid(self.replica, ns)
 
     def boundary(self) -> Boundary:
-        """The stable branch, found once: a grid scan, then root-finding on the first margin to
-        go negative; if the rate peaks before that (the engine saturates), the peak."""
+        """The stable branch, found once (`stability.boundary`)."""
         if self._boundary is None:
-            if not self.has_decode:
-                self._boundary = self._prefill_boundary()
-            elif self.replica.shares_steps:
-                self._boundary = self._shared_boundary()
-            else:
-                self._boundary = self._find_boundary()
+            self._boundary = boundary(
+                self.replica, state_of=self._state, unshared_state_of=self._unshared_state
+            )
         return self._boundary
 
-    def _shared_boundary(self) -> Boundary:
-        """Where whole prompts share steps: the stable branch ends at the unshared form's max
-        stable rate (`_find_boundary` over `_unshared` states, its limit's label), reached on
-        the shared branch at n_max <= the unshared end. Sharing lowers E[Delta] and would raise
-        the max stable rate where the KV cache binds by 3.5-5.6% (constant 1,155-token prompts
-        at budget 8192: H100 35.46 -> 37.45 req/s, H200 27.66 -> 28.63), above the rates at
-        which the simulated replica runs away (34.0-34.5 and 26.5-27.0: the count's excursions
-        fill the cache first, docs/latency.md, "What still misses", item 4); the unshared form
-        stays within 3-4% of those edges. The scan's points are the unshared branch's, so they
-        are not kept (the solve and the capacity search bracket on the branch itself)."""
-        b = self._find_boundary(self._unshared_state)
-        if not b.n_max > 0.0:
-            return Boundary(b.n_max, b.lam_max, b.binding, b.root)
-        end = self._state(b.n_max, None)
-        if not end.lam > b.lam_max:
-            return Boundary(b.n_max, end.lam, b.binding, b.root)
-        res = find_root(
-            lambda x: self._state(x, None).lam - b.lam_max,
-            0.0,
-            b.n_max,
-            f_lo=-b.lam_max,
-            f_hi=end.lam - b.lam_max,
-            xtol=1e-9 * max(b.n_max, 1.0),
-            rtol=1e-9,
-        )
-        # the root's side where the rate reaches lam_max: the solve brackets every lower rate
-        n_cut = res.final_bracket[1] if res.final_bracket is not None else b.n_max
-        return Boundary(n_cut, b.lam_max, b.binding, b.root)
-
-    def _find_boundary(self, state_of: Callable[[float, float | None], State] | None = None) -> Boundary:
-        state = self._state if state_of is None else state_of
-        cap = self.n_cap
-        grid = cap * np.arange(1, GRID_POINTS + 1, dtype=np.float64) / GRID_POINTS
-        gr = self.grid(grid)
-        lam, slack, cost = gr.lam, gr.slack, gr.cost_slope
-        bad = (slack < 0).nonzero()[0]
-        root: RootResult | None = None
-        inside = 0.0  # the last point known stable
-        if bad.size == 0:
-            n_end = float(grid[-1])
-        else:
-            i = int(bad[0])
-            lo = 0.0 if i == 0 else float(grid[i - 1])
-            root = find_root(
-                lambda x: self.slack_of(state(x, None)),
-                lo,
-                float(grid[i]),
-                f_lo=1.0 if i == 0 else float(slack[i - 1]),
-                f_hi=float(slack[i]),
-                xtol=1e-7 * cap,
-                rtol=1e-7,
-            )
-            n_end = root.root if root.root is not None else lo
-            n_end = max(0.0, n_end - 1e-7 * cap)  # just inside: the end point itself is stable
-            grid, lam, cost = grid[:i], lam[:i], cost[:i] if cost is not None else None
-            inside = lo
-        end = state(n_end, None)
-        for _ in range(BOUNDARY_BACKOFF_STEPS):  # the root's tolerance overshot: step back in
-            if not (n_end > 0 and self.slack_of(end) < 0):
-                break
-            n_end *= 1.0 - 1e-6
-            end = state(n_end, None)
-        else:
-            if n_end > 0 and self.slack_of(end) < 0:  # the states disagree with the grid's slack
-                n_end = inside
-                end = state(n_end, None)
-        lam_end = end.lam if n_end > 0 else 0.0
-        binding = self._binding(end)
-        best = int(lam.argmax()) if lam.size else -1
-        if best >= 0 and float(lam[best]) > lam_end:
-            # The rate peaks inside the stable range: past the peak more concurrency serves fewer
-            # requests (the engine saturates). Tiny peaks from the ceil() of chunk counts keep
-            # the end point's label.
-            n_peak, lam_peak = self._refine_peak(grid, lam, best, n_end, state)
-            label = "compute" if lam_peak > lam_end * (1.0 + 1e-3) else binding
-            keep = grid < n_peak
-            return Boundary(
-                n_peak, lam_peak, label, root, grid[keep], lam[keep], cost[keep] if cost is not None else None
-            )
-        return Boundary(n_end, lam_end, binding, root, grid, lam, cost)
-
     def concurrency_at(self, rate: float) -> float:
-        """The capacity search's axis (decode roles): the concurrency at which the stable branch
-        runs `rate` requests/s, read off the boundary's grid by linear interpolation (exact at
-        its points, n_max from lam_max up). The SLO metrics move about linearly in the rate
-        where they bend in n (the step grows with n: n = lam d t_step), so Brent brackets
-        their edge in fewer steady states on this axis. Between grid points it is not the
-        branch itself: the search judges its precision on the state's own rate."""
-        rates, ns = self._rate_axis()
-        if rate >= rates[-1]:
-            return ns[-1]
-        if not rate > 0.0:
-            return 0.0
-        i = bisect.bisect_right(rates, rate)  # rates[i - 1] <= rate < rates[i]
-        r0, n0 = rates[i - 1], ns[i - 1]
-        return n0 + (ns[i] - n0) * (rate - r0) / (rates[i] - r0)
-
-    def _rate_axis(self) -> tuple[list[float], list[float]]:
-        """`concurrency_at`'s points, once: (0, 0), the grid's points where both the rate and
-        the concurrency rise (the branch dips where a prompt starts needing another chunk),
-        and the branch's end (lam_max, n_max)."""
+        """The capacity search's axis: the concurrency at which the stable branch runs `rate`
+        (`stability.concurrency_at` on the boundary's points, taken once)."""
         if self._axis is None:
-            b = self.boundary()
-            rates, ns = [0.0], [0.0]
-            if b.grid_n is not None and b.grid_lam is not None:
-                for n, lam in zip(b.grid_n.tolist(), b.grid_lam.tolist(), strict=True):
-                    if rates[-1] < lam < b.lam_max and ns[-1] < n < b.n_max:
-                        rates.append(lam)
-                        ns.append(n)
-            rates.append(b.lam_max)
-            ns.append(b.n_max)
-            self._axis = (rates, ns)
-        return self._axis
-
-    def _refine_peak(
-        self,
-        grid: FloatArray,
-        lam: FloatArray,
-        i: int,
-        n_end: float,
-        state: Callable[[float, float | None], State],
-    ) -> tuple[float, float]:
-        """One parabola step through the grid's best point and its neighbours."""
-        n_peak, lam_peak = float(grid[i]), float(lam[i])
-        if 0 < i < grid.size - 1:
-            x0, x1, x2 = (float(v) for v in grid[i - 1 : i + 2])
-            y0, y1, y2 = (float(v) for v in lam[i - 1 : i + 2])
-            den = (x0 - x1) * (x0 - x2) * (x1 - x2)
-            a = (x2 * (y1 - y0) + x1 * (y0 - y2) + x0 * (y2 - y1)) / den
-            b = (x2 * x2 * (y0 - y1) + x1 * x1 * (y2 - y0) + x0 * x0 * (y1 - y2)) / den
-            if a < 0:
-                xv = min(max(-b / (2 * a), x0), min(x2, n_end))
-                lv = state(xv, None).lam
-                if lv > lam_peak:
-                    n_peak, lam_peak = xv, lv
-        return n_peak, lam_peak
-
-    def _prefill_boundary(self) -> Boundary:
-        """Prefill-only engine: rho = lam q < 1, plus seats and KV held by prompts in prefill."""
-        s0 = self._state(0.0, 0.0)
-        hi = (1.0 / (s0.t_full * self.mean_pe / max(s0.share_full, 1.0))) * (1.0 - 1e-9)
-        s_hi = self.slack_of(self._state(0.0, hi))
-        if s_hi >= 0:
-            return Boundary(0.0, hi, "compute", None)
-        root = find_root(
-            lambda x: self.slack_of(self._state(0.0, x)), 0.0, hi, f_lo=1.0, f_hi=s_hi, rtol=1e-9
-        )
-        lam_end = max(0.0, (root.root if root.root is not None else 0.0) * (1.0 - 1e-7))
-        return Boundary(0.0, lam_end, self._binding(self._state(0.0, lam_end)), root)
-
-    # ---- operating points ---------------------------------------------------------------------
+            self._axis = rate_axis(self.boundary())
+        return concurrency_at(self._axis, rate)
 
     def solve(self, lam: float) -> tuple[State, RootResult | None] | None:
-        """The steady state at arrival rate lam (per replica): the fixed point n = lam d t_step,
-        found by root-finding on lam(n) = lam over the stable branch. None when lam is not
-        stable (at or above the max stable rate)."""
-        b = self.boundary()
-        if not lam < b.lam_max or lam < 0:
-            return None
-        if not self.has_decode:
-            return self._state(0.0, lam), None
-        if lam == 0:
-            return self.zero(), None
-        lo, hi, f_lo, f_hi = 0.0, b.n_max, -lam, b.lam_max - lam
-        if b.grid_n is not None and b.grid_lam is not None and b.grid_n.size:
-            # Narrow the bracket to the grid interval where the rate passes lam.
-            i = int(b.grid_lam.searchsorted(lam, side="right"))
-            if i > 0 and float(b.grid_lam[i - 1]) < lam:
-                lo, f_lo = float(b.grid_n[i - 1]), float(b.grid_lam[i - 1]) - lam
-            g_lam = b.grid_lam
-            if i < b.grid_n.size and float(g_lam[i]) > lam and (g_lam[1 : i + 1] > g_lam[:i]).all():
-                hi, f_hi = float(b.grid_n[i]), float(b.grid_lam[i]) - lam
-        res = find_root(
-            lambda x: self._state(x, None).lam - lam,
-            lo,
-            hi,
-            f_lo=f_lo,
-            f_hi=f_hi,
-            xtol=1e-9 * max(b.n_max, 1.0),
-            rtol=1e-9,
-        )
-        n = res.root if res.root is not None else b.n_max
-        return self._state(self._least_root(lam, lo, n), None), res
-
-    def _least_root(self, lam: float, lo: float, root: float) -> float:
-        """The smallest n in [lo, root] with lam(n) = lam. lam(n) rises with n except for tiny
-        dips where a prompt of the support starts needing one more chunk (the chunk share
-        B - decodes shrinks past Pe / j); if lam already reaches `lam` just below such a point,
-        the least fixed point (the one reached as load grows) is below it."""
-        if not self.has_prefill or root <= lo:
-            return root
-        s_hi = self._share_own(lo) if lo > 0 else self.budget
-        s_lo = self._state(root, None).share_own
-        if not s_lo < s_hi:
-            return root
-        pe = self.pe
-        j_min = np.floor(pe / s_hi) + 1.0
-        j_max = np.floor(pe / max(s_lo, 1e-9))
-        some = j_max >= j_min  # prompts with a chunk count change in (s_lo, s_hi): usually none
-        if not some.any():
-            return root
-        points: list[float] = []
-        for p_i, a, b in zip(pe[some].tolist(), j_min[some].tolist(), j_max[some].tolist(), strict=True):
-            for j in range(int(a), min(int(b), int(a) + 64) + 1):
-                share = p_i / j
-                if s_lo < share < s_hi:
-                    points.append(self._n_for_arrival_decodes(self.budget - share))
-        prev = lo
-        for n_b in sorted(points):
-            if not lo < n_b < root:
-                continue
-            left = n_b * (1.0 - 1e-12)
-            lam_left = self._state(left, None).lam
-            if lam_left >= lam:
-                res = find_root(
-                    lambda x: self._state(x, None).lam - lam,
-                    prev,
-                    left,
-                    f_hi=lam_left - lam,
-                    xtol=1e-9 * max(root, 1.0),
-                    rtol=1e-9,
-                )
-                return res.root if res.root is not None else left
-            prev = n_b
-        return root
-
-    def _share_own(self, n: float) -> float:
-        """`State.share_own` at concurrency n without the rest of the state (`_build_state`'s
-        arithmetic, decode roles)."""
-        z = 1.0 + (self.ca2 - 1.0) * n / (1.0 + n)
-        s_f = self.budget - max(0.0, n + z - 1.0)
-        return min(s_f, self.threshold) if self.threshold > 0 else s_f
-
-    def _n_for_arrival_decodes(self, n_arr: float) -> float:
-        """Invert n_arr = n + (c_a^2 - 1) n / (1 + n): n^2 + (c_a^2 - n_arr) n - n_arr = 0."""
-        b = self.ca2 - n_arr
-        return max(0.0, (-b + math.sqrt(b * b + 4.0 * n_arr)) / 2.0)
+        """The steady state at arrival rate lam (per replica), None where lam is not stable
+        (`stability.solve`)."""
+        return solve(self.replica, self.boundary(), lam, state_of=self._state, idle=self.zero)
 
     def zero(self) -> State:
         """The idle limit (rate -> 0)."""

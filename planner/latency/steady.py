@@ -264,7 +264,10 @@ def merge_weight(replica: Replica, rho: float) -> float:
     land together). A probability: in [0, 1]."""
     r = min(max(rho, 0.0), 1.0)
     shape = replica.gap_shape
-    return gamma_wait_probability(r, shape, r if shape < 1.0 else 0.0)
+    w = gamma_wait_probability(r, shape, r if shape < 1.0 else 0.0)
+    # a probability (NaN where the state has no rate: lam(n) has no root there)
+    assert not (w < 0.0 or w > 1.0), f"the chance of finding the prefill queue busy: {w}"
+    return w
 
 
 def rate_with_merging(
