@@ -734,7 +734,7 @@ def test_prompts_admitted_in_the_same_step_share_its_time() -> None:
     m = model_for(Deployment(**QWEN_H100, max_num_batched_tokens=8192), make_workload(prompt=1000))
     eng = m.engines["colocated"]
     state, _ = eng.solve(20.0)
-    st = eng._steps(state)
+    st = eng.steps(state)
     assert st.zf == 1.0
     # m comes from the previous pass's L: the fixed point L -> company -> L has converged.
     assert st.m == pytest.approx(20.0 * st.step_lb, rel=0.02)
@@ -823,7 +823,7 @@ def test_decoders_see_mixed_steps_by_the_decodes_they_carry() -> None:
     for k, rate in ((0.25, 20.0), (1.0, 40.0)):
         eng = model_for(dep, make_workload(prompt=1000, burstiness=k)).engines["colocated"]
         state, _ = eng.solve(rate)
-        st = eng._steps(state)
+        st = eng.steps(state)
         n = state.n
         z = 1.0 + (1.0 / k - 1.0) * n / (1.0 + n)
         n_arr = n + z - 1.0

@@ -91,9 +91,9 @@ def test_a_joiner_pays_its_prompts_compute() -> None:
     decodes: the step formula by hand (chunk sums C, sum c (p + c/2), sum (p + c), prefix)."""
     eng = _engine(1000)
     state, _ = eng.solve(20.0)
-    n, ctx = state.n_arr, state.n_arr * eng.cbar
-    one = batch_time_s(eng.k, n, ctx, 1000.0, 1000.0 * 500.0, 1000.0, 0.0)
-    two = batch_time_s(eng.k, n, ctx, 2000.0, 2.0 * 1000.0 * 500.0, 2000.0, 0.0)
+    n, ctx = state.n_arr, state.n_arr * eng.replica.decode_context_tokens
+    one = batch_time_s(eng.replica.step_coefficients, n, ctx, 1000.0, 1000.0 * 500.0, 1000.0, 0.0)
+    two = batch_time_s(eng.replica.step_coefficients, n, ctx, 2000.0, 2.0 * 1000.0 * 500.0, 2000.0, 0.0)
     assert state.join_cost == pytest.approx(two - one, rel=1e-12)
     assert state.join_weight == 1.0  # room for 7 more beside one
     # the full step's average per prompt (the unshared form's F) hides the decodes' memory time
@@ -111,7 +111,9 @@ def test_the_state_is_little_with_openers_and_joiners() -> None:
     j, _ = join_share(state.lam, state.t_dec, a, state.join_cost, 1.0)
     assert state.joined == pytest.approx(j, rel=1e-9)
     assert state.busy / state.lam == pytest.approx(a + j * (state.join_cost - a), rel=1e-9)
-    assert state.n * (1.0 - state.busy) == pytest.approx(state.lam * eng.d * state.t_dec, rel=1e-9)
+    assert state.n * (1.0 - state.busy) == pytest.approx(
+        state.lam * eng.replica.decode_steps * state.t_dec, rel=1e-9
+    )
     assert state.t_step == pytest.approx(state.t_dec / (1.0 - state.busy), rel=1e-12)
 
 
@@ -120,6 +122,7 @@ def test_the_stable_branch_ends_at_the_unshared_max_stable_rate() -> None:
     reached on the shared branch at a smaller concurrency; every lower rate solves on it."""
     eng = _engine(1000)
     b = eng.boundary()
+
     def unshared(n: float, lam: float | None) -> State:
         return build_state(eng.replica, decodes=n, rate_per_s=lam, unshared=True)
 
@@ -150,7 +153,7 @@ def test_the_wait_over_the_chain_sums_to_one_and_rises_with_load() -> None:
     tops = []
     for rate in (10.0, 25.0, 40.0):
         state, _ = eng.solve(rate)
-        st = eng._steps(state)
+        st = eng.steps(state)
         d, p = eng._delay(state, st)
         assert float(p.sum()) == pytest.approx(1.0, rel=1e-12)
         assert np.all(np.diff(d) >= 0.0)
@@ -202,4 +205,4 @@ def test_prompts_pushed_past_their_step_against_the_simulator() -> None:
     eng._ttft_mixture(state)
     assert state.chain_push is not None
     assert 0.7 * pushed <= state.chain_push <= 1.1 * pushed, (state.chain_push, pushed)
-    assert eng._steps(state).backlog < 0.7 * pushed
+    assert eng.steps(state).backlog < 0.7 * pushed

@@ -73,19 +73,12 @@ from planner.latency.arrivals import (
     beside,
     company_count,
     join_share,
-    steps_by_count,
 )
 from planner.latency.company import (
-    COUNT_ATOMS,
-    NO_SUMS,
-    Sums,
-    add_sums,
     count_given_any,
     couple_by_rank,
-    length_biased,
     others_in_step,
     room_for_more,
-    under_way,
 )
 from planner.latency.decode_count import (
     CountFeedback,
@@ -107,7 +100,6 @@ from planner.latency.queueing import (
     response_quantiles,
     response_quantiles_phases,
     tail_quantiles,
-    wait_beyond,
     wait_spread,
 )
 from planner.latency.replica import replica_of
@@ -154,6 +146,7 @@ from planner.latency.steady import (
     row_sums,
     stream_step_s,
 )
+from planner.latency.steps import CHAIN_STATES, no_mix, step_mix
 from planner.scheduler_config import SchedulerConfig
 from solvers.rootfind import RootResult
 
@@ -174,11 +167,7 @@ STRETCH_PASSES = 30  # fixed-point passes of the stretch (converges in a few; bo
 STRETCH_DRIFT_FLOOR = 0.05  # the stretched drift never falls below this share of 1 - rho
 QUEUED_MIN = 1e-6  # below this chance of queueing beyond the next step, TTFT ignores it
 KV_FULL_MIN = 1e-4  # below this chance of finding the KV cache full, TTFT ignores it (`_kv_full`)
-COMPANY_PASSES = 2  # passes of the step mix with company (module docstring of _steps)
 FULL_STEP_OFFSETS = 4  # chunk offsets per long prompt for the full steps' spread (_full_step_cv2)
-CHAIN_STATES = 64  # the steps' prompt-count chain's states at most (`_chain_company`)
-CHAIN_NEGLIGIBLE = 1e-12  # chain counts below this share of the likeliest one are dropped
-CHAIN_FOLDED = 1e-4  # the chain's last state (its count and more) holding more: too few states
 CHAIN_DELAY_CA2 = (1.5, 3.0)  # c_a^2 from which D's chain part fades out, and where it is gone
 COUNT_REACH_SDS = 12.0  # `_delay_chain`'s company counts end this many sds (and counts) past the mean
 DELAY_CHAIN_NEGLIGIBLE = 1e-7  # steps under way seen less often are left out of D (`_delay_chain`)
@@ -473,416 +462,22 @@ class Engine:
         return s.full_time
 
     def _steps(self, s: State) -> Steps:
-        """What TTFT and ITL share at a state (computed once): the prefill queue, the queue beyond
-        the next step, the company a prompt is admitted with, the mix of steps a decoder sees and
-        the step under way (docs/latency.md, "Steps and company").
+        return self.steps(s)
 
-        The mix: a prompt's full chunks are steps of their own; its last chunk shares a step with
-        its company, the prompts that arrived during the step under way (counted once per step:
-        each prompt its tokens' share of it); while prompt tokens queue beyond the next step
-        (probability q), every step is a full budget, E[Pe] / s_f of them per prompt. The company
-        arrives over the length-biased step under way L, which the mix sets: a first pass with
-        every chunk alone, then COMPANY_PASSES passes of the merged mix (the chain converges in
-        two: a long step brings more company, which makes the next step longer)."""
-        if s.steps is not None:
-            return s.steps
-        shape = self._service_shape()
-        kappa_x = shape.kappa
-        wait = self._queue_wait(s, shape)
-        if not (self.has_decode and self.has_prefill) or s.n <= 0:
-            s.steps = Steps(
-                wait, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, _EMPTY, _EMPTY, 0.0, NO_SUMS, (), 0.0, 0.0, 0.0
-            )
-            return s.steps
-        busy = 1.0 - math.exp(-s.n) * (1.0 - min(max(s.rho, 0.0), 1.0))
-        t = s.t_dec
-        extra = s.t_dec - s.t_arr
-        lam_t = s.lam * s.t_step
-        pw = self.pw
-        v0 = s.chunk_time + extra
-        w_last = lam_t * pw  # last chunks per step, by prompt
-        vl = v0[:, -1]
-        cols = v0.shape[1]
-        # Power sums sum r v^k (k = 0..3) of the full chunks' and the last chunks' steps, in one
-        # pass: rates r = lam t_step p_i w_ij by column, then the columns split.
-        pows = np.empty((4, *v0.shape))
-        rates = pows[0]
-        np.multiply(w_last[:, None], s.chunk_weight, out=rates)
-        np.multiply(rates, v0, out=pows[1])
-        np.multiply(pows[1], v0, out=pows[2])
-        np.multiply(pows[2], v0, out=pows[3])
-        by_col = np.add.reduce(pows, axis=1)  # (4, cols)
-        alone_a = by_col[:, -1].tolist()
-        alone: Sums = (alone_a[0], alone_a[1], alone_a[2], alone_a[3])
-        if cols > 1:
-            f = (by_col[:, 0] if cols == 2 else np.add.reduce(by_col[:, :-1], axis=1)).tolist()
-            full_cols: Sums = (f[0], f[1], f[2], f[3])
-        else:
-            full_cols = NO_SUMS
-        sums = add_sums(full_cols, 1.0, alone, 1.0)
-        r1, r2 = length_biased(t, sums)
-        lb, lb_sq = busy * r1, busy * r2
-        s_f = max(s.share_full, 1.0)
-        full_step = s.t_full + extra
-        m = mu = pi = backlog = rb = 0.0
-        beyond: tuple[tuple[float, float], ...] = ()
-        cv2_full = self._full_step_cv2()
-        g2 = 1.0 + cv2_full  # E[T^2] / E[T]^2 of the backlog's full steps (E[T^3]: g2^3, lognormal)
-        # In the passes a company step costs its prompt's last chunk step plus tau per company
-        # token (tau the marginal prefill token of a full-budget step at this state): its
-        # moments then follow from the chunks' and the company's own (binomially), no 2-D
-        # arrays; the final mix below times every (chunk, company) step exactly.
-        tau = max(s.t_full - s.t_arr, 0.0) / s_f
-        if s.join_weight > 0.0:  # whole prompts that join a step pay their compute (`_join_cost_s`)
-            tau += s.join_weight * (s.join_cost / self.mean_pe - tau)
-        zf = 1.0
-        x: list[float] = []
-        xp: list[float] = []
-        counts: tuple[list[float], list[float]] | None = None
-        x1 = x2 = 0.0
-        inv_pe = 1.0 / self.mean_pe
-        lam = s.lam
-        mean_pe = self.mean_pe
-        cv2 = self.stats.prefill_cv2
-        fc0, fc1, fc2, fc3 = full_cols
-        al0, al1, al2, al3 = alone
-        atoms = self.atom_weight > 0.0
-        if atoms:  # the mix as steps, for the company's count (`count_given_any`)
-            mix_v, mix_r = v0.ravel(), rates.ravel()
-            last_r = rates[:, -1]
-            room = np.maximum(s_f - s.chunk_tokens[:, -1:], 0.0)  # the budget caps a company step
-        for _ in range(COMPANY_PASSES):
-            mu = lam * lb
-            cnt = company_count(self._k, lam, lb, lb_sq)
-            m = cnt.m1
-            pi = cnt.p_any
-            backlog, beyond = wait_beyond(wait, kappa_x, lb / 2.0 + s.t_full)
-            quiet = 1.0 - backlog
-            w_alone = quiet * (1.0 - pi)
-            s0 = fc0 * quiet + al0 * w_alone
-            s1 = fc1 * quiet + al1 * w_alone
-            s2 = fc2 * quiet + al2 * w_alone
-            s3 = fc3 * quiet + al3 * w_alone
-            if pi > 0:
-                # Company tokens X: the count around an arrival (a gamma renewal process's, at
-                # the mean L; zf = m / mu its burst factor) of prompts; given any: a
-                # lognormal of those two moments, in probability slices at their conditional
-                # means. A step with x of them carries 1 + x / E[Pe] prompts: counted once.
-                zf = m / mu
-                x1 = mean_pe * m / pi
-                x2 = mean_pe**2 * (cnt.m2 + cv2 * m) / pi
-                counts = None
-                if atoms:
-                    # the count's spread at a given L (the steps' own spread is the mixture's)
-                    at_l = cnt.m2 - m * m - lam * lam * max(lb_sq - lb * lb, 0.0)
-                    counts = count_given_any(lam * zf, max(at_l / m, 1.0), *under_way(t, mix_v, mix_r))
-                x, xp = self._company(x1, x2, counts)
-                b0 = b1 = b2 = b3 = 0.0
-                for xj, pj in zip(x, xp, strict=True):
-                    bj = pj / (1.0 + xj * inv_pe)
-                    y = tau * xj
-                    b0 += bj
-                    by = bj * y
-                    b1 += by
-                    by *= y
-                    b2 += by
-                    b3 += by * y
-                f = quiet * pi
-                a0, a1, a2, a3 = f * al0, f * al1, f * al2, f * al3
-                s0 += a0 * b0
-                s1 += a1 * b0 + a0 * b1
-                s2 += a2 * b0 + 2.0 * a1 * b1 + a0 * b2
-                s3 += a3 * b0 + 3.0 * a2 * b1 + 3.0 * a1 * b2 + a0 * b3
-            rb = lam_t * backlog * mean_pe / s_f  # the backlog's full steps per step
-            if backlog > 0:
-                s0 += rb
-                s1 += rb * full_step
-                s2 += rb * full_step**2 * g2
-                s3 += rb * full_step**3 * g2**3
-            sums = (s0, s1, s2, s3)
-            r1, r2 = length_biased(t, sums)
-            lb, lb_sq = busy * r1, busy * r2
-            if atoms:
-                parts_v = [v0[:, :-1].ravel(), vl]
-                parts_r = [rates[:, :-1].ravel() * quiet, last_r * w_alone]
-                if pi > 0:
-                    xa = np.array(x)
-                    parts_v.append((vl[:, None] + tau * np.minimum(xa[None, :], room)).ravel())
-                    ba = np.array(xp) / (1.0 + xa * inv_pe)
-                    parts_r.append(((quiet * pi) * last_r[:, None] * ba[None, :]).ravel())
-                if backlog > 0:
-                    parts_v.append(np.array([full_step]))
-                    parts_r.append(np.array([rb]))
-                mix_v, mix_r = np.concatenate(parts_v), np.concatenate(parts_r)
-        # Alike prompts: their count per step as the steps' chain sets it (`_chain_company`);
-        # without company in the passes D still reads the chain where whole prompts share steps.
-        chain_ratio, chain = 1.0, None
-        if atoms and ((pi > 0.0 and counts is not None) or s.join_weight > 0.0):
-            wl_sum = float(np.add.reduce(w_last))
-            v_bar = float(w_last @ vl) / wl_sum if wl_sum > 0.0 else float(vl[0])
-            room_c = self._room_after_tokens(s)
-            if pi > 0.0 and counts is not None:
-                pi, counts, chain_ratio, chain = self._chain_company(
-                    lam, t, v_bar, tau, room_c, pi, counts, s.t_step
-                )
-                x, xp = self._company(x1, x2, counts)
+    def steps(self, s: State) -> Steps:
+        """What TTFT and ITL share at a state (`steps.step_mix`), once per state: the engine
+        gathers the prefill queue's wait and shape and the backlog's full-step spread."""
+        if s.steps is None:
+            shape = self._service_shape()
+            wait = self._queue_wait(s, shape)
+            if not (self.has_decode and self.has_prefill) or s.n <= 0:
+                s.steps = no_mix(wait)
             else:
-                steps = self._chain_steps(lam, t, v_bar, tau, room_c)
-                chain = None if steps is None else (steps[1], steps[2])
-        # The mix itself, for ITL's quantiles (the last pass): last chunks alone, full chunks,
-        # last chunks with each company slice (timed exactly), the backlog's full steps.
-        quiet = 1.0 - backlog
-        n_i = vl.size
-        n_full = n_i * (cols - 1)
-        n_comp = n_i * len(x) if pi > 0 else 0
-        n_frag = 0
-        if pi > 0:
-            r_tok = np.ascontiguousarray(s.chunk_tokens[:, -1:])
-            xs = np.array(x)
-            group = r_tok + xs  # the last chunk and its whole company, in tokens
-            r_bar = self._mean_last_chunk(s)
-            if r_bar + max(x) > s_f:  # the budget splits groups: their rests' steps, by slice
-                n_frag = 2 * xs.size  # a rest alone, and a rest ahead of a newcomer
-        n_back = (SLICE_PROBS.size if cv2_full > 0.0 else 1) if backlog > 0 else 0
-        n_all = n_i + n_full + n_comp + n_frag + n_back
-        vals = np.empty(n_all)
-        rts = np.empty(n_all)
-        vals[:n_i] = vl
-        np.multiply(w_last, quiet * (1.0 - pi), out=rts[:n_i])
-        if cols > 1:
-            vals[n_i : n_i + n_full].reshape(n_i, cols - 1)[...] = v0[:, :-1]
-            np.multiply(rates[:, :-1], quiet, out=rts[n_i : n_i + n_full].reshape(n_i, cols - 1))
-        if pi > 0:
-            r_pairs = 0.5 * r_tok
-            r_pairs += s.chunk_offset[:, -1:]
-            r_pairs *= r_tok  # r_tok (offset + r_tok / 2)
-            # the company steps' tokens, attention and prefix by (prompt, company) slice, and a
-            # row for the rests of the groups the budget splits (below)
-            dims = (n_i + 2 if n_frag else n_i, xs.size)
-            c_all, pairs_all, prefix_all = np.empty(dims), np.empty(dims), np.empty(dims)
-            c = c_all[:n_i]
-            np.minimum(group, s_f, out=c)
-            xc = c - r_tok
-            # r_pairs + x_c min(x_c, E[Pe^2]/E[Pe]) / 2: each prompt attends to itself
-            pairs = pairs_all[:n_i]
-            np.multiply(xc, 0.5, out=pairs)
-            pairs *= np.minimum(xc, self.pe_tok_mean)
-            pairs += r_pairs
-            # KV and prefix: the last chunk's offset, and the company's cached prefixes
-            prefix = prefix_all[:n_i]
-            np.multiply(xc, self.p0_share, out=prefix)
-            prefix += s.chunk_offset[:, -1:]
-            # Each prompt counts its tokens' share of its step, r / c (c = min(G, s_f) of its
-            # group's G tokens): the mix then carries every prompt token once (1 / (1 + x /
-            # E[Pe]) counted steps, not tokens: where the budget caps the step the company's
-            # rest went uncounted, and the mix's mean step fell below t_step). A group of
-            # G > s_f tokens fills floor(G / s_f) full steps and leaves a rest of R tokens: a
-            # step alone if nothing arrived during the last full one (e^{-lam zf T_full}, else
-            # shared with the newcomers, counted as its share R / s_f of a full step), so the
-            # full steps keep 1 - e^{-...} R / G of the group's count. The rests by company
-            # slice, for the mean last chunk (exact for alike prompts). docs/latency.md, "The
-            # step mix".
-            share = np.reciprocal(c)
-            share *= r_tok
-            lo = n_i + n_full
-            if n_frag:
-                # Per company slice, the group of the mean last chunk (exact for alike prompts),
-                # in plain floats (eight of them: numpy's per-call cost would dominate).
-                alone_f = math.exp(-lam * zf * s.t_full)  # nothing arrived during the last full step
-                one_f = lam * zf * s.t_full * alone_f  # exactly one did
-                with_company = (quiet * pi) * lam_t * r_bar  # last-chunk tokens with company, per step
-                p_tok = self.pe_tok_mean
-                p0_share = self.p0_share
-                # A rest with one newcomer rides ahead of its chunk (FIFO): that step is the
-                # newcomer's, R tokens longer (the mean last chunk r_bar at its mean offset,
-                # `_chunks`' p0 + (k - 1) share on average), and the prompts alone give it up.
-                o_bar = p0_share * self.mean_pe + (s.mean_chunks - 1.0) * max(s.share_own, 1.0)
-                own_pairs = r_bar * (o_bar + 0.5 * r_bar)
-                keep: list[float] = []
-                f_rest: list[float] = []
-                f_pairs: list[float] = []
-                f_prefix: list[float] = []
-                f_rate: list[float] = []
-                n_tok: list[float] = []
-                n_pairs: list[float] = []
-                n_prefix: list[float] = []
-                n_rate: list[float] = []
-                for xj, pj in zip(x, xp, strict=True):
-                    g = xj + r_bar
-                    rest = math.fmod(g, s_f) if g > s_f else 0.0
-                    # the group's count its rest takes from the full steps: alone, or ahead of
-                    # one newcomer (with more of them it stays in the full step it overflowed)
-                    cut = (alone_f + one_f) * rest / g
-                    keep.append(pj * (1.0 - cut))
-                    f_rest.append(rest)  # the tail of a prompt (E_tok[Pe] on average) at its offset
-                    pairs_j = rest * (p_tok - 0.5 * min(rest, p_tok))
-                    prefix_j = max(p_tok - rest, 0.0) + rest * p0_share
-                    f_pairs.append(pairs_j)
-                    f_prefix.append(prefix_j)
-                    f_rate.append(with_company * pj * alone_f / g if rest > 0.0 else 0.0)
-                    n_tok.append(min(rest + r_bar, s_f))
-                    n_pairs.append(pairs_j + own_pairs)
-                    n_prefix.append(prefix_j + o_bar)
-                    n_rate.append(with_company * pj * one_f / g if rest > 0.0 else 0.0)
-                c_all[n_i] = f_rest
-                pairs_all[n_i] = f_pairs
-                prefix_all[n_i] = f_prefix
-                c_all[n_i + 1] = n_tok
-                pairs_all[n_i + 1] = n_pairs
-                prefix_all[n_i + 1] = n_prefix
-                half = n_frag // 2
-                rts[lo + n_comp : lo + n_comp + half] = f_rate
-                wanted = math.fsum(n_rate)
-                alone_total = lam_t * quiet * (1.0 - pi)  # rts[:n_i]'s sum (the weights sum to 1)
-                if wanted > 0.0 and alone_total > 0.0:
-                    take = min(wanted, alone_total)
-                    rts[lo + n_comp + half : lo + n_comp + n_frag] = [r * (take / wanted) for r in n_rate]
-                    rts[:n_i] *= 1.0 - take / alone_total
-                else:
-                    rts[lo + n_comp + half : lo + n_comp + n_frag] = 0.0
-                share *= np.array(keep)
-            else:
-                share *= SLICE_PROBS if xp is SLICE_PROB_LIST else np.array(xp)
-            share *= (w_last * (quiet * pi))[:, None]
-            # A company step carries its last chunk (> 0 tokens); a split group's rest may be
-            # empty, a step then only where decodes ride it (n_arr > 0: no mask to apply).
-            tc = batch_time_s(
-                self.k, s.n_arr, s.n_arr * self.cbar, c_all, pairs_all, prefix_all + c_all, prefix_all,
-                empty_batches=not s.n_arr > 0.0,
-            )  # fmt: skip
-            np.add(tc.ravel(), extra, out=vals[lo : lo + n_comp + n_frag])
-            rts[lo : lo + n_comp] = share.ravel()
-        # Decoders see a step in proportion to the decodes it carries. A mixed step follows an
-        # arrival, which finds n_arr = n + z - 1 decodes (bursts: more than the mean n), so the
-        # mixed steps count n_arr / n of their share; a backlog's full steps also carry the
-        # prompts prefilled earlier in the run, on average half of those a queued prompt waits
-        # behind (its wait over a prompt's service). Poisson (z = 1): only the latter.
-        n_seen = max(s.n, 1.0)
-        if chain_ratio != 1.0:  # the chain's steps per second (`_chain_company`)
-            rts[: n_all - n_back] *= chain_ratio
-        if s.n_arr > n_seen:
-            rts[: n_all - n_back] *= s.n_arr / n_seen
-        if backlog > 0:
-            ahead = (lb / 2.0 + s.t_full + phases_mean_s(beyond)) * s_f / (self.mean_pe * s.t_full)
-            rate = rb * max(1.0, (s.n_arr + 0.5 * ahead) / n_seen)
-            if n_back == 1:
-                vals[-1] = full_step
-                rts[-1] = rate
-            else:  # the full steps' spread: a lognormal in the probability slices
-                vals[-n_back:] = self._full_step_shape()
-                vals[-n_back:] *= full_step
-                np.multiply(SLICE_PROBS, rate, out=rts[-n_back:])
-        mixed_share = min(1.0, float(np.add.reduce(rts)))
-        s.steps = Steps(
-            wait, backlog, lb / 2.0, lb, lb_sq, m, pi, zf, vals, rts, busy, sums, beyond, rb, full_step,
-            mixed_share, chain,
-        )  # fmt: skip
+                s.steps = step_mix(
+                    self.replica, s, wait=wait, service_kappa=shape.kappa,
+                    full_step_cv2=self._full_step_cv2(), full_step_shape=self._full_step_shape(),
+                )  # fmt: skip
         return s.steps
-
-    def _chain_company(
-        self,
-        lam: float,
-        t: float,
-        v_bar: float,
-        tau: float,
-        room: float,
-        pi: float,
-        counts: tuple[list[float], list[float]],
-        t_step: float,
-    ) -> tuple[float, tuple[list[float], list[float]], float, tuple[FloatArray, FloatArray] | None]:
-        """The company of alike prompts from the chain of steps (`arrivals.steps_by_count`): a
-        step with j prompts lasts the mean last chunk's step v_bar plus tau per further prompt's
-        token (the budget's room capping them), a decode-only step t, and the next step admits
-        what arrived during it (dispersion c_a^2). A prompt's company is its step's count less
-        itself, seen per prompt: P(K = k) ~ (k + 1) pi_{k+1}. The passes' count over the step
-        under way stops short of the chain's tail: constant 1,155-token prompts, H200, budget
-        8192, 85%: steps with 1, 2, 3, 4 prompts 26.1%, 11.5%, 4.8%, 2.3% of what decoders see in
-        the simulator, the chain 25.8%, 11.0%, 4.8%, 2.2% over its steps, the passes' count
-        (Poisson-like) 29.3%, 11.7%, 4.5%, 1.8%. Where the room holds under two whole prompts
-        the step's count is not the next step's (a split group's rest rides ahead: `_steps`),
-        so the chain's weight fades in from one prompt's room to two (room / E[Pe] - 1), the
-        passes' count (pi, `counts` given any) taking the rest.
-
-        The chain also says how many steps there are: its mean step E_pi[L] (prompts per step
-        lam E_pi[L]), where the mix counts lam t_step prompts per step. t_step, the closed form's
-        (`_build_state`), runs long where prompts share steps (docs/latency.md, "What still
-        misses", item 4: H200, budget 8192, 85%: 41.1 ms; the chain 38.2, the simulator's
-        decoders 38.3), and the mix's prompt-bearing steps, scaled by E_pi[L] / t_step, are then
-        the chain's pi_j: the share of steps with prompts 0.480 against the simulator's 0.488
-        (0.536 unscaled), which puts ITL p50 on the right side of the jump between decode-only
-        and mixed steps (+61.6% -> +4.2%). Returns (P(any), counts given any, that scale: 1 where
-        the chain is out, blended by its weight; the chain's step lengths and stationary vector,
-        None where it is out: `_delay_chain`)."""
-        pe = self.mean_pe
-        beta = room_for_more(room, pe)
-        steps = self._chain_steps(lam, t, v_bar, tau, room) if beta > 0.0 else None
-        if steps is None:
-            return pi, counts, 1.0, None
-        j, lengths, dist = steps
-        per_prompt = j[1:] * dist[1:]  # company k = j - 1 = 0, 1, ...
-        total = float(np.add.reduce(per_prompt))
-        if not (total > 0.0 and t_step > 0.0 and math.isfinite(t_step)):
-            return pi, counts, 1.0, None
-        per_prompt /= total
-        pi_new = beta * (1.0 - float(per_prompt[0])) + (1.0 - beta) * pi
-        if not pi_new > 0.0:
-            return pi, counts, 1.0, None
-        ratio = beta * float(dist @ lengths) / t_step + (1.0 - beta)
-        tail = per_prompt[1:]
-        top = int(np.flatnonzero(tail > CHAIN_NEGLIGIBLE * float(tail.max()))[-1]) + 1 if tail.size else 0
-        ks = j[1 : top + 1].tolist()
-        ps = (tail[:top] * (beta / pi_new)).tolist()
-        if beta < 1.0:  # the passes' count takes the rest
-            old_w = (1.0 - beta) * pi / pi_new
-            ks += counts[0]
-            ps += [old_w * p for p in counts[1]]
-        return pi_new, (ks, ps), ratio, (lengths, dist)
-
-    def _chain_steps(
-        self, lam: float, t: float, v_bar: float, tau: float, room: float
-    ) -> tuple[FloatArray, FloatArray, FloatArray] | None:
-        """The steps' chain of alike prompts (`arrivals.steps_by_count`): the prompts a step
-        admits j, its length (t without prompts, v_bar plus tau per further prompt's token up to
-        the room) and the stationary pi_j; None where counts past CHAIN_STATES matter."""
-        pe = self.mean_pe
-        z = self._dispersion
-        mu_top = lam * (v_bar + tau * room)
-        # States: past the counts whose step still grows (the room's prompts, then L is flat and
-        # the last state's lumped counts change nothing after them), and the count's reach: its
-        # mean and spread at the longest step, and the negative binomial's geometric tail
-        # ((1 - 1/z)^k) down to 1e-6.
-        grows = math.ceil(room / pe) + 2
-        reach = mu_top + 8.0 * math.sqrt(z * mu_top) + 4.0
-        if z > 1.0 + 1e-9:
-            reach += math.log(1e-6) / math.log1p(-1.0 / z)
-        size = min(CHAIN_STATES, max(COUNT_ATOMS + 2, grows, math.ceil(reach)))
-        j = np.arange(size, dtype=np.float64)
-        lengths = np.minimum((j - 1.0) * pe, room)
-        lengths *= tau
-        lengths += v_bar
-        lengths[0] = t
-        dist = steps_by_count(lam, lengths, z)
-        if dist[-1] > CHAIN_FOLDED:  # counts past CHAIN_STATES matter: the passes' count stays
-            return None
-        return j, lengths, dist
-
-    def _company(
-        self, x1: float, x2: float, counts: tuple[list[float], list[float]] | None
-    ) -> tuple[list[float], list[float]]:
-        """The company's tokens given any, as (values, probabilities): a lognormal of their two
-        moments x1, x2 in the probability slices, and, for prompts of alike lengths, their count
-        as atoms of whole prompts (`count_given_any`), weighted 1 - CV / ATOM_CV: steps then
-        carry 1, 2, 3 prompts, not the fractions a lognormal smooths over (docs/latency.md)."""
-        alpha = self.atom_weight
-        sigma = math.sqrt(math.log(max(x2 / (x1 * x1), 1.0)))
-        if counts is None or alpha <= 0.0:
-            return lognormal_slice_list(sigma, x1), SLICE_PROB_LIST
-        pe = self.mean_pe
-        values = [k * pe for k in counts[0]]
-        if alpha >= 1.0:  # alike prompts: the atoms alone (no lognormal to compute)
-            return values, counts[1]
-        logn = lognormal_slice_list(sigma, x1)
-        return values + logn, [alpha * p for p in counts[1]] + [(1.0 - alpha) * p for p in SLICE_PROB_LIST]
 
     def _ttft(self, s: State) -> tuple[FloatArray, Wait]:
         """`_compute_ttft`, once per state (the capacity search and `point` both ask)."""

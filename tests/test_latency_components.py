@@ -1,7 +1,8 @@
-"""The steady-state and stability components (planner/latency/steady.py, stability.py, replica.py)
-through their functions: Little's fixed point at a state, the boundary's margins, and the
-invariants each asserts at its boundary (rates finite and >= 0, probabilities in [0, 1], chunk
-shares of at least one token, no division by a zero decode count)."""
+"""The steady-state, stability and step-mix components (planner/latency/steady.py, stability.py,
+steps.py, replica.py) through their functions and the front object: Little's fixed point at a
+state, the boundary's margins, the step mix's probabilities and rates, and the invariants each
+asserts at its boundary (rates finite and >= 0, probabilities in [0, 1], chunk shares of at least
+one token, no division by a zero decode count or a company of no tokens)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from planner.latency.replica import Replica, replica_of
 from planner.latency.results import State
 from planner.latency.stability import boundary, grid, slack_of, solve
 from planner.latency.steady import build_state, chunks, merge_weight
+from planner.latency.steps import company_tokens, step_mix
 from planner.workload import Workload
 
 QWEN_H100 = {"model": "Qwen/Qwen3-8B", "gpu": "h100-sxm"}
@@ -112,3 +114,38 @@ def test_the_replica_refuses_an_arrival_spread_that_is_not_a_number() -> None:
     stats = dataclasses.replace(WorkloadStats.of(_workload()), arrival_cv2=math.nan)
     with pytest.raises(AssertionError, match="arrival CV"):
         replica_of(eng.replica.step_coefficients, stats, eng.config, "colocated")
+
+
+@pytest.mark.parametrize("burstiness", [0.25, 1.0, 4.0])
+def test_the_step_mix_holds_probabilities_and_rates_across_the_branch(burstiness: float) -> None:
+    """`Engine.steps` (the step mix) from the idle limit to the boundary's end: the backlog, the
+    company's P(any) and the mixed steps' share are probabilities, every step's rate >= 0 and
+    time > 0, the step under way no shorter than nothing."""
+    eng = _engine(burstiness)
+    b = eng.boundary()
+    for frac in (0.0, 0.1, 0.5, 0.9, 1.0):
+        st = eng.steps(eng.state_at(frac * b.n_max))
+        assert 0.0 <= st.backlog <= 1.0 and 0.0 <= st.pi <= 1.0 and 0.0 <= st.mixed_share <= 1.0
+        assert bool((st.rates >= 0.0).all()) and bool((st.values > 0.0).all())
+        assert st.step_lb >= 0.0 and st.step_lb_sq >= st.step_lb**2 * (1.0 - 1e-12)
+
+
+def test_the_step_mix_is_for_states_with_decodes_and_prompts() -> None:
+    """The idle state (no decodes) has no mix (`steps.no_mix`, through the front object); asked
+    for one directly, the component says so rather than divide by the empty mix."""
+    eng = _engine()
+    idle = eng.state_at(0.0)
+    assert eng.steps(idle).mixed_share == 0.0 and eng.steps(idle).values.size == 0
+    with pytest.raises(AssertionError, match="decodes and prompts"):
+        step_mix(eng.replica, idle, wait=eng.steps(idle).wait, service_kappa=1.0,
+                 full_step_cv2=0.0, full_step_shape=np.ones(8))  # fmt: skip
+
+
+def test_a_company_of_no_tokens_is_refused() -> None:
+    """The company's lognormal divides by its mean tokens given any (x2 / x1^2): a zero mean,
+    the ZeroDivisionError that once reached `plan`, is an assertion naming it."""
+    r = _engine().replica
+    values, probs = company_tokens(r, 1000.0, 2.0e6, None)
+    assert sum(probs) == pytest.approx(1.0, rel=1e-12) and min(values) > 0.0
+    with pytest.raises(AssertionError, match="company's mean tokens"):
+        company_tokens(r, 0.0, 0.0, None)
