@@ -65,6 +65,7 @@ class Replica:
     shares_steps: bool  # whole prompts share steps (`steady.shared_rate`)
     count_dispersion: float  # the steps' chain's count: Poisson (1) or negative binomial (c_a^2)
     chunk_group_index: FloatArray  # 0 .. CHUNK_GROUPS - 1
+    chunk_group_midpoints: FloatArray  # 0.5 .. CHUNK_GROUPS - 0.5
     ones_column: FloatArray  # (I, 1) ones: one chunk per prompt
     cached_column: FloatArray  # (I, 1) cached tokens
 
@@ -135,6 +136,7 @@ def replica_of(
         shares_steps=atom_weight > 0.0 and has_decode and has_prefill and room_at_rest > mean_pe,
         count_dispersion=max(ca2, 1.0),
         chunk_group_index=np.arange(CHUNK_GROUPS, dtype=np.float64),
+        chunk_group_midpoints=np.arange(CHUNK_GROUPS, dtype=np.float64) + 0.5,
         ones_column=np.ones((pe.size, 1)),
         cached_column=p0[:, None],
     )

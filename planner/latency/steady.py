@@ -366,10 +366,17 @@ def chunks(replica: Replica, share: float) -> Chunks:
         np.add(g * share, replica.cached_column, out=offs[:, :cols])
         np.less(g, m[:, None], out=wts[:, :cols])
     else:
-        few = (m <= CHUNK_GROUPS)[:, None]
-        j = np.where(few, g, (g + 0.5) * m[:, None] / CHUNK_GROUPS - 0.5)
+        # prompts of at most CHUNK_GROUPS full chunks list them (chunk j at j share, if j < m);
+        # longer ones stand for m / CHUNK_GROUPS chunks each, at the group midpoints
+        m_col = m[:, None]
+        many = m_col > CHUNK_GROUPS
+        j = replica.chunk_group_midpoints[:cols] * m_col
+        j /= CHUNK_GROUPS
+        j -= 0.5
+        np.copyto(j, g, where=~many)
         np.multiply(j, share, out=offs[:, :cols])
-        wts[:, :cols] = np.where(few, (g < m[:, None]).astype(np.float64), m[:, None] / CHUNK_GROUPS)
+        np.less(g, m_col, out=wts[:, :cols])
+        np.copyto(wts[:, :cols], m_col / CHUNK_GROUPS, where=many)
         offs[:, :cols] += replica.cached_column
     np.add(p0, done, out=offs[:, cols])
     wts[:, cols] = 1.0
