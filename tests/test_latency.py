@@ -583,7 +583,7 @@ def test_grid_scan_agrees_with_single_states() -> None:
 def test_prompt_cost_slope_is_read_off_the_scan_between_its_points() -> None:
     """E[Delta]' (the decode count's feedback) is the scan's, linear between its points, where
     the stable range spans enough of them; exact elsewhere (a narrow range: a coarse line; whole
-    prompts that share steps, whose branch is not the scan's: `Engine._shared_boundary`)."""
+    prompts that share steps, whose branch is not the scan's: `stability.shared_boundary`)."""
     m = model_for(Deployment(**QWEN_H100, max_num_batched_tokens=4096), make_workload(prompt=SPREAD_PROMPTS))
     e = m.engines["colocated"]
     b = e.boundary()
@@ -714,7 +714,7 @@ def test_prompts_admitted_in_the_same_step_share_its_time() -> None:
     admitted at the next step boundary with the others that arrived during the step under way
     (length-biased mean L): m = lam L of them (Poisson: burst factor 1), any with probability
     1 - e^{-m} in the passes; alike prompts' final mix takes the company from the steps' chain
-    (`Engine._chain_company`): a step with j prompts lasts the lone prompt's step plus tau per
+    (`steps.chain_company`): a step with j prompts lasts the lone prompt's step plus tau per
     further prompt's token (tau the marginal token of a full step), a decode-only step t_dec, the
     next step's count Poisson over it; the chain's stationary pi_j gives a prompt's company
     P(K = k) ~ (k + 1) pi_{k+1}, and pi = P(K >= 1). Steps a decoder sees besides decode-only

@@ -68,7 +68,7 @@ def _literal_stream(engine, share: float, prompts: int = 40_000) -> list[list[tu
 
 def test_full_step_sums_are_the_literal_streams() -> None:
     """Per step of the stream: attention s a_ctx, prefix (sum of offsets) a_ctx + s E[p0]/E[Pe],
-    KV read that + s (`Engine._stream_step_s`'s docstring: over a uniform phase a prompt's chunk
+    KV read that + s (`steady.stream_step_s`'s docstring: over a uniform phase a prompt's chunk
     offsets sum to Pe^2 / (2 s) + p0 (1 + Pe / s)). Sampling error of 40,000 prompts: ~1%."""
     e = _engine()
     share = 1761.5  # a fractional share, as B - n_arr is

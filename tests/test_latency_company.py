@@ -1,5 +1,5 @@
 """The company a prompt is admitted with, counted in whole prompts when prompts are alike
-(planner.latency.engine: `count_given_any`, `Engine._company`): hand-derived counts against
+(planner.latency.engine: `count_given_any`, `steps.company_tokens`): hand-derived counts against
 scipy's distributions, the steps it builds, and the fade into the lognormal as lengths spread."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The full-step share of E[Δ] (`Engine._merge_weight`): a prompt is prefilled in full-budget steps
+"""The full-step share of E[Δ] (`steady.merge_weight`): a prompt is prefilled in full-budget steps
 when it arrives to a busy prefill queue, which happens with GI/M/1's chance of waiting for gamma
 gaps, sigma (rho for Poisson arrivals, more under bursts). Pinned: sigma's slope by finite
 differences, each state's fixed point by hand from its own fields, and the Poisson form's
@@ -45,7 +45,7 @@ def test_the_chance_of_waiting_slope_is_its_derivative(k: float) -> None:
 
 def test_bursts_wait_at_least_as_often_as_the_queue_is_busy() -> None:
     """For gamma gaps with k < 1 (more variable than Poisson in the convex order) sigma >= rho, so
-    Newton may start at rho (`Engine._merge_weight`) and reach the same root as from 0."""
+    Newton may start at rho (`steady.merge_weight`) and reach the same root as from 0."""
     for k in (0.0057, 0.05, 0.25, 0.84, 0.99):
         for rho in np.linspace(1e-4, 0.9999, 400).tolist():
             from_zero = gamma_wait_probability(rho, k)

@@ -1,6 +1,6 @@
 """Whole prompts that share steps (alike prompts with room for more beside them): a prompt opens
-its step or joins one another opened (`arrivals.join_share`, `Engine._shared_rate`), the
-stability boundary stays the unshared form's (`Engine._shared_boundary`), and the wait before a
+its step or joins one another opened (`arrivals.join_share`, `steady.shared_rate`), the
+stability boundary stays the unshared form's (`stability.shared_boundary`), and the wait before a
 prompt's step is read over the steps' chain (`Engine._delay_chain`). Pinned to the chain's
 stationary vector, to the step formula by hand, and to the simulator."""
 

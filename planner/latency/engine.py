@@ -159,7 +159,6 @@ HUGE = 1e9  # stands in for an infinite ratio inside root-finding
 STATE_CACHE = 64  # states an engine keeps (Engine._state; a candidate builds ~25); cleared when full
 
 
-_EMPTY = np.empty(0)
 _ZERO = np.zeros(1)
 _ONE = np.ones(1)
 TAIL_LEVEL = 0.01  # the backlog's drain stretch is sized at the wait's p99 (Engine._queue_wait)
@@ -352,7 +351,7 @@ class Engine:
         risk = self._kv_risk(s)
         seat = self._seat_wait(s)
         # the steps that carry prompt tokens, company sharing one: the mix ITL reads
-        mixed = self._steps(s).mixed_share if self.has_decode and self.has_prefill else 0.0
+        mixed = self.steps(s).mixed_share if self.has_decode and self.has_prefill else 0.0
         return Point(
             lam=s.lam,
             n=s.n,
