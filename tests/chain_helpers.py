@@ -1,4 +1,4 @@
-"""The steps' chain for alike prompts (`Engine._chain_company`), rebuilt from a state for the
+"""The steps' chain for alike prompts (`steps.chain_company`), rebuilt from a state for the
 tests that pin the step mix: its step lengths, its company probability and its steps' scale."""
 
 from __future__ import annotations

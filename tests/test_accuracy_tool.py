@@ -122,16 +122,16 @@ def test_ttft_near_capacity_within_bounds_of_the_simulator(
 
 # Constant lengths at budget 8192: the mixed steps carry 1, 2, 3 whole prompts, and ITL p99 falls
 # on one of those discrete step sizes. Before the company was counted in whole prompts (a
-# lognormal of its tokens, `Engine._company`) the model read -19.4% (H200 calibrated, 60% load)
+# lognormal of its tokens, `steps.company_tokens`) the model read -19.4% (H200 calibrated, 60% load)
 # and -10.9% (H100 theoretical, 85%) in docs/accuracy.md of 2026-12-01 (60,000 requests), -19.4%
 # and -10.9% on these 30,000 too (seed 0); -3.4% and +1.4% then, -2.0% and +2.4% since the
-# count of alike prompts per step is the steps' chain's (`Engine._chain_company`, session 14).
+# count of alike prompts per step is the steps' chain's (`steps.chain_company`, session 14).
 # The chain's cell: H200 at 85%, where p99 falls on the steps with six prompts, read -12.9% on
 # these 30,000 requests with the passes' count (its tail too short: five prompts at p99), now
 # -4.2%. ITL p50 there sits on the upper part of the decode-only steps, whose centre the decode
 # count sets: it read +17.1% (session 17) while prompts that met a busy prefill queue paid a
 # full step's average (E[Delta] 5-11% high, the decodes 10-16% high at 85-90%); since whole
-# prompts open or join a step (`Engine._shared_rate`, session 19) -5.7%, and on the H100 -2.1%
+# prompts open or join a step (`steady.shared_rate`, session 19) -5.7%, and on the H100 -2.1%
 # (85%) and -4.1% (90%, +17.9% on docs/accuracy.md's ten runs before). TTFT p50 there, D read
 # over the steps' chain (`Engine._delay_chain`): -1.2% (H200, 85%; -8.6% before on the ten
 # runs), +1.0% and -1.1% (H100, 85% and 90%). Bound 8%.
@@ -189,7 +189,7 @@ def test_itl_of_alike_prompts_within_bounds_of_the_simulator(
         assert abs(cell.error(metric)) <= 0.08, f"{metric}: {cell.error(metric):+.1%}"
 
 
-# The mix's company steps counted by each prompt's share of their tokens (`Engine._steps`). Counted
+# The mix's company steps counted by each prompt's share of their tokens (`steps.step_mix`). Counted
 # by the prompts they carry, a step the budget caps lost the company's rest, and a long prompt's
 # step with a short company counted as half of it: ITL p50 -55.4% (H200 calibrated, budget 2048,
 # constant lengths, 85%: the mixed steps' share fell below half, and p50 onto the decode-only
@@ -246,7 +246,7 @@ def test_a_split_groups_rest_ahead_of_one_newcomer_within_bounds_of_the_simulato
     split group's 283-token rest ahead of a newcomer's whole prompt (1,438 tokens, 24.8 ms in the
     simulator). Counted as a share of a full step, with the newcomer's step its own, the model
     read -15.9% on these 30,000 requests (seed 0; -15.8% on docs/accuracy.md's 60,000); with the
-    rest ahead of exactly one newcomer (`Engine._steps`, session 13) +2.0%. Bound 8%."""
+    rest ahead of exactly one newcomer (`steps.step_mix`, session 13) +2.0%. Bound 8%."""
     trace = acc.builtin_trace(acc.TRACE)
     case = acc.Case("Qwen/Qwen3-8B", "h100-sxm", "theoretical", 2048)
     cell = acc.synthetic_cell(case, 0.3, trace, count=30_000, lengths="constant", seeds=(0,))

@@ -19,6 +19,8 @@ from planner.latency import LatencyModel, Slo, WorkloadStats
 from planner.latency import capacity as latency_capacity
 from planner.latency import engine as engine_mod
 from planner.latency import evaluate as latency_evaluate
+from planner.latency.stability import BOUNDARY_BACKOFF_STEPS, GRID_POINTS, find_boundary
+from planner.latency.steady import build_state, row_sums
 from planner.workload import Workload
 
 QWEN_H100: dict[str, Any] = {"model": "Qwen/Qwen3-8B", "gpu": "h100-sxm"}
@@ -581,7 +583,7 @@ def test_grid_scan_agrees_with_single_states() -> None:
 def test_prompt_cost_slope_is_read_off_the_scan_between_its_points() -> None:
     """E[Delta]' (the decode count's feedback) is the scan's, linear between its points, where
     the stable range spans enough of them; exact elsewhere (a narrow range: a coarse line; whole
-    prompts that share steps, whose branch is not the scan's: `Engine._shared_boundary`)."""
+    prompts that share steps, whose branch is not the scan's: `stability.shared_boundary`)."""
     m = model_for(Deployment(**QWEN_H100, max_num_batched_tokens=4096), make_workload(prompt=SPREAD_PROMPTS))
     e = m.engines["colocated"]
     b = e.boundary()
@@ -712,7 +714,7 @@ def test_prompts_admitted_in_the_same_step_share_its_time() -> None:
     admitted at the next step boundary with the others that arrived during the step under way
     (length-biased mean L): m = lam L of them (Poisson: burst factor 1), any with probability
     1 - e^{-m} in the passes; alike prompts' final mix takes the company from the steps' chain
-    (`Engine._chain_company`): a step with j prompts lasts the lone prompt's step plus tau per
+    (`steps.chain_company`): a step with j prompts lasts the lone prompt's step plus tau per
     further prompt's token (tau the marginal token of a full step), a decode-only step t_dec, the
     next step's count Poisson over it; the chain's stationary pi_j gives a prompt's company
     P(K = k) ~ (k + 1) pi_{k+1}, and pi = P(K >= 1). Steps a decoder sees besides decode-only
@@ -732,7 +734,7 @@ def test_prompts_admitted_in_the_same_step_share_its_time() -> None:
     m = model_for(Deployment(**QWEN_H100, max_num_batched_tokens=8192), make_workload(prompt=1000))
     eng = m.engines["colocated"]
     state, _ = eng.solve(20.0)
-    st = eng._steps(state)
+    st = eng.steps(state)
     assert st.zf == 1.0
     # m comes from the previous pass's L: the fixed point L -> company -> L has converged.
     assert st.m == pytest.approx(20.0 * st.step_lb, rel=0.02)
@@ -821,7 +823,7 @@ def test_decoders_see_mixed_steps_by_the_decodes_they_carry() -> None:
     for k, rate in ((0.25, 20.0), (1.0, 40.0)):
         eng = model_for(dep, make_workload(prompt=1000, burstiness=k)).engines["colocated"]
         state, _ = eng.solve(rate)
-        st = eng._steps(state)
+        st = eng.steps(state)
         n = state.n
         z = 1.0 + (1.0 / k - 1.0) * n / (1.0 + n)
         n_arr = n + z - 1.0
@@ -845,20 +847,19 @@ def test_decoders_see_mixed_steps_by_the_decodes_they_carry() -> None:
 
 @pytest.mark.parametrize("cols", [1, 2, 3, 4, 5, 6])
 def test_row_sums_are_numpys_row_sums_bit_for_bit(cols: int) -> None:
-    """Engine._row_sums (column additions in order, the hot path's sum of a prompt's chunk
+    """steady.row_sums (column additions in order, the hot path's sum of a prompt's chunk
     times) against its literal reference, numpy's a.sum(axis=1): equal bit for bit on spread
     magnitudes and signs, where another summation order would differ."""
-    from planner.latency.engine import Engine
 
     rng = np.random.default_rng(cols)
     a = rng.standard_normal((5000, cols)) * 10.0 ** rng.integers(-6, 6, (5000, cols))
-    assert np.array_equal(Engine._row_sums(a), a.sum(axis=1))
+    assert np.array_equal(row_sums(a), a.sum(axis=1))
     # the stability scan's (concurrencies, prompts, columns): summed over the last axis
     b = a.reshape(50, 100, cols)
-    assert np.array_equal(Engine._row_sums(b), b.sum(axis=-1))
+    assert np.array_equal(row_sums(b), b.sum(axis=-1))
 
 
-def test_the_boundary_steps_back_inside_a_bounded_number_of_times(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_boundary_steps_back_inside_a_bounded_number_of_times() -> None:
     """After its root-find the stability boundary steps back inside by 1e-6 of n at most
     BOUNDARY_BACKOFF_STEPS times (the root's tolerance overshoots by one or two). Were the states'
     slack to disagree with the grid's (it mirrors them), it takes the last grid point that was
@@ -868,12 +869,14 @@ def test_the_boundary_steps_back_inside_a_bounded_number_of_times(monkeypatch: p
     ).engines["colocated"]
     calls = [0]
 
-    def unstable(self: Any, s: Any) -> float:
+    def unstable(replica: Any, s: Any) -> float:
         calls[0] += 1
         return -1.0
 
-    monkeypatch.setattr(engine_mod.Engine, "slack_of", unstable)
-    b = eng.boundary()
-    assert calls[0] <= engine_mod.BOUNDARY_BACKOFF_STEPS + 200  # the root-find's calls and the steps back
-    grid = eng.n_cap * np.arange(1, engine_mod.GRID_POINTS + 1) / engine_mod.GRID_POINTS
+    def state_of(n: float, lam: float | None) -> Any:
+        return build_state(eng.replica, decodes=n, rate_per_s=lam, unshared=False)
+
+    b = find_boundary(eng.replica, state_of, unstable)
+    assert calls[0] <= BOUNDARY_BACKOFF_STEPS + 200  # the root-find's calls and the steps back
+    grid = eng.replica.decode_cap * np.arange(1, GRID_POINTS + 1) / GRID_POINTS
     assert b.n_max == 0.0 or b.n_max in grid.tolist()

@@ -49,12 +49,12 @@ def _literal_stream(engine, share: float, prompts: int = 40_000) -> list[list[tu
     `share` tokens: each step's chunks as (tokens, offset), offsets counted from the prompt's
     start (its cached tokens first)."""
     rng = np.random.default_rng(7)
-    idx = rng.choice(engine.pe.size, size=prompts, p=engine.pw)
+    idx = rng.choice(engine.replica.prefill_tokens.size, size=prompts, p=engine.replica.prompt_probs)
     steps: list[list[tuple[float, float]]] = []
     step: list[tuple[float, float]] = []
     room = share
     for i in idx:
-        left, offset = float(engine.pe[i]), float(engine.p0[i])
+        left, offset = float(engine.replica.prefill_tokens[i]), float(engine.replica.cached_tokens[i])
         while left > 0:
             take = min(left, room)
             step.append((take, offset))
@@ -69,7 +69,7 @@ def _literal_stream(engine, share: float, prompts: int = 40_000) -> list[list[tu
 
 def test_full_step_sums_are_the_literal_streams() -> None:
     """Per step of the stream: attention s a_ctx, prefix (sum of offsets) a_ctx + s E[p0]/E[Pe],
-    KV read that + s (`Engine._stream_step_s`'s docstring: over a uniform phase a prompt's chunk
+    KV read that + s (`steady.stream_step_s`'s docstring: over a uniform phase a prompt's chunk
     offsets sum to Pe^2 / (2 s) + p0 (1 + Pe / s)). Sampling error of 40,000 prompts: ~1%."""
     e = _engine()
     share = 1761.5  # a fractional share, as B - n_arr is
@@ -77,9 +77,13 @@ def test_full_step_sums_are_the_literal_streams() -> None:
     pairs = np.mean([sum(c * (p + c / 2) for c, p in st) for st in steps])
     prefix = np.mean([sum(p for _, p in st) for st in steps])
     kv = np.mean([sum(p + c for c, p in st) for st in steps])
-    assert pairs == pytest.approx(share * e.a_ctx, rel=0.015)
-    assert prefix == pytest.approx(e.a_ctx + share * e.p0_share, rel=0.015)
-    assert kv == pytest.approx(e.a_ctx + share * e.p0_share + share, rel=0.015)
+    assert pairs == pytest.approx(share * e.replica.prefill_attention_context, rel=0.015)
+    assert prefix == pytest.approx(
+        e.replica.prefill_attention_context + share * e.replica.cached_per_computed, rel=0.015
+    )
+    assert kv == pytest.approx(
+        e.replica.prefill_attention_context + share * e.replica.cached_per_computed + share, rel=0.015
+    )
 
 
 def test_full_step_time_is_the_streams_mean_step() -> None:
@@ -87,14 +91,16 @@ def test_full_step_time_is_the_streams_mean_step() -> None:
     simulator's formula) average to the model's full step within 1%; one chunk of s tokens at
     a_ctx - s/2 (the model before) reads half a budget less prefix: 2.3% short here."""
     e = _engine(hit=0.0)
-    assert e.k.prefix_reread_s_per_token > 0
-    n, ctx = 40.0, 40.0 * e.cbar
+    assert e.replica.step_coefficients.prefix_reread_s_per_token > 0
+    n, ctx = 40.0, 40.0 * e.replica.decode_context_tokens
     share = e.budget - n
     steps = _literal_stream(e, share, prompts=20_000)
-    literal = float(np.mean([chunks_time_s(e.k, st, n, ctx) for st in steps]))
+    literal = float(np.mean([chunks_time_s(e.replica.step_coefficients, st, n, ctx) for st in steps]))
     model = float(e._stream_step_s(share, n, ctx))
     assert model == pytest.approx(literal, rel=0.01)
-    one_chunk = chunks_time_s(e.k, [(share, e.a_ctx - share / 2)], n, ctx)
+    one_chunk = chunks_time_s(
+        e.replica.step_coefficients, [(share, e.replica.prefill_attention_context - share / 2)], n, ctx
+    )
     assert one_chunk < literal * 0.985
 
 
@@ -102,9 +108,9 @@ def _stretch(e, load: float) -> tuple[float, float]:
     """The drain stretch (wait mean over GI/G/1's) and rho at `load` x the max stable rate."""
     lam = load * e.boundary().lam_max
     s, _ = e.solve(lam)
-    q = e.mean_pe * s.t_full / max(s.share_full, 1.0)
+    q = e.replica.mean_prefill_tokens * s.t_full / max(s.share_full, 1.0)
     shape = e._service_shape()
-    base = gg1_wait(s.rho, q, e.ca2, shape.cv2)
+    base = gg1_wait(s.rho, q, e.replica.arrival_cv2, shape.cv2)
     return e._queue_wait(s, shape).mean_if_waiting_s / base.mean_if_waiting_s, s.rho
 
 
@@ -116,12 +122,12 @@ def test_backlog_stretch_vanishes_at_light_load_and_grows_with_load() -> None:
     e = _engine(gpu="h100-sxm", budget=512, hit=0.0, profile=THEORETICAL)
     lam_max = e.boundary().lam_max
     end = e.state_n(e.boundary().n_max)
-    q_sat = e.mean_pe * end.t_full / end.share_full
+    q_sat = e.replica.mean_prefill_tokens * end.t_full / end.share_full
     prev = 0.0
     for load in (0.1, 0.3, 0.5, 0.7, 0.8, 0.85, 0.9, 0.95):
         f, rho = _stretch(e, load)
         s, _ = e.solve(load * lam_max)
-        q = e.mean_pe * s.t_full / s.share_full
+        q = e.replica.mean_prefill_tokens * s.t_full / s.share_full
         rho_sat = rho * q_sat / q
         assert prev <= f <= (1 - rho) / (1 - rho_sat) * q_sat / q + 1e-9
         prev = f
@@ -143,9 +149,9 @@ def test_no_stretch_without_decodes_to_accumulate() -> None:
     m = LatencyModel(dep.resolve(THEORETICAL), WorkloadStats.of(wl))
     e = m.engines["prefill"]
     s = e.state_lam(20.0)
-    q = e.mean_pe * s.t_full / s.share_full
+    q = e.replica.mean_prefill_tokens * s.t_full / s.share_full
     shape = e._service_shape()
-    w = gg1_wait(s.rho, q, e.ca2, shape.cv2)
+    w = gg1_wait(s.rho, q, e.replica.arrival_cv2, shape.cv2)
     got = e._queue_wait(s, shape)
     assert got == w and math.isfinite(got.mean_if_waiting_s)
 
@@ -157,13 +163,13 @@ def test_light_waits_carry_the_exact_tail_stretched_like_the_mean(load: float) -
     stretched by the same factor as its mean; a service with kappa > 3/2 carries none."""
     e = _engine(gpu="h100-sxm", budget=512, hit=0.0, profile=THEORETICAL, lengths="constant")
     s, _ = e.solve(load * e.boundary().lam_max)
-    q = e.mean_pe * s.t_full / s.share_full
+    q = e.replica.mean_prefill_tokens * s.t_full / s.share_full
     shape = e._service_shape()
     assert shape.kappa == pytest.approx(1.0) and shape.decay is not None
-    base = gg1_wait(s.rho, q, e.ca2, shape.cv2)
+    base = gg1_wait(s.rho, q, e.replica.arrival_cv2, shape.cv2)
     got = e._queue_wait(s, shape)
     stretch = got.mean_if_waiting_s / base.mean_if_waiting_s
-    exact = wait_decay_s(s.rho, e.ca2, q, shape.xi, e.pw)
+    exact = wait_decay_s(s.rho, e.replica.arrival_cv2, q, shape.xi, e.replica.prompt_probs)
     assert got.tail_s == pytest.approx(exact * stretch, rel=1e-3)
     assert stretch >= 1.0
     wide = shape_of(  # kappa > 3/2: more spread than exponential
@@ -195,7 +201,13 @@ def test_full_steps_spread_over_chunk_offsets_by_hand() -> None:
     end = e._saturated()
     s_f = end.share_full
     times = [
-        step_time_s(e.k, s_f, (j + 0.5) / FULL_STEP_OFFSETS * (6000 - s_f), end.n_arr, end.n_arr * e.cbar)
+        step_time_s(
+            e.replica.step_coefficients,
+            s_f,
+            (j + 0.5) / FULL_STEP_OFFSETS * (6000 - s_f),
+            end.n_arr,
+            end.n_arr * e.replica.decode_context_tokens,
+        )
         for j in range(FULL_STEP_OFFSETS)
     ]
     mean = sum(times) / len(times)
@@ -203,7 +215,7 @@ def test_full_steps_spread_over_chunk_offsets_by_hand() -> None:
     assert want > 1e-4  # the deepest chunk's attention costs visibly more than the first's
     assert e._full_step_cv2() == pytest.approx(want, rel=1e-9)
     s, _ = e.solve(0.9 * e.boundary().lam_max)
-    st = e._steps(s)
+    st = e.steps(s)
     assert st.backlog > 0.0
     k = SLICE_PROBS.size
     vals, rates = st.values[-k:], st.rates[-k:]
@@ -227,7 +239,7 @@ def test_wait_environment_spreads_the_wait_around_its_mean(load: float) -> None:
     assert 0.5 * (hi + lo) == pytest.approx(1.0, rel=1e-12)
     assert lo < 1.0 < hi
     end = e.state_n(e.boundary().n_max)
-    q, q_sat = (e.mean_pe * x.t_full / x.share_full for x in (s, end))
+    q, q_sat = (e.replica.mean_prefill_tokens * x.t_full / x.share_full for x in (s, end))
     beta = math.log(q_sat / q) / (end.n - s.n)
     # hi / lo = (1 - rho / u) / (1 - rho u), u = e^{beta sd}: r rho u^2 - (r - 1) u - rho = 0,
     # and sd lies between 0 and the count's whole spread

@@ -118,7 +118,7 @@ def test_the_bound_below_one_percent_queued_is_the_mixtures_largest_unqueued_tim
     cheap = 0
     for frac in (0.005, 0.02, 0.1, 0.3, 0.6, 0.9):
         s = e.state_at(frac * n_max)
-        queued = e._steps(s).backlog
+        queued = e.steps(s).backlog
         bound = e.ttft_p99_at_most_s(s)
         if queued < 0.01 and e._kv_full(s)[0] == 0.0:
             assert s.ttft_mix is None  # not built

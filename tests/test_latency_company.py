@@ -1,5 +1,5 @@
 """The company a prompt is admitted with, counted in whole prompts when prompts are alike
-(planner.latency.engine: `count_given_any`, `Engine._company`): hand-derived counts against
+(planner.latency.engine: `count_given_any`, `steps.company_tokens`): hand-derived counts against
 scipy's distributions, the steps it builds, and the fade into the lognormal as lengths spread."""
 
 from __future__ import annotations
@@ -13,12 +13,15 @@ from chain_helpers import chain_of
 from scipy import stats
 
 import planner.latency.engine as engine_mod
+import planner.latency.steps as steps_mod
 from planner.costmodel.profile import THEORETICAL
 from planner.costmodel.steptime import batch_time_s
 from planner.deployment import Deployment
 from planner.latency import LatencyModel, WorkloadStats
 from planner.latency.company import COUNT_ATOMS, count_given_any, under_way
+from planner.latency.replica import ATOM_CV
 from planner.latency.results import Steps
+from planner.latency.steps import chain_company
 from planner.workload import Workload
 
 
@@ -111,7 +114,7 @@ def _recorded(monkeypatch: pytest.MonkeyPatch, owner: object, name: str) -> list
 
 def _captured_counts(monkeypatch: pytest.MonkeyPatch) -> list[tuple[list[float], list[float]]]:
     """What `count_given_any` returns: (counts, probabilities) per call."""
-    return _recorded(monkeypatch, engine_mod, "count_given_any")
+    return _recorded(monkeypatch, steps_mod, "count_given_any")
 
 
 def _fragments(k: np.ndarray, prompt: float, s_f: float, comp: slice) -> tuple[slice, np.ndarray]:
@@ -132,27 +135,33 @@ def test_alike_prompts_share_steps_in_whole_prompts(monkeypatch: pytest.MonkeyPa
     budget splits (a step of its own, `_fragments`), are the tokens of the prompts with company,
     lam t_step (1 - q) pi 1000: every token once. The passes count the company over the step
     under way; the final mix takes alike prompts' count from the steps' chain
-    (`Engine._chain_company`), so its atoms are the `_company` call's last."""
+    (`steps.chain_company`), so its atoms are the last `steps.company_tokens` call's."""
     seen = _captured_counts(monkeypatch)
-    company = _recorded(monkeypatch, engine_mod.Engine, "_company")  # (values, probabilities)
+    company = _recorded(monkeypatch, steps_mod, "company_tokens")  # (values, probabilities)
     eng = _engine(1000)
-    assert eng.atom_weight == 1.0
+    assert eng.replica.atom_weight == 1.0
     state, _ = eng.solve(20.0)
     assert state.n_arr == pytest.approx(state.n, rel=1e-14)  # Poisson: no burst weighting
     seen.clear()
-    st = eng._steps(state)
-    assert len(seen) == engine_mod.COMPANY_PASSES
+    st = eng.steps(state)
+    assert len(seen) == steps_mod.COMPANY_PASSES
     values, probs = company[-1]
     k = np.array(values) / 1000.0
     assert k.tolist() == [float(i) for i in range(1, k.size + 1)] and k.size > COUNT_ATOMS
     comp = slice(1, 1 + k.size)  # after the prompt alone (one chunk: no full chunks)
     c = np.minimum(1000.0 * (1.0 + k), state.share_full)
     expected = batch_time_s(
-        eng.k, state.n_arr, state.n_arr * eng.cbar, c, 1000.0**2 / 2 + (c - 1000.0) * 1000.0 / 2, c, 0.0
+        eng.replica.step_coefficients,
+        state.n_arr,
+        state.n_arr * eng.replica.decode_context_tokens,
+        c,
+        1000.0**2 / 2 + (c - 1000.0) * 1000.0 / 2,
+        c,
+        0.0,
     ) + (state.t_dec - state.t_arr)
     assert st.values[comp] == pytest.approx(expected, rel=1e-12)
     _, scale = chain_of(state, state.lam, 1.0, 1000.0)  # the solve's rate: 20 to 1e-9
-    lam_t = state.lam * state.t_step * scale  # prompts per step, the chain's (`Engine._chain_company`)
+    lam_t = state.lam * state.t_step * scale  # prompts per step, the chain's (`steps.chain_company`)
     assert c[-1] == state.share_full  # the budget caps the largest company's step
     frag, rest = _fragments(k, 1000.0, state.share_full, comp)
     assert np.array_equal(rest > 0.0, 1000.0 * (1.0 + k) > state.share_full)  # a company of 8 or more
@@ -181,7 +190,7 @@ def test_capped_company_steps_carry_every_prompt_token_once(monkeypatch: pytest.
     eng = model.engines["colocated"]
     lam = 0.85 * model.max_stable_requests_per_s()
     state, _ = eng.solve(lam)
-    st = eng._steps(state)
+    st = eng.steps(state)
     k = np.array(seen[-1][0])
     comp = slice(1, 1 + k.size)
     c = np.minimum(1155.0 * (1.0 + k), state.share_full)
@@ -198,7 +207,13 @@ def test_capped_company_steps_carry_every_prompt_token_once(monkeypatch: pytest.
     offset = np.maximum(1155.0 - rest, 0.0)
     pairs = rest * (1155.0 - np.minimum(rest, 1155.0) / 2)
     expected = batch_time_s(
-        eng.k, state.n_arr, state.n_arr * eng.cbar, rest, pairs, offset + rest, offset
+        eng.replica.step_coefficients,
+        state.n_arr,
+        state.n_arr * eng.replica.decode_context_tokens,
+        rest,
+        pairs,
+        offset + rest,
+        offset,
     ) + (state.t_dec - state.t_arr)
     assert (rest > 1155.0).any() and (rest < 1155.0).any()
     assert st.values[frag] == pytest.approx(expected, rel=1e-12)
@@ -215,7 +230,13 @@ def test_capped_company_steps_carry_every_prompt_token_once(monkeypatch: pytest.
     # newcomer's own: the prompts alone give up as many steps.
     tokens = np.minimum(rest + 1155.0, state.share_full)
     expected_ahead = batch_time_s(
-        eng.k, state.n_arr, state.n_arr * eng.cbar, tokens, pairs + 1155.0**2 / 2, offset + tokens, offset
+        eng.replica.step_coefficients,
+        state.n_arr,
+        state.n_arr * eng.replica.decode_context_tokens,
+        tokens,
+        pairs + 1155.0**2 / 2,
+        offset + tokens,
+        offset,
     ) + (state.t_dec - state.t_arr)
     assert st.values[ahead] == pytest.approx(expected_ahead, rel=1e-12)
     moved = with_company * 1155.0 * p * one / group
@@ -230,11 +251,11 @@ def test_capped_company_steps_carry_every_prompt_token_once(monkeypatch: pytest.
 
 def test_count_atoms_fade_into_the_lognormal_as_lengths_spread(monkeypatch: pytest.MonkeyPatch) -> None:
     """Weight of the whole-prompt atoms: 1 - CV / ATOM_CV. Prompts 800 or 1200 tokens (CV 0.2):
-    0.6, the company's values are the atoms' (the steps' chain's, `Engine._chain_company`) and
+    0.6, the company's values are the atoms' (the steps' chain's, `steps.chain_company`) and
     the lognormal's 8 per prompt; CV 0.5 and more: the lognormal alone (8), and no count is
     taken."""
     seen = _captured_counts(monkeypatch)
-    company = _recorded(monkeypatch, engine_mod.Engine, "_company")  # (values, probabilities)
+    company = _recorded(monkeypatch, steps_mod, "company_tokens")  # (values, probabilities)
 
     def split(s_f: float) -> int:
         """Rest steps, two per company slice (alone, and ahead of a newcomer), where the budget
@@ -243,9 +264,9 @@ def test_count_atoms_fade_into_the_lognormal_as_lengths_spread(monkeypatch: pyte
         return 2 * len(values) if 1000.0 + max(values) > s_f else 0
 
     half = _engine({"pairs": [[800, 0.5], [1200, 0.5]]})
-    assert half.atom_weight == pytest.approx(1.0 - 0.2 / engine_mod.ATOM_CV, rel=1e-12)
+    assert half.replica.atom_weight == pytest.approx(1.0 - 0.2 / ATOM_CV, rel=1e-12)
     state, _ = half.solve(20.0)
-    st = half._steps(state)
+    st = half.steps(state)
     assert seen  # the passes took the count
     n_atoms = len(company[-1][0]) - 8
     assert company[-1][0][:n_atoms] == [1000.0 * (i + 1) for i in range(n_atoms)] and n_atoms > COUNT_ATOMS
@@ -255,29 +276,59 @@ def test_count_atoms_fade_into_the_lognormal_as_lengths_spread(monkeypatch: pyte
     assert st.values.size == rows + rows * (n_atoms + 8) + rests + _backlog_values(half, st)
     seen.clear()
     spread = _engine({"pairs": [[500, 0.5], [1500, 0.5]]})  # CV 0.5
-    assert spread.atom_weight == 0.0
+    assert spread.replica.atom_weight == 0.0
     state, _ = spread.solve(20.0)
-    st = spread._steps(state)
+    st = spread.steps(state)
     assert not seen
     rests = split(state.share_full)
     assert st.values.size == rows + rows * 8 + rests + _backlog_values(spread, st)
 
 
 def test_the_steps_chain_gives_way_where_its_states_run_out() -> None:
-    """`Engine._chain_company` with a count per step beyond its CHAIN_STATES (prompts arriving
+    """`steps.chain_company` with a count per step beyond its CHAIN_STATES (prompts arriving
     at 10,000/s into 20 ms steps: some 200 per step) keeps the passes' count and t_step's steps:
     its folded last state would stand for every larger count. At 20/s it takes over: its own
     company (P(any) in (0, 1), counts 1, 2, 3, ...) and a mean step shorter than a t_step that
     counts every prompt's step as its own."""
     eng = _engine(1000)
     counts = ([1.0, 2.0], [0.75, 0.25])
-    assert eng._chain_company(1e4, 0.01, 0.02, 1e-6, 7000.0, 0.5, counts, 0.03) == (0.5, counts, 1.0, None)
-    pi, (ks, ps), scale, chain = eng._chain_company(20.0, 0.01, 0.02, 1e-6, 7000.0, 0.5, counts, 0.03)
+    assert chain_company(
+        eng.replica,
+        rate=1e4,
+        decode_step_s=0.01,
+        last_step_s=0.02,
+        token_s=1e-6,
+        room_tokens=7000.0,
+        company_any=0.5,
+        counts=counts,
+        step_s=0.03,
+    ) == (0.5, counts, 1.0, None)
+    pi, (ks, ps), scale, chain = chain_company(
+        eng.replica,
+        rate=20.0,
+        decode_step_s=0.01,
+        last_step_s=0.02,
+        token_s=1e-6,
+        room_tokens=7000.0,
+        company_any=0.5,
+        counts=counts,
+        step_s=0.03,
+    )
     assert 0.0 < pi < 1.0 and ks[:3] == [1.0, 2.0, 3.0] and sum(ps) == pytest.approx(1.0, rel=1e-9)
     assert 0.0 < scale < 1.0
     assert chain is not None and float(chain[1].sum()) == pytest.approx(1.0, rel=1e-12)  # its pi (D's steps)
     # no room for a second whole prompt: the passes' count alone
-    assert eng._chain_company(20.0, 0.01, 0.02, 1e-6, 900.0, 0.5, counts, 0.03) == (0.5, counts, 1.0, None)
+    assert chain_company(
+        eng.replica,
+        rate=20.0,
+        decode_step_s=0.01,
+        last_step_s=0.02,
+        token_s=1e-6,
+        room_tokens=900.0,
+        company_any=0.5,
+        counts=counts,
+        step_s=0.03,
+    ) == (0.5, counts, 1.0, None)
 
 
 def test_couple_by_rank_pairs_the_two_distributions_quantile_by_quantile() -> None:
@@ -312,10 +363,10 @@ def test_alike_prompts_company_before_their_step_comes_in_whole_prompts(
     classes' E[U L] + pi E[min(cost, cap)]. (Where the steps' chain is in, D reads it instead,
     `Engine._delay_chain`, test_latency_shared.py: here it is taken out, as where its states run
     out.)"""
-    monkeypatch.setattr(engine_mod.Engine, "_chain_steps", lambda *a: None)
+    monkeypatch.setattr(steps_mod, "chain_steps", lambda *a: None)
     eng = _engine(1000)
     state, _ = eng.solve(20.0)
-    st = eng._steps(state)
+    st = eng.steps(state)
     idle, classes = eng._delay_classes(state, st)
     dec = classes[0]
     assert dec.sigma is None and dec.x_atoms is not None
@@ -346,7 +397,7 @@ def test_company_in_whole_prompts_only_where_the_room_holds_them() -> None:
     spread lengths (CV over ATOM_CV) too."""
     for eng in (_engine(1155, budget=2048), _engine({"percentiles": {"p10": 200, "p50": 1000, "p90": 4000}})):
         state, _ = eng.solve(20.0)
-        st = eng._steps(state)
+        st = eng.steps(state)
         assert all(cl.x_atoms is None for cl in eng._delay_classes(state, st)[1])
 
 
@@ -356,13 +407,13 @@ def test_company_atoms_fade_in_with_the_room(monkeypatch: pytest.MonkeyPatch) ->
     company given any is 0.7 whole prompts and 0.3 the lognormal of its two moments, merged in
     order of cost; both parts keep the class's mean cost. (Where the steps' chain is in, its D
     takes the whole prompts' part, `Engine._delay_chain`: here it is out.)"""
-    monkeypatch.setattr(engine_mod.Engine, "_chain_steps", lambda *a: None)
+    monkeypatch.setattr(steps_mod, "chain_steps", lambda *a: None)
     eng = _engine(3000)
     state, _ = eng.solve(5.0)
-    st = eng._steps(state)
+    st = eng.steps(state)
     room = eng._room_after_tokens(state)
     whole = engine_mod.room_for_more(room, 3000.0)
-    assert 0.5 < whole < 0.9 and eng.atom_weight == 1.0
+    assert 0.5 < whole < 0.9 and eng.replica.atom_weight == 1.0
     for cl in eng._delay_classes(state, st)[1]:
         assert cl.x_atoms is not None
         costs, probs = cl.x_atoms

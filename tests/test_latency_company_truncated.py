@@ -72,7 +72,7 @@ def _simulated_company_tokens(k: float, load: float, count: int) -> tuple[float,
     state = engine.solve(wl.arrivals.mean_requests_per_s)
     assert state is not None
     s = state[0]
-    _, classes = engine._delay_classes(s, engine._steps(s))
+    _, classes = engine._delay_classes(s, engine.steps(s))
     c, cap = engine._token_cost_s(), engine._company_cap_s()
     w = [cl.share * cl.pi for cl in classes]
     slices = [

@@ -210,7 +210,7 @@ def _itl_reference(eng: Any, st: Any) -> tuple[float, float]:
     from planner.latency.queueing import SPREAD, tail_quantiles
     from planner.latency.slices import SLICE_PROBS
 
-    steps = eng._steps(st)
+    steps = eng.steps(st)
     total = float(steps.rates.sum())
     mean, sigma = eng._decode_others(st)
     edges = [0.0, 0.25, 0.5, 0.75, 0.9, 0.95, 0.98, 0.99, 1.0]
@@ -219,8 +219,13 @@ def _itl_reference(eng: Any, st: Any) -> tuple[float, float]:
         mean * (norm.cdf(z[j + 1] - sigma) - norm.cdf(z[j] - sigma)) / (edges[j + 1] - edges[j])
         for j in range(8)
     ]
-    counts = [min(c + 1.0, eng.n_cap) for c in others]
-    seen = np.array([step_time_s(eng.k, 0.0, 0.0, c, c * eng.cbar) for c in counts])
+    counts = [min(c + 1.0, eng.replica.decode_cap) for c in others]
+    seen = np.array(
+        [
+            step_time_s(eng.replica.step_coefficients, 0.0, 0.0, c, c * eng.replica.decode_context_tokens)
+            for c in counts
+        ]
+    )
     shares = SLICE_PROBS / seen
     shares *= max(1.0 - total, 0.0) / shares.sum()
     # the slices' spread: SPREAD, no wider than their own range (max - min) / (max + min)

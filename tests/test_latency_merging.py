@@ -1,4 +1,4 @@
-"""The full-step share of E[Δ] (`Engine._merge_weight`): a prompt is prefilled in full-budget steps
+"""The full-step share of E[Δ] (`steady.merge_weight`): a prompt is prefilled in full-budget steps
 when it arrives to a busy prefill queue, which happens with GI/M/1's chance of waiting for gamma
 gaps, sigma (rho for Poisson arrivals, more under bursts). Pinned: sigma's slope by finite
 differences, each state's fixed point by hand from its own fields, and the Poisson form's
@@ -45,7 +45,7 @@ def test_the_chance_of_waiting_slope_is_its_derivative(k: float) -> None:
 
 def test_bursts_wait_at_least_as_often_as_the_queue_is_busy() -> None:
     """For gamma gaps with k < 1 (more variable than Poisson in the convex order) sigma >= rho, so
-    Newton may start at rho (`Engine._merge_weight`) and reach the same root as from 0."""
+    Newton may start at rho (`steady.merge_weight`) and reach the same root as from 0."""
     for k in (0.0057, 0.05, 0.25, 0.84, 0.99):
         for rho in np.linspace(1e-4, 0.9999, 400).tolist():
             from_zero = gamma_wait_probability(rho, k)
@@ -56,10 +56,10 @@ def test_bursts_wait_at_least_as_often_as_the_queue_is_busy() -> None:
 def _parts(e, s: State) -> tuple[float, float, float]:  # type: ignore[no-untyped-def]
     """A (a prompt's extra engine time alone), F (in full steps) and q, from the state's fields."""
     k = s.chunk_weight.sum(axis=1)  # chunks per prompt
-    a = float((s.own_service - k * s.t_arr) @ e.pw)
+    a = float((s.own_service - k * s.t_arr) @ e.replica.prompt_probs)
     s_f = max(s.share_full, 1.0)
-    f = e.mean_pe * (s.t_full - s.t_arr) / s_f
-    q = e.mean_pe * s.t_full / s_f
+    f = e.replica.mean_prefill_tokens * (s.t_full - s.t_arr) / s_f
+    q = e.replica.mean_prefill_tokens * s.t_full / s_f
     return a, f, q
 
 
@@ -68,7 +68,7 @@ def test_each_state_is_littles_fixed_point_with_the_chance_of_waiting(burstiness
     """n = lam d t_step, t_step = t_dec / (1 - busy), busy = lam (A + sigma(lam q) (F - A)), at
     states across the stable branch, bursty (k < 1) and smooth (k > 1) gaps alike."""
     e = _engine(burstiness)
-    k = 1.0 / e.ca2
+    k = 1.0 / e.replica.arrival_cv2
     assert k == pytest.approx(burstiness)
     for frac in (0.05, 0.3, 0.7, 0.95):
         s = e.state_at(frac * e.boundary().n_max)
@@ -77,7 +77,7 @@ def test_each_state_is_littles_fixed_point_with_the_chance_of_waiting(burstiness
         assert s.rho == pytest.approx(s.lam * q, rel=1e-12)
         assert s.busy == pytest.approx(s.lam * (a + sigma * (f - a)), rel=1e-12)
         assert s.t_step == pytest.approx(s.t_dec / (1.0 - s.busy), rel=1e-12)
-        assert s.n == pytest.approx(s.lam * e.d * s.t_step, rel=1e-11)
+        assert s.n == pytest.approx(s.lam * e.replica.decode_steps * s.t_step, rel=1e-11)
         if burstiness < 1.0:
             assert sigma > s.rho  # bursts land on a busy queue more often than its busy time
         else:
@@ -92,7 +92,7 @@ def test_poisson_arrivals_keep_the_closed_form_root() -> None:
         s = e.state_at(frac * e.boundary().n_max)
         a, f, q = _parts(e, s)
         n = s.n
-        qa, qb, qc = n * q * (f - a), e.d * s.t_dec + n * a, -n
+        qa, qb, qc = n * q * (f - a), e.replica.decode_steps * s.t_dec + n * a, -n
         root = (-qb + math.sqrt(qb * qb - 4.0 * qa * qc)) / (2.0 * qa)
         assert s.lam == pytest.approx(root, rel=1e-12)
         assert s.busy == pytest.approx(s.lam * (a + s.rho * (f - a)), rel=1e-12)

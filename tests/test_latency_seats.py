@@ -168,8 +168,16 @@ def test_the_engines_inputs_by_hand() -> None:
     assert w.running == a and point.seat_wait_probability == w.probability > 0.0
     assert w.peakedness == pytest.approx(e._decode_var(s) / s.n, rel=1e-12)
     more = 32.0 - a
-    t_more = step_time_s(e.k, 0.0, 0.0, s.n_dec + more, (s.n_dec + more) * e.cbar)
-    full = a / s.lam + e.d * (t_more - s.t_dec) * s.t_step / s.t_dec  # t_step = t_dec / (1 - busy)
+    t_more = step_time_s(
+        e.replica.step_coefficients,
+        0.0,
+        0.0,
+        s.n_dec + more,
+        (s.n_dec + more) * e.replica.decode_context_tokens,
+    )
+    full = (
+        a / s.lam + e.replica.decode_steps * (t_more - s.t_dec) * s.t_step / s.t_dec
+    )  # t_step = t_dec / (1 - busy)
     assert w == seat_wait(32.0, a, w.peakedness, s.lam, full, 1.0)
     assert w.mean_s == pytest.approx(1.0 / (32.0 / full - s.lam), rel=1e-12)
 

@@ -1,6 +1,6 @@
 """Whole prompts that share steps (alike prompts with room for more beside them): a prompt opens
-its step or joins one another opened (`arrivals.join_share`, `Engine._shared_rate`), the
-stability boundary stays the unshared form's (`Engine._shared_boundary`), and the wait before a
+its step or joins one another opened (`arrivals.join_share`, `steady.shared_rate`), the
+stability boundary stays the unshared form's (`stability.shared_boundary`), and the wait before a
 prompt's step is read over the steps' chain (`Engine._delay_chain`). Pinned to the chain's
 stationary vector, to the step formula by hand, and to the simulator."""
 
@@ -20,6 +20,9 @@ from planner.deployment import Deployment
 from planner.latency import LatencyModel, WorkloadStats
 from planner.latency import engine as engine_mod
 from planner.latency.arrivals import join_share, steps_by_count
+from planner.latency.results import State
+from planner.latency.stability import find_boundary
+from planner.latency.steady import build_state
 from planner.workload import Workload
 
 acc = load_tool("accuracy.py", "accuracy_tool")
@@ -88,9 +91,9 @@ def test_a_joiner_pays_its_prompts_compute() -> None:
     decodes: the step formula by hand (chunk sums C, sum c (p + c/2), sum (p + c), prefix)."""
     eng = _engine(1000)
     state, _ = eng.solve(20.0)
-    n, ctx = state.n_arr, state.n_arr * eng.cbar
-    one = batch_time_s(eng.k, n, ctx, 1000.0, 1000.0 * 500.0, 1000.0, 0.0)
-    two = batch_time_s(eng.k, n, ctx, 2000.0, 2.0 * 1000.0 * 500.0, 2000.0, 0.0)
+    n, ctx = state.n_arr, state.n_arr * eng.replica.decode_context_tokens
+    one = batch_time_s(eng.replica.step_coefficients, n, ctx, 1000.0, 1000.0 * 500.0, 1000.0, 0.0)
+    two = batch_time_s(eng.replica.step_coefficients, n, ctx, 2000.0, 2.0 * 1000.0 * 500.0, 2000.0, 0.0)
     assert state.join_cost == pytest.approx(two - one, rel=1e-12)
     assert state.join_weight == 1.0  # room for 7 more beside one
     # the full step's average per prompt (the unshared form's F) hides the decodes' memory time
@@ -108,7 +111,9 @@ def test_the_state_is_little_with_openers_and_joiners() -> None:
     j, _ = join_share(state.lam, state.t_dec, a, state.join_cost, 1.0)
     assert state.joined == pytest.approx(j, rel=1e-9)
     assert state.busy / state.lam == pytest.approx(a + j * (state.join_cost - a), rel=1e-9)
-    assert state.n * (1.0 - state.busy) == pytest.approx(state.lam * eng.d * state.t_dec, rel=1e-9)
+    assert state.n * (1.0 - state.busy) == pytest.approx(
+        state.lam * eng.replica.decode_steps * state.t_dec, rel=1e-9
+    )
     assert state.t_step == pytest.approx(state.t_dec / (1.0 - state.busy), rel=1e-12)
 
 
@@ -117,9 +122,11 @@ def test_the_stable_branch_ends_at_the_unshared_max_stable_rate() -> None:
     reached on the shared branch at a smaller concurrency; every lower rate solves on it."""
     eng = _engine(1000)
     b = eng.boundary()
-    flat = _engine(1000)
-    flat._shares = False
-    fb = flat.boundary()
+
+    def unshared(n: float, lam: float | None) -> State:
+        return build_state(eng.replica, decodes=n, rate_per_s=lam, unshared=True)
+
+    fb = find_boundary(eng.replica, unshared)
     assert b.lam_max == fb.lam_max and b.binding == fb.binding == "kv_capacity"
     assert b.n_max < fb.n_max and b.grid_n is None
     assert eng.state_at(b.n_max).lam == pytest.approx(b.lam_max, rel=1e-8)
@@ -134,7 +141,7 @@ def test_spread_prompts_and_short_budgets_do_not_share() -> None:
     """Prompt CV past ATOM_CV (no whole-prompt atoms) or a budget without room for two more
     beside one: the unshared form, bit for bit, and the scan's points kept."""
     for eng in (_engine({"pairs": [[300, 0.5], [1700, 0.5]]}), _engine(1000, budget=1536)):
-        assert not eng._shares
+        assert not eng.replica.shares_steps
         state, _ = eng.solve(10.0)
         assert state.join_weight == 0.0 and eng.boundary().grid_n is not None
 
@@ -146,7 +153,7 @@ def test_the_wait_over_the_chain_sums_to_one_and_rises_with_load() -> None:
     tops = []
     for rate in (10.0, 25.0, 40.0):
         state, _ = eng.solve(rate)
-        st = eng._steps(state)
+        st = eng.steps(state)
         d, p = eng._delay(state, st)
         assert float(p.sum()) == pytest.approx(1.0, rel=1e-12)
         assert np.all(np.diff(d) >= 0.0)
@@ -198,4 +205,4 @@ def test_prompts_pushed_past_their_step_against_the_simulator() -> None:
     eng._ttft_mixture(state)
     assert state.chain_push is not None
     assert 0.7 * pushed <= state.chain_push <= 1.1 * pushed, (state.chain_push, pushed)
-    assert eng._steps(state).backlog < 0.7 * pushed
+    assert eng.steps(state).backlog < 0.7 * pushed

@@ -543,7 +543,7 @@ def test_running_requests_and_mixed_step_fraction_by_hand(
     assert p.running_requests == pytest.approx(running, rel=EXACT)
     assert p.mean_step_s == pytest.approx(HAND_STEP_S, rel=EXACT)
     # the mixed steps are the ITL mix's own (Poisson: each step's share is its decodes' share)
-    steps = e._steps(s)
+    steps = e.steps(s)
     assert p.mixed_step_fraction == pytest.approx(math.fsum(steps.rates.tolist()), rel=1e-12)
     assert 0.5 * unshared < p.mixed_step_fraction < unshared
 

@@ -392,8 +392,8 @@ def wait_split(
     under_way = (prev >= 0) & (end[np.maximum(prev, 0)] > arrival)
     residual = np.where(under_way, end[np.maximum(prev, 0)] - arrival, 0.0)
     queue = np.maximum(first - arrival - residual, 0.0)
-    # The model's step under way and its queue beyond the next step (engine._steps).
-    steps_model = engine._steps(state)
+    # The model's step under way and its queue beyond the next step (engine.steps).
+    steps_model = engine.steps(state)
     model_residual = steps_model.residual
     queued = steps_model.backlog
     return WaitSplit(
@@ -482,7 +482,9 @@ def state_check(
     running = np.asarray([len(x.scheduled) for x in kept], dtype=np.float64)
     mixed = np.asarray([any(t > 1 for _, t in x.scheduled) for x in kept])
     seen = decodes * runs  # decodes' steps: a decoder sees each step it is in
-    alone = step_time_s(engine.k, 0.0, 0.0, decodes, decodes * engine.cbar)  # decode-only steps
+    alone = step_time_s(
+        engine.replica.step_coefficients, 0.0, 0.0, decodes, decodes * engine.replica.decode_context_tokens
+    )  # decode-only steps
     extra = float((dur - runs * alone).sum())  # a fast-forwarded run of decode steps adds ~0
     arrived = int(np.count_nonzero((reqs.arrival_s >= lo) & (reqs.arrival_s <= hi)))
     decode_time = float((dur * decodes).sum())  # decodes x their steps' time
