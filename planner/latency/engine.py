@@ -1,5 +1,5 @@
 """One vLLM engine (one replica) under a stationary load: the analytic core of the latency model
-(docs/latency.md has the derivations and the limits).
+(docs/latency.md and its component pages, docs/latency/, have the derivations and the limits).
 
 Roles: "colocated" (prefill and decode on the same engine, chunked prefill), "prefill" (the
 prefill pool of a disaggregated deployment: prompts and first tokens only) and "decode" (the
@@ -15,7 +15,7 @@ decode pool: decode steps only). With n the mean number of decoding sequences:
   Its extra engine time over the decode steps it rides on is A = sum_j (T(chunk_j) - T(decodes
   only)) alone ("own chunks", light load) and F = Pe (T_full - T_dec) / s_f when prompts queue
   and every step is a full budget ("fluid", heavy load); the model blends them by sigma, the
-  chance an arrival finds the prefill queue busy (docs/latency.md, "A prompt's engine time").
+  chance an arrival finds the prefill queue busy (docs/latency/steady-state.md).
 * Fixed point (Little): n = lambda d t_step, t_step = t_dec / (1 - lambda E[Delta]), d = E[output]
   - 1 decode steps per request, E[Delta] = A + sigma (F - A). For a given n this
   is a quadratic in lambda, so lambda(n) is explicit; the steady n at a rate is the least root
@@ -404,7 +404,7 @@ class Engine:
         pay the full step's average F: constant 1,155-token prompts at budget 8192 (H100, 90%
         load) read E[Delta] 14.3 ms against the simulator's 12.9 (openers 8.45 ms, joiners 19.4,
         j 0.409; `join_share` 0.40, E[Delta] 13.0 ms), and near capacity 1 / (1 - lam E[Delta])
-        turned that into 16% more decodes (docs/latency.md, "What still misses", item 4)."""
+        turned that into 16% more decodes (docs/latency/limits.md, item 4)."""
         d_t = self.d * t_dec
         least = max(min(a, jc, f), 0.0)
         lo, hi = 0.0, n / (d_t + n * least) if d_t + n * least > 0.0 else lam0
@@ -508,7 +508,7 @@ class Engine:
         step carries the pieces of one or more prompts, each at its own offset; over a uniform
         phase the offsets of a prompt's chunks sum to E[Pe^2] / (2 s) + p0 (1 + Pe / s), so per
         step the chunks' prefix (re-read, `prefix_tokens`) is a_ctx + s E[p0] / E[Pe], their KV
-        read that + s, and their attention s a_ctx (docs/latency.md, "Full steps"). One chunk of
+        read that + s, and their attention s a_ctx (docs/latency/steady-state.md). One chunk of
         s tokens at a_ctx - s/2 has the same attention but half a budget less prefix. Floats give
         a float, arrays an array (`batch_time_s`'s two branches)."""
         prefix = share * self.p0_share
@@ -737,7 +737,7 @@ class Engine:
         the max stable rate where the KV cache binds by 3.5-5.6% (constant 1,155-token prompts
         at budget 8192: H100 35.46 -> 37.45 req/s, H200 27.66 -> 28.63), above the rates at
         which the simulated replica runs away (34.0-34.5 and 26.5-27.0: the count's excursions
-        fill the cache first, docs/latency.md, "What still misses", item 4); the unshared form
+        fill the cache first, docs/latency/limits.md, item 4); the unshared form
         stays within 3-4% of those edges. The scan's points are the unshared branch's, so they
         are not kept (the solve and the capacity search bracket on the branch itself)."""
         self._unshared = True
@@ -1042,8 +1042,7 @@ class Engine:
         return s.kv_full
 
     def _seat_wait(self, s: State) -> SeatWait:
-        """The wait for a sequence slot (`seats.seat_wait`, docs/latency.md, "Waiting for a
-        seat"), once per state, for the engines whose prompts arrive (colocated, prefill pool):
+        """The wait for a sequence slot (`seats.seat_wait`, docs/latency/seats.md), once per state, for the engines whose prompts arrive (colocated, prefill pool):
         S = max_num_seqs seats, offered the running requests a (`_load`). The count's
         peakedness Z: the decode count's variance over its mean (`_decode_var`: burstiness and
         the count's feedback) where decodes run, else the arrivals' burst factor 1 + (c_a^2 - 1)
@@ -1094,7 +1093,7 @@ class Engine:
     def _steps(self, s: State) -> Steps:
         """What TTFT and ITL share at a state (computed once): the prefill queue, the queue beyond
         the next step, the company a prompt is admitted with, the mix of steps a decoder sees and
-        the step under way (docs/latency.md, "Steps and company").
+        the step under way (docs/latency/steps.md).
 
         The mix: a prompt's full chunks are steps of their own; its last chunk shares a step with
         its company, the prompts that arrived during the step under way (counted once per step:
@@ -1299,7 +1298,7 @@ class Engine:
             # step alone if nothing arrived during the last full one (e^{-lam zf T_full}, else
             # shared with the newcomers, counted as its share R / s_f of a full step), so the
             # full steps keep 1 - e^{-...} R / G of the group's count. The rests by company
-            # slice, for the mean last chunk (exact for alike prompts). docs/latency.md, "The
+            # slice, for the mean last chunk (exact for alike prompts). docs/latency/steps.md, "The
             # step mix".
             share = np.reciprocal(c)
             share *= r_tok
@@ -1424,8 +1423,8 @@ class Engine:
 
         The chain also says how many steps there are: its mean step E_pi[L] (prompts per step
         lam E_pi[L]), where the mix counts lam t_step prompts per step. t_step, the closed form's
-        (`_build_state`), runs long where prompts share steps (docs/latency.md, "What still
-        misses", item 4: H200, budget 8192, 85%: 41.1 ms; the chain 38.2, the simulator's
+        (`_build_state`), runs long where prompts share steps (docs/latency/limits.md,
+        item 4: H200, budget 8192, 85%: 41.1 ms; the chain 38.2, the simulator's
         decoders 38.3), and the mix's prompt-bearing steps, scaled by E_pi[L] / t_step, are then
         the chain's pi_j: the share of steps with prompts 0.480 against the simulator's 0.488
         (0.536 unscaled), which puts ITL p50 on the right side of the jump between decode-only
@@ -1491,7 +1490,7 @@ class Engine:
         """The company's tokens given any, as (values, probabilities): a lognormal of their two
         moments x1, x2 in the probability slices, and, for prompts of alike lengths, their count
         as atoms of whole prompts (`count_given_any`), weighted 1 - CV / ATOM_CV: steps then
-        carry 1, 2, 3 prompts, not the fractions a lognormal smooths over (docs/latency.md)."""
+        carry 1, 2, 3 prompts, not the fractions a lognormal smooths over (docs/latency/steps.md)."""
         alpha = self.atom_weight
         sigma = math.sqrt(math.log(max(x2 / (x1 * x1), 1.0)))
         if counts is None or alpha <= 0.0:
@@ -1621,7 +1620,7 @@ class Engine:
         company). The classes are those of a prompt not queued beyond the next step, so not
         arrived during a backlog: the backlog's full steps leave the mixed class (their time
         share, the arrivals' backlog read as a time average by rho / sigma) and its moments, and
-        the shares are renormalized (docs/latency.md, "TTFT"). Returns (values, probabilities)."""
+        the shares are renormalized (docs/latency/ttft.md). Returns (values, probabilities)."""
         if st.busy <= 0:
             return _ZERO, _ONE
         idle, classes = self._delay_classes(s, st)
@@ -1672,7 +1671,7 @@ class Engine:
         """How far D is `_delay_chain`'s: how far whole prompts share steps (`State.join_weight`),
         fading out as arrivals get burstier, from c_a^2 = CHAIN_DELAY_CA2[0] to [1]. The chain
         weighs the step under way by its length (a time average); bursts do not see time
-        averages (docs/latency.md, "Bursty arrivals": at CV^2 4 47% of arrivals find a mixed
+        averages (docs/latency/bursty.md: at CV^2 4 47% of arrivals find a mixed
         step that fills 24% of the time), so as bursts merge prompts into fewer, longer
         steps its D would fall with burstiness (48-token prompts, MoE, H100: TTFT p99 -0.13% from
         c_a^2 1 to 3.3). Validated at the trace's c_a^2 1.19 (docs/accuracy.md); the classes'
@@ -1851,7 +1850,7 @@ class Engine:
         cost's two moments. Sorted by cost. The lognormal smears the atoms: constant 1,155-token
         prompts, H100, budget 8192, 60% load, the mixed class's top 1% averaged 5.7 prompts'
         cost where the count's 99th percentile is 4 (TTFT p99 +10.6% against the simulator, now
-        +2.7%; docs/latency.md, "TTFT")."""
+        +2.7%; docs/latency/ttft.md)."""
         m1 = cnt.m1
         # the count's spread at a given L: its variance less the steps' own (as `_steps` has it)
         at_l = cnt.m2 - m1 * m1 - lam * lam * max(el2 - el * el, 0.0)
