@@ -198,7 +198,7 @@ def test_itl_of_alike_prompts_within_bounds_of_the_simulator(
 # (when nothing arrives to share it), ITL p50 on the H100 at budget 2048 read +37.0% (constant
 # lengths, 85%: p50 in the full steps where the simulator's falls in the steps of one prompt or
 # a rest); +0.8% with them. Bound 10%. That p50 sits at the jump between the two kinds of step
-# (docs/latency.md, "What still misses", item 4): since prompts that meet a busy prefill queue are
+# (docs/latency/limits.md, item 4): since prompts that meet a busy prefill queue are
 # read as GI/M/1's sigma, not rho (session 12: sigma 0.82 against rho 0.80 here, CV^2 1.19), it
 # lands in the full steps again, +26.2%: a strict xfail until the jump is modelled (the bursty
 # table gained 8 figures by it, docs/accuracy.md); +32.6% since a split group's rest rides ahead
@@ -278,8 +278,8 @@ def test_mixed_step_share_within_bounds_of_the_simulator(
 # simulator's steps (each less a decode-only step of its own decodes, per request), the model's
 # reads +3.1%, +4.2%, +2.3% and +2.6% at budget 2048 and 85% load (H100 constant and spread, H200
 # constant and spread; 15,000 requests, seed 0, docs/accuracy.md's steady-state table) and +5% to
-# +11% on the H100 at budget 8192, where prompts share steps (docs/latency.md, "What still
-# misses", item 4). Bound 5% where a prompt's chunks fill steps of their own.
+# +11% on the H100 at budget 8192, where prompts share steps (docs/latency/limits.md,
+# item 4). Bound 5% where a prompt's chunks fill steps of their own.
 PROMPT_COST = [
     ("h100-sxm", "theoretical", "spread"),
     ("h200-sxm", "calibrated", "constant"),

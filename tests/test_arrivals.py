@@ -87,7 +87,7 @@ def _monte_carlo(k: float, mu: float, n: int, seed: int) -> tuple[float, float, 
 def test_against_a_simulated_renewal_process(k: float, mu: float) -> None:
     """A million gamma gaps counted around each arrival: the four moments within 2% (1% for the
     probabilities). At CV^2 4 and lam L = 0.13 (budget 8192 on an H100, 30% load): P(K = 0) =
-    0.39, where the simulator scheduled 39% of prompts alone (docs/latency.md)."""
+    0.39, where the simulator scheduled 39% of prompts alone (docs/latency/ttft.md)."""
     got = company_count(k, 1.0, mu, mu * mu)
     p_any, p_one, one, one_sq, cross = _monte_carlo(k, mu, 1_000_000, 7)
     assert got.p_any == pytest.approx(p_any, rel=0.01)

@@ -190,7 +190,7 @@ def test_hand_derived_disaggregated_case() -> None:
     Little: n = lambda d t(n)  =>  n = lambda d (a + b) / (1 - lambda d b)
         lambda d = 1000/s:  n = 4.9362308206 / 0.9537604394 = 5.175545783161635
         t(n) = n / (lambda d) = 5.1755457831616355e-3 s.
-    The count wanders (docs/latency.md, "The decode count wanders"): Var n = n / (1 - G), G =
+    The count wanders (docs/latency/decode-count.md): Var n = n / (1 - G), G =
     e_dec = b n / t(n) = lambda d b = 0.046239560597014924 (no prefill here, Poisson arrivals):
     v = 5.426463... A decoder sees itself and M others, M of mean n + v/n - 1 = 5.224026...
     and variance v + (v/n)^2 - v/n, drawn as a lognormal over the probability slices; ITL

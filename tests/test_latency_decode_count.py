@@ -1,4 +1,4 @@
-"""The decode count wanders (docs/latency.md, "The decode count wanders"): its variance against
+"""The decode count wanders (docs/latency/decode-count.md): its variance against
 the simulator's, the decode-only steps a decoder sees spread by it (ITL p50 where it falls on
 them, a decode pool's ITL p99), and KV overflow read from it, each pinned to simulated runs; and
 `WorkloadStats.decode_overlap` by hand."""
@@ -88,7 +88,7 @@ def test_window_loop_amplifies_the_count_variance_by_one_over_one_minus_gain() -
 # slows prefill, which holds prompts back from becoming decodes while the queue holds them
 # (H100, budget 512, 90%: the variance 1.9x high before). Now 30.4 / 16.3 / 8.9 / 5.3. Over 48
 # cells (budgets 512-8192, 30-90% load, both lengths and GPUs) the sd is within 10% in 41 (was
-# 19; docs/accuracy.md's steady-state table, docs/latency.md, "The decode count wanders").
+# 19; docs/accuracy.md's steady-state table, docs/latency/decode-count.md).
 # Bound 10% on the sd.
 COUNT_SPREAD = [
     ("h100-sxm", "theoretical", 2048, "spread", 0.85),
@@ -170,7 +170,7 @@ def test_preemption_risk_between_the_simulated_full_cache_shares() -> None:
     at >= 98% and at >= 90% of the blocks. With the count's variance as Poisson (z n) the risk
     read 6e-4; then 5.1%, and the simulator spends 2.5% of the time at >= 98% and 13.6% at >= 90%
     (5.5% at >= 95%). Since session 17 the count's variance is right within a median 4% over the
-    grid, but 21% low here (docs/latency.md, "The decode count wanders"): the risk reads 2.0%, a
+    grid, but 21% low here (docs/latency/decode-count.md): the risk reads 2.0%, a
     strict xfail until it is."""
     trace = acc.builtin_trace(acc.TRACE)
     case = acc.Case("Qwen/Qwen3-8B", "h100-sxm", "theoretical", 2048)

@@ -37,7 +37,7 @@ from planner.workload import Workload
 # prompts just over the budget, the example below: 1.1e-3 from 91% to 95% of the max stable rate,
 # where D's 99th percentile moves between the step-under-way slices of its mixed class).
 # Short ones (prompts under SHORT_PROMPT or answers under SHORT_ANSWER tokens on average) dip
-# more (docs/latency.md, "Approximations and known limits"): near capacity the backlog's full
+# more (docs/latency/limits.md): near capacity the backlog's full
 # steps take over the mix from the steps of a last chunk with company (ITL p99 -28% seen while a
 # company's attention was charged as one prompt's: the example below), and the company count's
 # burst factor falls as the company grows (TTFT p99 -2% seen).
@@ -197,11 +197,11 @@ def test_more_burstiness_never_lowers_ttft_p99(
         p = m.evaluate(rate, per_bucket=False)
         cur = p.ttft_p99_s if p.stable and p.ttft_p99_s is not None else float("inf")
         # 1e-3: bursts merge prompts into fewer, longer mixed steps, which moves weight between the
-        # decode-only and the mixed class of the step under way (docs/latency.md, "Approximations":
+        # decode-only and the mixed class of the step under way (docs/latency/limits.md:
         # dips of ~1e-4 seen, e.g. 1-token prompts mixed with 1,470-token ones at 6% load); for MoE
         # models the mean step in progress can also shrink by ~1e-6 (a burstier batch spreads over
         # more experts per step). Both far below anything a plan could notice.
-        # Short workloads dip more (docs/latency.md, "Approximations": 1-token prompts with
+        # Short workloads dip more (docs/latency/limits.md: 1-token prompts with
         # 2-token answers on an MoE model read -0.23% from c_a^2 3.3 to 20).
         short = _mean_tokens(prompts) < SHORT_PROMPT or _mean_tokens(outputs) < SHORT_ANSWER
         dip = BURST_DIP_SHORT if short else BURST_DIP
@@ -256,7 +256,7 @@ def test_capacity_answer_meets_its_slo(
         "max_num_batched_tokens",
     }
     # An SLO-bound answer is the last point met, within CAPACITY_PRECISION of itself below the
-    # first point missed, in requests/s (docs/latency.md, "Capacity"). Decode roles search the
+    # first point missed, in requests/s (docs/latency/capacity.md). Decode roles search the
     # rate axis `Engine.concurrency_at` reads off the boundary's grid; the precision is on the
     # states' own rates.
     for pool in cap.pools.values():
@@ -292,7 +292,7 @@ def test_ttft_p99_rises_with_load_under_heavy_bursts() -> None:
     """docs/accuracy.md's bursty cell that used to break monotonicity: the azure-conv-2023
     stationary lengths with gamma gaps of CV² 20 (k = 0.05), Qwen3-8B on the calibrated H200 at
     budget 8192. Before the company of a prompt not queued beyond the next step was capped at one
-    budget (docs/latency.md, bursty arrivals), TTFT p99 read 5.5 s at 55-60% load and 4.8 s at
+    budget (docs/latency/bursty.md), TTFT p99 read 5.5 s at 55-60% load and 4.8 s at
     85%: it fell with load. 30..90% of the stable rate in steps of 5%."""
     from planner.costmodel.profiles import resolve_profile
     from planner.traces import builtin_trace

@@ -4,8 +4,8 @@ stable range: 7.72 req/s) and a budget of 8192 tokens that never binds. Without 
 the model's TTFT p99 stayed at ~0.18 s up to that limit while the simulator's reached 3.5 s at
 90% of it, so a plan sized at the limit failed its own `--verify`; with it, `evaluate` and
 `simulate` agree within 25% on TTFT p99 and ITL p99 from low load to the capacity a 1 s TTFT
-target gives, and both say the target fails at 90-95% of the limit. Seed 0; docs/latency.md,
-"Waiting for a seat", has the figures over more seeds and seat counts."""
+target gives, and both say the target fails at 90-95% of the limit. Seed 0; docs/latency/seats.md
+has the figures over more seeds and seat counts."""
 
 from __future__ import annotations
 

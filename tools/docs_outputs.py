@@ -11,7 +11,7 @@ Optional `lines=A:B` after the command keeps lines A..B (1-based, inclusive; `li
 first 12) when the docs quote part of a long output. Commands run in this repository's root,
 through `planner.cli.main` in this process (so what is quoted is exactly what `capplan` prints).
 
-    python3 tools/docs_outputs.py            # rewrite every quoted output in docs/*.md, README.md
+    python3 tools/docs_outputs.py            # rewrite every quoted output in docs/**/*.md, README.md
     python3 tools/docs_outputs.py --check    # exit 1 and list the blocks that differ
 
 tests/test_docs_outputs.py runs the check, so a change that moves a quoted figure fails until the
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCS = (*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md")
+DOCS = (*sorted((ROOT / "docs").rglob("*.md")), ROOT / "README.md")  # docs/latency/ too
 MARKER = re.compile(r"^<!-- output: (?P<cmd>.+?)(?: lines=(?P<a>\d*):(?P<b>\d*))? -->\n```text\n", re.M)
 MAX_BLOCKS_PER_FILE = 100  # a bound on the scan (the docs hold a handful)
 

@@ -1,4 +1,4 @@
-"""The decode count's variance (docs/latency.md, "The decode count wanders"): how far the number
+"""The decode count's variance (docs/latency/decode-count.md): how far the number
 of decoding sequences n spreads around its mean, and the other decodes a decoder meets in its
 decode-only steps. Pure functions of named inputs; the engine gathers them from its state.
 

@@ -1,5 +1,5 @@
-"""The steps a decoder sees besides decode-only ones, timed and weighted (docs/latency.md, "The step
-mix"): last chunks alone, full chunks, last chunks with each company slice (timed exactly, each
+"""The steps a decoder sees besides decode-only ones, timed and weighted (docs/latency/steps.md, "The
+step mix"): last chunks alone, full chunks, last chunks with each company slice (timed exactly, each
 prompt counting its tokens' share of its step), the rests of the groups the budget splits, and a
 backlog's full steps; weighted by the decodes each step carries. The last stage of the step mix
 (`steps.step_mix`), a pure function of keyword inputs.

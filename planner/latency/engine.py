@@ -15,7 +15,7 @@ decode pool: decode steps only). With n the mean number of decoding sequences:
   Its extra engine time over the decode steps it rides on is A = sum_j (T(chunk_j) - T(decodes
   only)) alone ("own chunks", light load) and F = Pe (T_full - T_dec) / s_f when prompts queue
   and every step is a full budget ("fluid", heavy load); the model blends them by sigma, the
-  chance an arrival finds the prefill queue busy (docs/latency.md, "A prompt's engine time").
+  chance an arrival finds the prefill queue busy (docs/latency/steady-state.md, "A prompt's engine time").
 * Fixed point (Little): n = lambda d t_step, t_step = t_dec / (1 - lambda E[Delta]), d = E[output]
   - 1 decode steps per request, E[Delta] = A + sigma (F - A). For a given n this
   is a quadratic in lambda, so lambda(n) is explicit; the steady n at a rate is the least root
@@ -397,8 +397,7 @@ class Engine:
         return s.kv_full
 
     def _seat_wait(self, s: State) -> SeatWait:
-        """The wait for a sequence slot (`seats.seat_wait`, docs/latency.md, "Waiting for a
-        seat"), once per state, for the engines whose prompts arrive (colocated, prefill pool):
+        """The wait for a sequence slot (`seats.seat_wait`, docs/latency/seats.md), once per state, for the engines whose prompts arrive (colocated, prefill pool):
         S = max_num_seqs seats, offered the running requests a (`_load`). The count's
         peakedness Z: the decode count's variance over its mean (`_decode_var`: burstiness and
         the count's feedback) where decodes run, else the arrivals' burst factor 1 + (c_a^2 - 1)
@@ -582,7 +581,7 @@ class Engine:
         company). The classes are those of a prompt not queued beyond the next step, so not
         arrived during a backlog: the backlog's full steps leave the mixed class (their time
         share, the arrivals' backlog read as a time average by rho / sigma) and its moments, and
-        the shares are renormalized (docs/latency.md, "TTFT"). Returns (values, probabilities)."""
+        the shares are renormalized (docs/latency/ttft.md). Returns (values, probabilities)."""
         if st.busy <= 0:
             return _ZERO, _ONE
         idle, classes = self._delay_classes(s, st)
@@ -633,7 +632,7 @@ class Engine:
         """How far D is `_delay_chain`'s: how far whole prompts share steps (`State.join_weight`),
         fading out as arrivals get burstier, from c_a^2 = CHAIN_DELAY_CA2[0] to [1]. The chain
         weighs the step under way by its length (a time average); bursts do not see time
-        averages (docs/latency.md, "Bursty arrivals": at CV^2 4 47% of arrivals find a mixed
+        averages (docs/latency/bursty.md: at CV^2 4 47% of arrivals find a mixed
         step that fills 24% of the time), so as bursts merge prompts into fewer, longer
         steps its D would fall with burstiness (48-token prompts, MoE, H100: TTFT p99 -0.13% from
         c_a^2 1 to 3.3). Validated at the trace's c_a^2 1.19 (docs/accuracy.md); the classes'
@@ -812,7 +811,7 @@ class Engine:
         cost's two moments. Sorted by cost. The lognormal smears the atoms: constant 1,155-token
         prompts, H100, budget 8192, 60% load, the mixed class's top 1% averaged 5.7 prompts'
         cost where the count's 99th percentile is 4 (TTFT p99 +10.6% against the simulator, now
-        +2.7%; docs/latency.md, "TTFT")."""
+        +2.7%; docs/latency/ttft.md)."""
         m1 = cnt.m1
         # the count's spread at a given L: its variance less the steps' own (as `_steps` has it)
         at_l = cnt.m2 - m1 * m1 - lam * lam * max(el2 - el * el, 0.0)

@@ -1,4 +1,4 @@
-"""The KV-full wait (docs/latency.md, "Where the KV cache fills"): where the requests in flight
+"""The KV-full wait (docs/latency/kv-full.md): where the requests in flight
 may need more KV blocks than the cache holds, an arriving prompt waits for blocks to free, and
 that wait is a branch of TTFT's mixture.
 
@@ -25,7 +25,7 @@ from planner.latency.queueing import Phases, phases_mean_s
 FloatArray = npt.NDArray[np.float64]
 
 # Below this chance of finding the KV cache full, TTFT ignores it (a tolerance: engines far from
-# the cache's limit read bit for bit as without the branch; docs/latency.md).
+# the cache's limit read bit for bit as without the branch; docs/latency/kv-full.md).
 KV_FULL_MIN = 1e-4
 
 

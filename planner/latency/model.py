@@ -33,7 +33,7 @@ BindingLimit = Literal["ttft", "itl", "compute", "kv_capacity", "max_num_seqs", 
 
 # The capacity is the last point that met the SLO, found to this share of itself below the first
 # point that missed it (a tolerance on the whole stable range instead leaves a capacity far below
-# the range's end, a tight SLO, coarse: docs/latency.md, "Capacity").
+# the range's end, a tight SLO, coarse: docs/latency/capacity.md).
 CAPACITY_PRECISION = 1e-2
 # Brent's tolerance: 0.9 of that precision of the point (its bracket then closes within the
 # precision in one pass; `last_met` goes on between the two points where it does not), plus

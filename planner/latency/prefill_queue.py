@@ -1,5 +1,4 @@
-"""The prefill queue and its wait (docs/latency.md, "The prefill queue", "A backlog drains
-slower as it grows"): prompts wait for the budget as a GI/G/1 queue served at the full-step
+"""The prefill queue and its wait (docs/latency/prefill-queue.md): prompts wait for the budget as a GI/G/1 queue served at the full-step
 rate, a full step being the FIFO stream of waiting prompts.
 
 * The service's shape (`service_shape`): a prompt's service is Pe / s full steps of a stream of
@@ -27,7 +26,7 @@ from planner.latency.results import PrefillDrag, ServiceShape
 FloatArray = npt.NDArray[np.float64]
 
 # The backlog's drain stretch is sized at the wait's p99: P(wait > V) = TAIL_LEVEL (a modelling
-# choice: the stretch matters where TTFT p99 is read; docs/latency.md, "A backlog drains...").
+# choice: the stretch matters where TTFT p99 is read; docs/latency/prefill-queue.md).
 TAIL_LEVEL = 0.01
 # Fixed-point passes of the stretch (a bound on the loop: it converges in a few).
 STRETCH_PASSES = 30
@@ -172,7 +171,7 @@ def stretched_wait(
     of them per second, more than arrive, so decodes accumulate, g = (1 - rho) / q per second of
     backlog; each adds to the step (`drag`). A prompt that finds V seconds of work sits in a
     busy period that took about V max(1, c_a^2) / (1 - rho) to build (heavy traffic: the climb
-    is the reversed descent; the c_a^2 factor a reading, docs/latency.md), over which x(V) =
+    is the reversed descent; the c_a^2 factor a reading, docs/latency/prefill-queue.md), over which x(V) =
     g T_d (1 - exp(-age / T_d)) decodes joined (T_d the lifetime; at most `room`). So the queue
     builds faster at level u (drift 1 - rho e^{beta x(u)}) and the prompt's own wait stretches
     by e^{beta x(V)}. Both are sized at the wait's p99 (TAIL_LEVEL; the drift averaged over

@@ -60,7 +60,7 @@ class Wait:
 
     `env`, when given, makes the wait a scale mixture: with probability p_i the whole wait
     (mean and tail scale) is f_i times as long, sum p_i f_i = 1 (the latency model's queue
-    under a wandering decode count: docs/latency.md, "A backlog drains slower as it grows")."""
+    under a wandering decode count: docs/latency/prefill-queue.md)."""
 
     prob: float
     mean_if_waiting_s: float

@@ -1,6 +1,6 @@
 """The wait for a sequence slot: vLLM V1 admits a waiting request only while fewer than
 `max_num_seqs` requests run (prefilling or decoding), so when every seat is taken a new prompt
-waits for one to free, and that wait is part of its TTFT (docs/latency.md, "Waiting for a seat").
+waits for one to free, and that wait is part of its TTFT (docs/latency/seats.md).
 
 The seats are a many-server queue, S = max_num_seqs servers, each held for a request's residence
 (its prefill and decode steps). At offered load a = lam E[R] (the mean running requests, Little)

@@ -1,4 +1,4 @@
-"""The stability boundary (docs/latency.md, "Stability"): how far a replica's stable branch reaches,
+"""The stability boundary (docs/latency/stability.md): how far a replica's stable branch reaches,
 and the steady state at a rate on it.
 
 A state is stable while prefill tokens arrive slower than full-budget steps deliver them (rho < 1),
@@ -260,7 +260,7 @@ def shared_boundary(replica: Replica, *, state_of: StateOf, unshared_state_of: S
     the max stable rate where the KV cache binds by 3.5-5.6% (constant 1,155-token prompts
     at budget 8192: H100 35.46 -> 37.45 req/s, H200 27.66 -> 28.63), above the rates at
     which the simulated replica runs away (34.0-34.5 and 26.5-27.0: the count's excursions
-    fill the cache first, docs/latency.md, "What still misses", item 4); the unshared form
+    fill the cache first, docs/latency/limits.md, "What still misses", item 4); the unshared form
     stays within 3-4% of those edges. The scan's points are the unshared branch's, so they
     are not kept (the solve and the capacity search bracket on the branch itself)."""
     b = find_boundary(replica, unshared_state_of)

@@ -1,4 +1,4 @@
-"""The steady state at one concurrency (docs/latency.md, "A prompt's engine time"): Little's fixed
+"""The steady state at one concurrency (docs/latency/steady-state.md, "A prompt's engine time"): Little's fixed
 point n = lam d t_step, t_step = t_dec / (1 - lam E[Delta]), solved for the rate lam at a given
 mean decode count n (`build_state`), and the prompt's engine time E[Delta] it rests on.
 
@@ -209,7 +209,7 @@ def shared_rate(
     pay the full step's average F: constant 1,155-token prompts at budget 8192 (H100, 90%
     load) read E[Delta] 14.3 ms against the simulator's 12.9 (openers 8.45 ms, joiners 19.4,
     j 0.409; `join_share` 0.40, E[Delta] 13.0 ms), and near capacity 1 / (1 - lam E[Delta])
-    turned that into 16% more decodes (docs/latency.md, "What still misses", item 4)."""
+    turned that into 16% more decodes (docs/latency/limits.md, "What still misses", item 4)."""
     n, lam0, q, a, f = decodes, rate0, full_service_s, own_delta_s, fluid_s
     t_dec, jc, wj = decode_step_s, join_cost_s, join_weight
     d_t = replica.decode_steps * t_dec
@@ -324,7 +324,7 @@ def stream_step_s(
     step carries the pieces of one or more prompts, each at its own offset; over a uniform
     phase the offsets of a prompt's chunks sum to E[Pe^2] / (2 s) + p0 (1 + Pe / s), so per
     step the chunks' prefix (re-read, `prefix_tokens`) is a_ctx + s E[p0] / E[Pe], their KV
-    read that + s, and their attention s a_ctx (docs/latency.md, "Full steps"). One chunk of
+    read that + s, and their attention s a_ctx (docs/latency/steady-state.md, "Full steps"). One chunk of
     s tokens at a_ctx - s/2 has the same attention but half a budget less prefix. Floats give
     a float, arrays an array (`batch_time_s`'s two branches); share >= 1 at every caller."""
     a_ctx = replica.prefill_attention_context

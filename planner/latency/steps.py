@@ -1,4 +1,4 @@
-"""The step mix (docs/latency.md, "Steps and company", "The step mix"): what TTFT and ITL share at a
+"""The step mix (docs/latency/steps.md, "Steps and company", "The step mix"): what TTFT and ITL share at a
 state (a colocated engine with decodes): the step under way an arriving prompt meets, the company
 it is admitted with, the queue beyond the next step, and the steps a decoder sees with their
 rates.
@@ -40,7 +40,7 @@ from planner.latency.results import State, Steps
 from planner.latency.slices import SLICE_PROB_LIST, lognormal_slice_list
 
 # Passes of the mix with company after the first without (the chain L -> company -> L converges
-# in two: docs/latency.md, "Steps and company").
+# in two: docs/latency/steps.md, "Steps and company").
 COMPANY_PASSES = 2
 # The steps' prompt-count chain's states at most (`chain_steps`; a bound on its size).
 CHAIN_STATES = 64
@@ -386,7 +386,7 @@ def chain_company(
 
     The chain also says how many steps there are: its mean step E_pi[L] (prompts per step
     lam E_pi[L]), where the mix counts lam t_step prompts per step. t_step (`step_s`, the
-    closed form's) runs long where prompts share steps (docs/latency.md, "What still misses",
+    closed form's) runs long where prompts share steps (docs/latency/limits.md, "What still misses",
     item 4: H200, budget 8192, 85%: 41.1 ms; the chain 38.2, the simulator's decoders 38.3),
     and the mix's prompt-bearing steps, scaled by E_pi[L] / t_step, are then the chain's pi_j:
     the share of steps with prompts 0.480 against the simulator's 0.488 (0.536 unscaled), which

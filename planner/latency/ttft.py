@@ -1,4 +1,4 @@
-"""TTFT (docs/latency.md, "TTFT"): a prompt's own time, its wait and its company. This module
+"""TTFT (docs/latency/ttft.md): a prompt's own time, its wait and its company. This module
 holds the parts of TTFT that are pure arithmetic on what the engine gathers:
 
 * the company's cost given any, in the probability slices (`company_slices`, `company_top_s`):
