@@ -1,9 +1,7 @@
 """One name per job: no two modules under planner/ share a file name (`__init__.py` aside), so a
 name in a traceback, an import or a review says which module without its folder (issue 34: two
 engine.py, three pool.py, report.py beside reports.py and plan/report.py).
-
-planner/latency/ is left out while it is being split into components; its names join the check
-once that lands (LATENCY_EXEMPT)."""
+"""
 
 from __future__ import annotations
 
@@ -12,7 +10,6 @@ from collections.abc import Iterable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-LATENCY_EXEMPT = ("planner/latency/",)
 
 
 def _duplicates(paths: Iterable[str]) -> dict[str, list[str]]:
@@ -20,7 +17,7 @@ def _duplicates(paths: Iterable[str]) -> dict[str, list[str]]:
     by_name: dict[str, list[str]] = defaultdict(list)
     for path in paths:
         name = path.rsplit("/", 1)[-1]
-        if name != "__init__.py" and not path.startswith(LATENCY_EXEMPT):
+        if name != "__init__.py":
             by_name[name].append(path)
     return {name: sorted(ps) for name, ps in sorted(by_name.items()) if len(ps) > 1}
 
@@ -35,9 +32,12 @@ def test_module_names_are_unique() -> None:
 
 
 def test_the_check_finds_a_duplicate() -> None:
-    """It can fail: a repeated name is reported, __init__.py and planner/latency/ are not."""
+    """It can fail: a repeated name is reported (planner/latency's too), __init__.py is not."""
     modules = _planner_modules()
     assert "planner/api.py" in modules and len(modules) > 50
     fake = ["planner/a/pool.py", "planner/b/pool.py", "planner/a/__init__.py", "planner/b/__init__.py"]
     fake += ["planner/latency/model.py", "planner/x/model.py"]
-    assert _duplicates(fake) == {"pool.py": ["planner/a/pool.py", "planner/b/pool.py"]}
+    assert _duplicates(fake) == {
+        "model.py": ["planner/latency/model.py", "planner/x/model.py"],
+        "pool.py": ["planner/a/pool.py", "planner/b/pool.py"],
+    }
