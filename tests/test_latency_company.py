@@ -19,7 +19,7 @@ from planner.costmodel.steptime import batch_time_s
 from planner.deployment import Deployment
 from planner.latency import LatencyModel, WorkloadStats
 from planner.latency.company import COUNT_ATOMS, count_given_any, under_way
-from planner.latency.replica import ATOM_CV
+from planner.latency.replica import ATOM_CV, room_after_tokens
 from planner.latency.results import Steps
 from planner.latency.steps import chain_company
 from planner.workload import Workload
@@ -411,7 +411,7 @@ def test_company_atoms_fade_in_with_the_room(monkeypatch: pytest.MonkeyPatch) ->
     eng = _engine(3000)
     state, _ = eng.solve(5.0)
     st = eng.steps(state)
-    room = eng._room_after_tokens(state)
+    room = room_after_tokens(eng.replica, state)
     whole = engine_mod.room_for_more(room, 3000.0)
     assert 0.5 < whole < 0.9 and eng.replica.atom_weight == 1.0
     for cl in eng._delay_classes(state, st)[1]:

@@ -28,7 +28,7 @@ decode pool: decode steps only). With n the mean number of decoding sequences:
   lambda E[Delta] < 1, running requests (decoding + prefilling) <= max_num_seqs, mean KV use
   <= the KV cache, chunk share >= 1 token; the largest lambda on the stable branch is the max
   stable rate (a grid scan, then root-finding on the first margin to close).
-* Steps (`_steps`, shared by TTFT and ITL): V1 admits every waiting prompt at a step boundary
+* Steps (`Engine.steps`, shared by TTFT and ITL): V1 admits every waiting prompt at a step boundary
   while budget is left, so a prompt's last chunk shares its step with its "company", the
   prompts that arrived during the step under way (length-biased mean L: a gamma renewal
   process's count around an arrival, `arrivals.company_count`); a step with several prompts
@@ -36,7 +36,7 @@ decode pool: decode steps only). With n the mean number of decoding sequences:
   (probability q: the GI/G/1 prefill queue's work exceeds the step under way plus one full
   step), every step is a full budget. L follows from that mix (a fixed point, two passes).
 * The prefill queue: GI/G/1 at the full-step rate, a full step being the FIFO stream of waiting
-  prompts (`_stream_step_s`: pieces of several prompts, each chunk at its own offset), the
+  prompts (`steady.stream_step_s`: pieces of several prompts, each chunk at its own offset), the
   service's shape from each prompt's own stream steps (`_service_shape`), and the wait stretched
   for the decodes a backlog accumulates (`_queue_wait`).
 * ITL: quantiles of the steps a decoder sees: decode-only (t_dec), full chunks, last chunks
@@ -62,7 +62,6 @@ from __future__ import annotations
 
 import bisect
 import math
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -118,7 +117,7 @@ from planner.latency.queueing import (
     response_quantiles,
     response_quantiles_phases,
 )
-from planner.latency.replica import replica_of
+from planner.latency.replica import replica_of, room_after_tokens
 from planner.latency.results import (
     Boundary,
     DelayClass,
@@ -203,25 +202,10 @@ class Engine:
         self.stats = stats
         self.config = config
         self.role = role
-        self.extra_ttft = ttft_extra_s
-        # The replica's inputs under the names the TTFT / ITL half still reads (`Replica`'s
-        # fields say what each holds), until it reads `self.replica`.
-        self.k = r.step_coefficients
-        self.half_block = r.half_block_tokens
-        self.has_decode, self.has_prefill = r.has_decode, r.has_prefill
-        self.d, self.ca2, self._k = r.decode_steps, r.arrival_cv2, r.gap_shape
-        self.cbar = r.decode_context_tokens
-        self.pw, self.pe, self.p0 = r.prompt_probs, r.prefill_tokens, r.cached_tokens
-        self.kv_weight = r.prompt_kv_tokens
-        self.pe_max, self.mean_pe = r.longest_prefill_tokens, r.mean_prefill_tokens
-        self.a_ctx, self.p0_share = r.prefill_attention_context, r.cached_per_computed
-        self.budget, self.seats_max, self.kv_cap = r.budget_tokens, r.seats, r.kv_cache_tokens
-        self.n_cap, self.threshold = r.decode_cap, r.chunk_threshold_tokens
-        self.kappa, self.pe_tok_mean = r.prefill_kappa, r.token_mean_prefill_tokens
-        self.atom_weight, self._p0_mean = r.atom_weight, r.mean_cached_tokens
-        self._dispersion = r.count_dispersion
+        self.ttft_extra_s = ttft_extra_s
+        self.has_decode, self.has_prefill = r.has_decode, r.has_prefill  # the capacity search reads these
         lo, hi = CHAIN_DELAY_CA2
-        self._chain_fade = min(max((hi - self.ca2) / (hi - lo), 0.0), 1.0)  # `_chain_delay_weight`
+        self._chain_fade = min(max((hi - self.replica.arrival_cv2) / (hi - lo), 0.0), 1.0)  # `_chain_delay_weight`
         self._boundary: Boundary | None = None
         self._axis: RateAxis | None = None
         self._zero: State | None = None
@@ -268,32 +252,11 @@ class Engine:
         """`_state` with whole prompts not sharing steps (the stability boundary's form)."""
         return self._state(n, lam_in, True)
 
-    # ---- delegations the TTFT / ITL half calls (removed once it calls the components) --------
-
-    def _join_cost_s(self, n_arr: float, ctx: float) -> float:
-        return join_cost_s(self.replica, n_arr, ctx)
-
-    def _merge_weight(self, rho: float) -> float:
-        return merge_weight(self.replica, rho)
-
-    def _stream_step_s(
-        self, share: FloatArray | float, n_arr: FloatArray | float, ctx: FloatArray | float
-    ) -> Any:
-        return stream_step_s(self.replica, share, n_arr, ctx)
-
-    @staticmethod
-    def _row_sums(a: FloatArray) -> FloatArray:
-        return row_sums(a)
-
     # ---- the stability boundary and the steady state at a rate (`stability`) ------------------
 
     def slack_of(self, s: State) -> float:
         """Smallest relative margin of the stability constraints at a state (< 0: violated)."""
         return slack_of(self.replica, s)
-
-    def _load(self, s: State) -> tuple[float, float]:
-        """Running requests and mean KV tokens at a state (`stability.load_of`)."""
-        return load_of(self.replica, s)
 
     def grid(self, ns: FloatArray) -> Grid:
         """Rates and stability margins at concurrencies `ns` (`stability.grid`)."""
@@ -342,7 +305,7 @@ class Engine:
         if self.has_decode:
             itl50, itl99 = self._itl(s)
             worst = self._itl_worst(s)
-        seats, kv_mean = self._load(s)
+        seats, kv_mean = load_of(self.replica, s)
         risk = self._kv_risk(s)
         seat = self._seat_wait(s)
         # the steps that carry prompt tokens, company sharing one: the mix ITL reads
@@ -362,7 +325,7 @@ class Engine:
             queue_wait_mean_s=wait.mean_s,
             queue_wait_p99_s=wait.quantile(0.99),
             kv_cache_tokens_used=kv_mean,
-            kv_cache_usage=kv_mean / self.kv_cap,
+            kv_cache_usage=kv_mean / self.replica.kv_cache_tokens,
             preemption_risk=risk,
             running_requests=seats,
             kv_full_wait_s=self._kv_full(s)[1],
@@ -374,12 +337,12 @@ class Engine:
         """`kv_full.kv_overflow_probability` at the state (its inputs gathered)."""
         kv_var = kv_tokens_variance(
             decodes=s.n,
-            context_mean=self.cbar,
+            context_mean=self.replica.decode_context_tokens,
             context_sq_mean=self.stats.decode_context_sq,
             decode_count_variance=self._decode_var(s),
         )
         return kv_overflow_probability(
-            kv_tokens_mean=self._load(s)[1], kv_tokens_var=kv_var, kv_capacity_tokens=self.kv_cap
+            kv_tokens_mean=load_of(self.replica, s)[1], kv_tokens_var=kv_var, kv_capacity_tokens=self.replica.kv_cache_tokens
         )
 
     def _kv_full(self, s: State) -> KvFull:
@@ -389,8 +352,8 @@ class Engine:
             f = self._kv_risk(s) if self.has_prefill and self.has_decode and s.n > 0.0 else 0.0
             s.kv_full = kv_full_wait(
                 overflow_probability=f,
-                kv_tokens_mean=self._load(s)[1] if f >= KV_FULL_MIN else 0.0,
-                kv_capacity_tokens=self.kv_cap,
+                kv_tokens_mean=load_of(self.replica, s)[1] if f >= KV_FULL_MIN else 0.0,
+                kv_capacity_tokens=self.replica.kv_cache_tokens,
                 mean_step_s=s.t_step,
                 kv_token_s=self.stats.kv_token_s,
             )
@@ -398,7 +361,7 @@ class Engine:
 
     def _seat_wait(self, s: State) -> SeatWait:
         """The wait for a sequence slot (`seats.seat_wait`, docs/latency/seats.md), once per state, for the engines whose prompts arrive (colocated, prefill pool):
-        S = max_num_seqs seats, offered the running requests a (`_load`). The count's
+        S = max_num_seqs seats, offered the running requests a (`stability.load_of`). The count's
         peakedness Z: the decode count's variance over its mean (`_decode_var`: burstiness and
         the count's feedback) where decodes run, else the arrivals' burst factor 1 + (c_a^2 - 1)
         a / (1 + a) (as z). The residence with every seat taken, R_full: a / lam with each of
@@ -406,18 +369,18 @@ class Engine:
         n_dec + S - a, over 1 - busy as t_step); a prefill pool's, a / lam."""
         if s.seats is None:
             s.seats = NO_SEAT_WAIT
-            running = self._load(s)[0] if self.has_prefill and s.lam > 0.0 else 0.0
+            running = load_of(self.replica, s)[0] if self.has_prefill and s.lam > 0.0 else 0.0
             if running > 0.0:
                 full = running / s.lam
                 if self.has_decode and s.n > 0.0:
                     peak = self._decode_var(s) / s.n
-                    more = max(self.seats_max - running, 0.0)
+                    more = max(self.replica.seats - running, 0.0)
                     longer = self._decode_step_s(s.n_dec + more) - s.t_dec
-                    full += self.d * longer * s.t_step / s.t_dec  # t_step / t_dec = 1 / (1 - busy)
+                    full += self.replica.decode_steps * longer * s.t_step / s.t_dec  # t_step / t_dec = 1 / (1 - busy)
                 else:
-                    peak = 1.0 + (self.ca2 - 1.0) * running / (1.0 + running)
+                    peak = 1.0 + (self.replica.arrival_cv2 - 1.0) * running / (1.0 + running)
                 s.seats = seat_wait(
-                    self.seats_max, running, max(peak, PEAKEDNESS_FLOOR), s.lam, full, self.ca2
+                    self.replica.seats, running, max(peak, PEAKEDNESS_FLOOR), s.lam, full, self.replica.arrival_cv2
                 )
         return s.seats
 
@@ -431,22 +394,19 @@ class Engine:
         """Step times of the chunk steps when other prompts wait: the step is topped up with the
         waiting prompts' tokens, on average E[Pe] / (1 - rho) of them (the queue length given
         that it is non-empty, M/M/1), up to the whole budget; those tokens are pieces of the
-        FIFO stream, with its attention and prefix per token (`_stream_step_s`)."""
+        FIFO stream, with its attention and prefix per token (`steady.stream_step_s`)."""
         if s.full_time is None:
             s_f = max(s.share_full, 1.0)
-            extra = self.mean_pe / max(1.0 - s.rho, 1e-12)
+            extra = self.replica.mean_prefill_tokens / max(1.0 - s.rho, 1e-12)
             c = s.chunk_tokens
             o = s.chunk_offset
             e = np.minimum(c + extra, s_f) - c  # the stream's tokens beside the prompt's chunk
-            prefix = o + e * (self.a_ctx / s_f + self.p0_share)  # `_stream_step_s` per token
+            prefix = o + e * (self.replica.prefill_attention_context / s_f + self.replica.cached_per_computed)  # `steady.stream_step_s` per token
             s.full_time = batch_time_s(
-                self.k, s.n_arr, s.n_arr * self.cbar, c + e, c * (o + 0.5 * c) + e * self.a_ctx,
+                self.replica.step_coefficients, s.n_arr, s.n_arr * self.replica.decode_context_tokens, c + e, c * (o + 0.5 * c) + e * self.replica.prefill_attention_context,
                 prefix + c + e, prefix, empty_batches=False,
             )  # fmt: skip
         return s.full_time
-
-    def _steps(self, s: State) -> Steps:
-        return self.steps(s)
 
     def steps(self, s: State) -> Steps:
         """What TTFT and ITL share at a state (`steps.step_mix`), once per state: the engine
@@ -476,7 +436,7 @@ class Engine:
         full-budget step, and the rest of the GI/G/1 queue's wait beyond those (exponential,
         memoryless), and its own steps are full-budget steps (topped up by the queue)."""
         if not self.has_decode:
-            wait = self._steps(s).wait
+            wait = self.steps(s).wait
             return self._ttft_prefill_pool(s, wait), wait
         mix = self._ttft_mixture(s)
         return response_quantiles_phases(mix.values, mix.probs, mix.phases, LEVELS, mix.waiting), mix.shown
@@ -485,7 +445,7 @@ class Engine:
         """`_compute_ttft`'s distribution before its quantiles (colocated engines), once."""
         if s.ttft_mix is not None:
             return s.ttft_mix
-        st = self._steps(s)
+        st = self.steps(s)
         delay, dprob = self._delay(s, st)
         q = st.backlog
         if s.chain_push is not None:  # D over the steps' chain: its pushed prompts are the queued
@@ -499,14 +459,14 @@ class Engine:
         probs = np.empty(n_all)
         np.add(own[:, None], delay[None, :], out=values[:size].reshape(own.size, delay.size))
         np.multiply(
-            self.pw[:, None], ((1.0 - q) * dprob)[None, :], out=probs[:size].reshape(own.size, delay.size)
+            self.replica.prompt_probs[:, None], ((1.0 - q) * dprob)[None, :], out=probs[:size].reshape(own.size, delay.size)
         )
         phases = st.beyond if q > 0 else ()
         waiting = None
         if q > 0:
-            full = self._row_sums(s.chunk_weight * self._full_time(s))
+            full = row_sums(s.chunk_weight * self._full_time(s))
             values[size:] = full + (own - s.own_service) + (st.residual + s.t_full)
-            probs[size:] = q * self.pw
+            probs[size:] = q * self.replica.prompt_probs
             waiting = np.zeros(n_all)
             waiting[size:] = 1.0
         shown = Wait(q, phases_mean_s(phases) + s.t_full) if q > 0 else NO_WAIT
@@ -524,7 +484,7 @@ class Engine:
     def _own_ttft_s(self, s: State) -> FloatArray:
         """Each prompt's own part of TTFT when it does not queue: its service, plus the time every
         TTFT includes beyond the engine's (`ttft_extra_s`: the front end, or a KV transfer)."""
-        return s.own_service if self.extra_ttft is None else s.own_service + self.extra_ttft
+        return s.own_service if self.ttft_extra_s is None else s.own_service + self.ttft_extra_s
 
     def ttft_p99_at_most_s(self, s: State) -> float:
         """A bound TTFT p99 never exceeds at this state, without its quantiles (the capacity
@@ -537,7 +497,7 @@ class Engine:
             return self.ttft_p99_s(s)
         if not self.has_decode:
             return math.inf
-        st = self._steps(s)
+        st = self.steps(s)
         quiet = self._kv_full(s)[0] == 0.0 and self._seat_wait(s).probability == 0.0
         if s.ttft_mix is None and st.backlog < TAIL_EPS[-1] and quiet:
             # The largest own service after the largest delay: without the mixture's delays,
@@ -553,17 +513,17 @@ class Engine:
         rc = min(max(s.rho, 0.0), 1.0)
         service = s.own_service
         if rc > 0:
-            full = self._row_sums(s.chunk_weight * self._full_time(s))
+            full = row_sums(s.chunk_weight * self._full_time(s))
             service = service + rc * (full - service)
-        if self.extra_ttft is not None:
-            service = service + self.extra_ttft
+        if self.ttft_extra_s is not None:
+            service = service + self.ttft_extra_s
         seat = self._seat_wait(s)
         if seat.probability > 0.0:
             m = wait.mean_if_waiting_s
             queue: Phases = ((wait.prob, m),) if wait.prob > 0.0 and m > 0.0 else ()
-            values, probs, phases, waiting = with_seat_wait(service, self.pw, queue, None, seat)
+            values, probs, phases, waiting = with_seat_wait(service, self.replica.prompt_probs, queue, None, seat)
             return response_quantiles_phases(values, probs, phases, LEVELS, waiting)
-        return response_quantiles(service, self.pw, wait, LEVELS)
+        return response_quantiles(service, self.replica.prompt_probs, wait, LEVELS)
 
     def _delay(self, s: State, st: Steps) -> tuple[FloatArray, FloatArray]:
         """What a prompt waits before its own steps when nothing queues beyond the next step,
@@ -612,7 +572,7 @@ class Engine:
                 continue
             if cl.pi > 0.0:
                 xs = company_slices(
-                    log_sd=cl.x_sigma, mean_cost_s=cl.x_scale, cap_s=cap, atom_weight=self.atom_weight
+                    log_sd=cl.x_sigma, mean_cost_s=cl.x_scale, cap_s=cap, atom_weight=self.replica.atom_weight
                 )
                 values += [h + x for h, x in zip(half, xs, strict=True)]
             else:
@@ -665,16 +625,16 @@ class Engine:
         keep = seen > DELAY_CHAIN_NEGLIGIBLE
         ls, ws = lengths[keep], seen[keep]
         ws *= (1.0 - idle) / float(np.add.reduce(ws))
-        room = self._room_after_tokens(s) / self.mean_pe  # whole prompts' room beside this one
+        room = room_after_tokens(self.replica, s) / self.replica.mean_prefill_tokens  # whole prompts' room beside this one
         lens = ls.tolist()
         # one count per distinct length (the chain's states past the room share the full step's)
-        counts = {el: company_count(self._k, s.lam, el, el * el) for el in lens}
+        counts = {el: company_count(self.replica.gap_shape, s.lam, el, el * el) for el in lens}
         top = counts[lens[-1]]  # the longest step's count reaches furthest
         reach = top.m1 + COUNT_REACH_SDS * math.sqrt(max(top.m2 - top.m1 * top.m1, 0.0)) + COUNT_REACH_SDS
         k_max = max(1, min(math.ceil(reach), CHAIN_STATES * 4))
         ks = np.arange(k_max + 1, dtype=np.float64)
         pushed = np.maximum(ks - math.floor(room), 0.0) / (ks + 1.0)
-        rows = {el: others_in_step(cm, k_max, self._k == 1.0) for el, cm in counts.items()}
+        rows = {el: others_in_step(cm, k_max, self.replica.gap_shape == 1.0) for el, cm in counts.items()}
         pk = np.array([rows[el] for el in lens])  # (J, K)
         s.chain_push = float(ws @ (pk @ pushed))
         # not pushed: the company is min(K, R); counts past ceil(R) cost the same, lumped there
@@ -712,12 +672,12 @@ class Engine:
             if cl.x_atoms is not None:
                 h += min(cl.x_atoms[0][-1], cap)
             elif cl.pi > 0.0:
-                h += company_top_s(log_sd=cl.x_sigma, mean_cost_s=cl.x_scale, cap_s=cap, atom_weight=self.atom_weight)
+                h += company_top_s(log_sd=cl.x_sigma, mean_cost_s=cl.x_scale, cap_s=cap, atom_weight=self.replica.atom_weight)
             top = max(top, h)
         return top
 
     def _delay_classes(self, s: State, st: Steps) -> tuple[float, list[DelayClass]]:
-        """`_compute_delay_classes`, once per state (`st` is the state's own `_steps`)."""
+        """`_compute_delay_classes`, once per state (`st` is the state's own `Engine.steps`)."""
         if s.delay_classes is None:
             s.delay_classes = self._compute_delay_classes(s, st)
         return s.delay_classes
@@ -765,12 +725,12 @@ class Engine:
             raw.append((None, 0.5 * t, t, t * t, busy * b_dec))
             raw.append((sigma_m, 0.5 * l1, l1, l2, busy * (1.0 - b_dec)))
         out = []
-        pe, pe2 = self.mean_pe, self.mean_pe * self.mean_pe
+        pe, pe2 = self.replica.mean_prefill_tokens, self.replica.mean_prefill_tokens * self.replica.mean_prefill_tokens
         cv2 = self.stats.prefill_cv2
-        room = self._room_after_tokens(s)
-        whole = self.atom_weight * room_for_more(room, pe)  # `_company_atoms`' weight
+        room = room_after_tokens(self.replica, s)
+        whole = self.replica.atom_weight * room_for_more(room, pe)  # `_company_atoms`' weight
         for sigma, mean_ul, el, el2, w in raw:
-            cnt = company_count(self._k, s.lam, el, el2)
+            cnt = company_count(self.replica.gap_shape, s.lam, el, el2)
             pi = cnt.p_any
             x_sigma = x_scale = 0.0
             atoms = None
@@ -813,7 +773,7 @@ class Engine:
         cost where the count's 99th percentile is 4 (TTFT p99 +10.6% against the simulator, now
         +2.7%; docs/latency/ttft.md)."""
         m1 = cnt.m1
-        # the count's spread at a given L: its variance less the steps' own (as `_steps` has it)
+        # the count's spread at a given L: its variance less the steps' own (as `Engine.steps` has it)
         at_l = cnt.m2 - m1 * m1 - lam * lam * max(el2 - el * el, 0.0)
         rate = m1 / el  # lam times the count's burst factor at the mean step
         if spread:
@@ -836,21 +796,6 @@ class Engine:
         )
         return [v for v, _ in pairs], [p for _, p in pairs]
 
-    def _mean_last_chunk(self, s: State) -> float:
-        """A prompt's last chunk on average, E[Pe] - (E[k] - 1) s_own (`_chunks`: k - 1 full
-        chunks of s_own tokens, then the rest)."""
-        return self.mean_pe - (s.mean_chunks - 1.0) * max(s.share_own, 1.0)
-
-    def _room_after_tokens(self, s: State) -> float:
-        """The budget left beside a prompt's last chunk, s_f - r (r the mean last chunk): what
-        the prompts that arrive after it during the step under way can fill of its step."""
-        return self._room_beside(s.share_full, s.mean_chunks, s.share_own)
-
-    def _room_beside(self, share_full: float, mean_chunks: float, share_own: float) -> float:
-        """`_room_after_tokens` from its parts (`_build_state` and `_room_at_rest` have no
-        state yet)."""
-        return max(max(share_full, 1.0) - (self.mean_pe - (mean_chunks - 1.0) * max(share_own, 1.0)), 0.0)
-
     def _service_shape(self) -> ServiceShape:
         """`prefill_queue.service_shape`, once per engine, at the stability boundary (decode
         roles; the queue's shape matters where it is long, near capacity, and the decodes there
@@ -862,36 +807,36 @@ class Engine:
                 at = self._saturated() if self.has_decode else self._state(0.0, 0.0)
                 s_f = max(at.share_full, 1.0)
                 attention, prefix = own_stream_context(
-                    prompt_tokens=self.pe, cached_tokens=self.p0, full_share_tokens=s_f
+                    prompt_tokens=self.replica.prefill_tokens, cached_tokens=self.replica.cached_tokens, full_share_tokens=s_f
                 )
                 full_step_s = batch_time_s(
-                    self.k, at.n_arr, at.n_arr * self.cbar, s_f, s_f * attention, prefix + s_f, prefix
+                    self.replica.step_coefficients, at.n_arr, at.n_arr * self.replica.decode_context_tokens, s_f, s_f * attention, prefix + s_f, prefix
                 )
                 shape = service_shape(
-                    prompt_tokens=self.pe, prompt_probs=self.pw, full_step_s=full_step_s,
-                    arrival_cv2=self.ca2, colocated=self.has_decode,
+                    prompt_tokens=self.replica.prefill_tokens, prompt_probs=self.replica.prompt_probs, full_step_s=full_step_s,
+                    arrival_cv2=self.replica.arrival_cv2, colocated=self.has_decode,
                 )  # fmt: skip
             self._shape = shape or shape_of(
-                cv2=self.stats.prefill_cv2, kappa=self.kappa, service_over_mean=self.pe / self.mean_pe,
-                arrival_cv2=self.ca2, prompt_probs=self.pw, colocated=self.has_decode and self.has_prefill,
+                cv2=self.stats.prefill_cv2, kappa=self.replica.prefill_kappa, service_over_mean=self.replica.prefill_tokens / self.replica.mean_prefill_tokens,
+                arrival_cv2=self.replica.arrival_cv2, prompt_probs=self.replica.prompt_probs, colocated=self.has_decode and self.has_prefill,
             )  # fmt: skip
         return self._shape
 
     def _full_step_cv2(self) -> float:
         """`prefill_queue.full_step_cv2`, once per engine, each full step a stream step at the
-        stability boundary (colocated engines only, `_steps`)."""
+        stability boundary (colocated engines only, `Engine.steps`)."""
         if self._full_cv2 is None:
             end = self._saturated()
             s_f = max(end.share_full, 1.0)
             attention, prefix = full_step_context(
-                prompt_tokens=self.pe, cached_tokens=self.p0, full_share_tokens=s_f
+                prompt_tokens=self.replica.prefill_tokens, cached_tokens=self.replica.cached_tokens, full_share_tokens=s_f
             )
             step_s = batch_time_s(
-                self.k, end.n_arr, end.n_arr * self.cbar, s_f, s_f * attention, prefix + s_f, prefix
+                self.replica.step_coefficients, end.n_arr, end.n_arr * self.replica.decode_context_tokens, s_f, s_f * attention, prefix + s_f, prefix
             )
             self._full_cv2 = full_step_cv2(
-                full_step_s=step_s, prompt_tokens=self.pe, prompt_probs=self.pw,
-                full_share_tokens=s_f, token_mean_prompt_tokens=self.pe_tok_mean,
+                full_step_s=step_s, prompt_tokens=self.replica.prefill_tokens, prompt_probs=self.replica.prompt_probs,
+                full_share_tokens=s_f, token_mean_prompt_tokens=self.replica.token_mean_prefill_tokens,
             )  # fmt: skip
         return self._full_cv2
 
@@ -913,7 +858,7 @@ class Engine:
 
     def _full_service_s(self, s: State) -> float:
         """A prompt's mean service in the prefill queue at a state: E[Pe] / s_f full steps."""
-        return self.mean_pe * s.t_full / max(s.share_full, 1.0)
+        return self.replica.mean_prefill_tokens * s.t_full / max(s.share_full, 1.0)
 
     def _queue_wait(self, s: State, shape: ServiceShape) -> Wait:
         """The prefill queue's wait at a state (`prefill_queue.prefill_wait`), stretched for the
@@ -922,7 +867,7 @@ class Engine:
         service_s = self._full_service_s(s)
         colocated = self.has_decode and self.has_prefill
         wait = prefill_wait(
-            utilization=s.rho, mean_service_s=service_s, arrival_cv2=self.ca2, shape=shape, colocated=colocated
+            utilization=s.rho, mean_service_s=service_s, arrival_cv2=self.replica.arrival_cv2, shape=shape, colocated=colocated
         )
         if not (colocated and 0.0 < s.rho < 1.0 and stretch_applies(wait)):
             return wait
@@ -930,8 +875,8 @@ class Engine:
         if drag is None:
             return wait
         return stretched_wait(
-            wait=wait, utilization=s.rho, mean_service_s=service_s, arrival_cv2=self.ca2, drag=drag,
-            lifetime_s=self.d * s.t_step, decodes=s.n, count_variance=self._decode_var(s),
+            wait=wait, utilization=s.rho, mean_service_s=service_s, arrival_cv2=self.replica.arrival_cv2, drag=drag,
+            lifetime_s=self.replica.decode_steps * s.t_step, decodes=s.n, count_variance=self._decode_var(s),
             count_loop=self._count_feedback(s).loop,
         )  # fmt: skip
 
@@ -974,10 +919,10 @@ class Engine:
     def _itl_level(self, s: State, i: int) -> float:
         """`itl.itl_level` at the state, level LEVELS[i]; the quantile vectors it computes are kept
         on the state for the other level."""
-        st = self._steps(s)
+        st = self.steps(s)
         got = itl_level(
             level_index=i, decode_step_s=s.t_dec, mixed_values=st.values, mixed_rates=st.rates,
-            decode_others=self._decode_others(s), max_decodes=self.n_cap,
+            decode_others=self._decode_others(s), max_decodes=self.replica.decode_cap,
             decode_step_of=self._decode_step_s, mixed=s.itl_mixed, all_steps=s.itl_all,
         )  # fmt: skip
         s.itl_mixed, s.itl_all = got.mixed, got.all_steps
@@ -985,7 +930,7 @@ class Engine:
 
     def _decode_step_s(self, count: float) -> float:
         """A decode-only step of `count` decodes (scalar: cheaper than numpy on a few values)."""
-        return step_time_s(self.k, 0.0, 0.0, count, count * self.cbar)
+        return step_time_s(self.replica.step_coefficients, 0.0, 0.0, count, count * self.replica.decode_context_tokens)
 
     def _decode_var(self, s: State) -> float:
         """`_compute_decode_var`, once per state."""
@@ -1006,7 +951,7 @@ class Engine:
             return 0.0
         return decode_count_variance(
             decodes=s.n,
-            arrival_cv2=self.ca2,
+            arrival_cv2=self.replica.arrival_cv2,
             decode_overlap=self.stats.decode_overlap,
             feedback=self._count_feedback(s),
         )
@@ -1022,7 +967,7 @@ class Engine:
             slope = self._prompt_cost_slope_s(s) if both and s.t_dec > 0.0 else None
             relaxation = None
             if slope is not None and s.n * drag_per_decode > 0.0 and 0.0 < s.rho < 1.0:
-                relaxation = s.rho * self._full_service_s(s) * (self.ca2 + self._service_shape().cv2)
+                relaxation = s.rho * self._full_service_s(s) * (self.replica.arrival_cv2 + self._service_shape().cv2)
                 relaxation /= (1.0 - s.rho) ** 2
             s.feedback = count_feedback(
                 decodes=s.n,
@@ -1033,7 +978,7 @@ class Engine:
                 prompt_cost_slope_s=slope,
                 drag_per_decode=drag_per_decode,
                 queue_relaxation_s=relaxation,
-                lifetime_s=self.d * s.t_step,
+                lifetime_s=self.replica.decode_steps * s.t_step,
             )
         return s.feedback
 
@@ -1077,27 +1022,27 @@ class Engine:
         s_f = max(s.share_full, 1.0)
         if not s_f > 2.0:
             return 0.0
-        coef, cbar, pe = self.k, self.cbar, self.mean_pe
+        coef, cbar, pe = self.replica.step_coefficients, self.replica.decode_context_tokens, self.replica.mean_prefill_tokens
         n1 = s.n_arr + 1.0
         t_arr1 = self._decode_step_s(n1)
         tau1 = step_time_s(coef, s.chunk_tokens, s.chunk_offset, n1, n1 * cbar, empty_batches=False)
-        pw = self.pw
+        pw = self.replica.prompt_probs
         a0 = float(s.own_service.dot(pw)) - s.mean_chunks * s.t_arr
-        a1 = float(self._row_sums(s.chunk_weight * tau1).dot(pw)) - s.mean_chunks * t_arr1
-        t_full1 = self._stream_step_s(s_f - 1.0, n1, n1 * cbar)
+        a1 = float(row_sums(s.chunk_weight * tau1).dot(pw)) - s.mean_chunks * t_arr1
+        t_full1 = stream_step_s(self.replica, s_f - 1.0, n1, n1 * cbar)
         f0 = pe * (s.t_full - s.t_arr) / s_f
         f1 = pe * (t_full1 - t_arr1) / (s_f - 1.0)
         q0, q1 = self._full_service_s(s), pe * t_full1 / (s_f - 1.0)
         rho = s.lam * q0
-        w = self._merge_weight(rho)
-        dw = gamma_wait_probability_slope(rho, self._k, w) if 0.0 < rho < 1.0 else 0.0
+        w = merge_weight(self.replica, rho)
+        dw = gamma_wait_probability_slope(rho, self.replica.gap_shape, w) if 0.0 < rho < 1.0 else 0.0
         slope = (a1 - a0) * (1.0 - w) + w * (f1 - f0) + dw * s.lam * (q1 - q0) * (f0 - a0)
         wj = s.join_weight
         if wj > 0.0:  # whole prompts sharing steps: A + j (Jc - A), the chain's steps one decode longer
             jc0 = s.join_cost
-            jc1 = self._join_cost_s(n1, n1 * cbar)
+            jc1 = join_cost_s(self.replica, n1, n1 * cbar)
             t1 = self._decode_step_s(s.n_dec + 1.0)
-            j1, _ = join_share(s.lam, t1, a1, jc1, self._dispersion)
+            j1, _ = join_share(s.lam, t1, a1, jc1, self.replica.count_dispersion)
             shared = a1 + j1 * (jc1 - a1) - (a0 + s.joined * (jc0 - a0))
             slope = wj * shared + (1.0 - wj) * slope
         return slope
@@ -1111,6 +1056,6 @@ class Engine:
         if not self.has_prefill:
             return s.t_dec
         return itl_worst_case_s(
-            coefficients=self.k, full_share_tokens=s.share_full,
-            prompt_p99_tokens=self.stats.prompt_p99_tokens, decodes=s.n_dec, context_mean=self.cbar,
+            coefficients=self.replica.step_coefficients, full_share_tokens=s.share_full,
+            prompt_p99_tokens=self.stats.prompt_p99_tokens, decodes=s.n_dec, context_mean=self.replica.decode_context_tokens,
         )  # fmt: skip
