@@ -130,7 +130,7 @@ from planner.latency.results import (
     Steps,
     TtftMixture,
 )
-from planner.latency.seats import NO_SEAT_WAIT, SeatWait, seat_wait, with_seat_wait
+from planner.latency.seats import SeatWait, seat_wait_at, with_seat_wait
 from planner.latency.slices import (
     lognormal_slice_list,
 )
@@ -166,7 +166,6 @@ STATE_CACHE = 64  # states an engine keeps (Engine._state; a candidate builds ~2
 
 
 QUEUED_MIN = 1e-6  # below this chance of queueing beyond the next step, TTFT ignores it
-PEAKEDNESS_FLOOR = 1e-3  # the seat queue's count peakedness Z is at least this (`_seat_wait`)
 
 
 class Engine:
@@ -348,28 +347,12 @@ class Engine:
         return s.kv_full
 
     def _seat_wait(self, s: State) -> SeatWait:
-        """The wait for a sequence slot (`seats.seat_wait`, docs/latency/seats.md), once per state, for the engines whose prompts arrive (colocated, prefill pool):
-        S = max_num_seqs seats, offered the running requests a (`stability.load_of`). The count's
-        peakedness Z: the decode count's variance over its mean (`_decode_var`: burstiness and
-        the count's feedback) where decodes run, else the arrivals' burst factor 1 + (c_a^2 - 1)
-        a / (1 + a) (as z). The residence with every seat taken, R_full: a / lam with each of
-        its d decode steps carrying the S - a decodes more (the decode-only step timed at
-        n_dec + S - a, over 1 - busy as t_step); a prefill pool's, a / lam."""
+        """`seats.seat_wait_at`, once per state: its running requests (where prompts arrive) and
+        decode count variance (where decodes run) gathered."""
         if s.seats is None:
-            s.seats = NO_SEAT_WAIT
             running = load_of(self.replica, s)[0] if self.has_prefill and s.lam > 0.0 else 0.0
-            if running > 0.0:
-                full = running / s.lam
-                if self.has_decode and s.n > 0.0:
-                    peak = self._decode_var(s) / s.n
-                    more = max(self.replica.seats - running, 0.0)
-                    longer = self._decode_step_s(s.n_dec + more) - s.t_dec
-                    full += self.replica.decode_steps * longer * s.t_step / s.t_dec  # t_step / t_dec = 1 / (1 - busy)
-                else:
-                    peak = 1.0 + (self.replica.arrival_cv2 - 1.0) * running / (1.0 + running)
-                s.seats = seat_wait(
-                    self.replica.seats, running, max(peak, PEAKEDNESS_FLOOR), s.lam, full, self.replica.arrival_cv2
-                )
+            var = self._decode_var(s) if running > 0.0 and self.has_decode and s.n > 0.0 else None
+            s.seats = seat_wait_at(self.replica, s, running_requests=running, decode_count_variance=var)
         return s.seats
 
     def ttft_p99_s(self, s: State) -> float:
