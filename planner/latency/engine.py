@@ -87,14 +87,13 @@ from planner.latency.delay import (
     delay_top_s,
     delay_values,
 )
-from planner.latency.itl import LEVELS, TAIL_EPS, itl_level, itl_worst_case_s
+from planner.latency.itl import TAIL_EPS, itl_level, itl_worst_case_s
 from planner.latency.kv_full import (
     KV_FULL_MIN,
     KvFull,
     kv_full_wait,
     kv_overflow_probability,
     kv_tokens_variance,
-    with_kv_full,
 )
 from planner.latency.prefill_queue import (
     PrefillDrag,
@@ -110,12 +109,8 @@ from planner.latency.prefill_queue import (
 )
 from planner.latency.queueing import (
     NO_WAIT,
-    Phases,
     Wait,
     gamma_wait_probability_slope,
-    phases_mean_s,
-    response_quantiles,
-    response_quantiles_phases,
 )
 from planner.latency.replica import replica_of
 from planner.latency.results import (
@@ -130,7 +125,7 @@ from planner.latency.results import (
     Steps,
     TtftMixture,
 )
-from planner.latency.seats import SeatWait, seat_wait_at, with_seat_wait
+from planner.latency.seats import SeatWait, seat_wait_at
 from planner.latency.slices import (
     lognormal_slice_list,
 )
@@ -154,7 +149,17 @@ from planner.latency.steady import (
     stream_step_s,
 )
 from planner.latency.steps import no_mix, step_mix
-from planner.latency.ttft import ttft_p99_bound_s
+from planner.latency.ttft import (
+    company_cap_s,
+    full_time_s,
+    own_ttft_s,
+    prefill_pool_ttft,
+    queued_share,
+    token_cost_s,
+    ttft_mixture,
+    ttft_p99_bound_s,
+    ttft_quantiles,
+)
 from planner.scheduler_config import SchedulerConfig
 from solvers.rootfind import RootResult
 
@@ -165,7 +170,6 @@ HUGE = 1e9  # stands in for an infinite ratio inside root-finding
 STATE_CACHE = 64  # states an engine keeps (Engine._state; a candidate builds ~25); cleared when full
 
 
-QUEUED_MIN = 1e-6  # below this chance of queueing beyond the next step, TTFT ignores it
 
 
 class Engine:
@@ -362,21 +366,9 @@ class Engine:
         return self._itl_p99(s)
 
     def _full_time(self, s: State) -> FloatArray:
-        """Step times of the chunk steps when other prompts wait: the step is topped up with the
-        waiting prompts' tokens, on average E[Pe] / (1 - rho) of them (the queue length given
-        that it is non-empty, M/M/1), up to the whole budget; those tokens are pieces of the
-        FIFO stream, with its attention and prefix per token (`steady.stream_step_s`)."""
+        """`ttft.full_time_s`, once per state."""
         if s.full_time is None:
-            s_f = max(s.share_full, 1.0)
-            extra = self.replica.mean_prefill_tokens / max(1.0 - s.rho, 1e-12)
-            c = s.chunk_tokens
-            o = s.chunk_offset
-            e = np.minimum(c + extra, s_f) - c  # the stream's tokens beside the prompt's chunk
-            prefix = o + e * (self.replica.prefill_attention_context / s_f + self.replica.cached_per_computed)  # `steady.stream_step_s` per token
-            s.full_time = batch_time_s(
-                self.replica.step_coefficients, s.n_arr, s.n_arr * self.replica.decode_context_tokens, c + e, c * (o + 0.5 * c) + e * self.replica.prefill_attention_context,
-                prefix + c + e, prefix, empty_batches=False,
-            )  # fmt: skip
+            s.full_time = full_time_s(self.replica, s)
         return s.full_time
 
     def steps(self, s: State) -> Steps:
@@ -401,61 +393,32 @@ class Engine:
         return s.ttft
 
     def _compute_ttft(self, s: State) -> tuple[FloatArray, Wait]:
-        """TTFT at a state. Unless more prompt tokens wait than the next step takes (probability
-        q, `Steps.backlog`), a prompt waits D (`_delay`: the step under way and its company) and
-        is prefilled alone. Queued beyond the next step, it waits the mean step under way, one
-        full-budget step, and the rest of the GI/G/1 queue's wait beyond those (exponential,
-        memoryless), and its own steps are full-budget steps (topped up by the queue)."""
+        """TTFT p50 and p99 at a state and the prefill queue's wait it shows: a prefill pool's
+        (`ttft.prefill_pool_ttft`), or the colocated mixture's quantiles (`_ttft_mixture`)."""
         if not self.has_decode:
             wait = self.steps(s).wait
-            return self._ttft_prefill_pool(s, wait), wait
-        mix = self._ttft_mixture(s)
-        return response_quantiles_phases(mix.values, mix.probs, mix.phases, LEVELS, mix.waiting), mix.shown
+            full = self._full_time(s) if s.rho > 0.0 else None
+            ttft = prefill_pool_ttft(
+                self.replica, s, wait, full_time=full, ttft_extra_s=self.ttft_extra_s, seat=self._seat_wait(s)
+            )
+            return ttft, wait
+        return ttft_quantiles(self._ttft_mixture(s))
 
     def _ttft_mixture(self, s: State) -> TtftMixture:
-        """`_compute_ttft`'s distribution before its quantiles (colocated engines), once."""
-        if s.ttft_mix is not None:
-            return s.ttft_mix
-        st = self.steps(s)
-        delay, dprob = self._delay(s, st)
-        q = st.backlog
-        if s.chain_push is not None:  # D over the steps' chain: its pushed prompts are the queued
-            wc = chain_delay_weight(join_weight=s.join_weight, arrival_cv2=self.replica.arrival_cv2)
-            q = wc * s.chain_push + (1.0 - wc) * q
-        q = q if q >= QUEUED_MIN else 0.0
-        own = self._own_ttft_s(s)
-        size = own.size * delay.size
-        n_all = size + own.size if q > 0 else size
-        values = np.empty(n_all)
-        probs = np.empty(n_all)
-        np.add(own[:, None], delay[None, :], out=values[:size].reshape(own.size, delay.size))
-        np.multiply(
-            self.replica.prompt_probs[:, None], ((1.0 - q) * dprob)[None, :], out=probs[:size].reshape(own.size, delay.size)
-        )
-        phases = st.beyond if q > 0 else ()
-        waiting = None
-        if q > 0:
-            full = row_sums(s.chunk_weight * self._full_time(s))
-            values[size:] = full + (own - s.own_service) + (st.residual + s.t_full)
-            probs[size:] = q * self.replica.prompt_probs
-            waiting = np.zeros(n_all)
-            waiting[size:] = 1.0
-        shown = Wait(q, phases_mean_s(phases) + s.t_full) if q > 0 else NO_WAIT
-        kv_full = self._kv_full(s)
-        if kv_full.probability > 0.0:
-            values, probs, phases, waiting = with_kv_full(
-                values=values, probs=probs, phases=phases, waiting=waiting, unqueued=size, kv_full=kv_full
-            )
-        seat = self._seat_wait(s)
-        if seat.probability > 0.0:
-            values, probs, phases, waiting = with_seat_wait(values, probs, phases, waiting, seat)
-        s.ttft_mix = TtftMixture(values, probs, phases, waiting, size, q, shown)
+        """`ttft.ttft_mixture` at a colocated state, once: D (`_delay`, which sets the chain's
+        pushed share), the queued share, and the topped-up steps only where prompts queue."""
+        if s.ttft_mix is None:
+            st = self.steps(s)
+            delay = self._delay(s, st)
+            w_chain = chain_delay_weight(join_weight=s.join_weight, arrival_cv2=self.replica.arrival_cv2)
+            q = queued_share(st, chain_push=s.chain_push, chain_weight=w_chain)
+            s.ttft_mix = ttft_mixture(
+                self.replica, s, st, delay=delay, queued=q,
+                own_s=own_ttft_s(s, ttft_extra_s=self.ttft_extra_s),
+                full_time=self._full_time(s) if q > 0 else None,
+                kv_full=self._kv_full(s), seat=self._seat_wait(s),
+            )  # fmt: skip
         return s.ttft_mix
-
-    def _own_ttft_s(self, s: State) -> FloatArray:
-        """Each prompt's own part of TTFT when it does not queue: its service, plus the time every
-        TTFT includes beyond the engine's (`ttft_extra_s`: the front end, or a KV transfer)."""
-        return s.own_service if self.ttft_extra_s is None else s.own_service + self.ttft_extra_s
 
     def ttft_p99_at_most_s(self, s: State) -> float:
         """A bound TTFT p99 never exceeds at this state, without its quantiles (the capacity
@@ -474,27 +437,8 @@ class Engine:
             # The largest own service after the largest delay: without the mixture's delays,
             # full steps and products (~85% of the bound's cost; the capacity search asks this
             # at most of its states once ITL is met).
-            return float(self._own_ttft_s(s).max()) + self._delay_top_s(s, st)
+            return float(own_ttft_s(s, ttft_extra_s=self.ttft_extra_s).max()) + self._delay_top_s(s, st)
         return ttft_p99_bound_s(self._ttft_mixture(s))
-
-    def _ttft_prefill_pool(self, s: State, wait: Wait) -> FloatArray:
-        """The prefill pool of a disaggregated deployment, modelled as a continuous server (no
-        step under way, no company): the GI/G/1 wait, then the prompt's own steps topped up by
-        the queue with probability rho, then the KV transfer."""
-        rc = min(max(s.rho, 0.0), 1.0)
-        service = s.own_service
-        if rc > 0:
-            full = row_sums(s.chunk_weight * self._full_time(s))
-            service = service + rc * (full - service)
-        if self.ttft_extra_s is not None:
-            service = service + self.ttft_extra_s
-        seat = self._seat_wait(s)
-        if seat.probability > 0.0:
-            m = wait.mean_if_waiting_s
-            queue: Phases = ((wait.prob, m),) if wait.prob > 0.0 and m > 0.0 else ()
-            values, probs, phases, waiting = with_seat_wait(service, self.replica.prompt_probs, queue, None, seat)
-            return response_quantiles_phases(values, probs, phases, LEVELS, waiting)
-        return response_quantiles(service, self.replica.prompt_probs, wait, LEVELS)
 
     def _delay(self, s: State, st: Steps) -> Delay:
         """D at the state (`delay.delay_values`): its classes kept on the state (`_delay_classes`),
@@ -620,17 +564,14 @@ class Engine:
         return s.drag or None
 
     def _token_cost_s(self) -> float:
-        """The marginal time of one prefill token in a full-budget step of an idle engine,
-        (T_full - T_0) / B: fixed per engine, so the company's cost never falls with load."""
+        """`ttft.token_cost_s` of the idle state, once per engine."""
         if self._token_cost is None:
-            z = self.zero()
-            self._token_cost = max(z.t_full - z.t_arr, 0.0) / max(z.share_full, 1.0)
+            self._token_cost = token_cost_s(self.zero())
         return self._token_cost
 
     def _company_cap_s(self) -> float:
-        """The most a prompt's company costs when nothing queues beyond the next step: one full
-        budget's prefill tokens at `_token_cost_s` each (an idle engine's budget: fixed)."""
-        return self._token_cost_s() * max(self.zero().share_full, 1.0)
+        """`ttft.company_cap_s` of the idle state."""
+        return company_cap_s(self.zero())
 
     def _itl(self, s: State) -> tuple[float, float]:
         """ITL p50 and p99 at a state, once."""
