@@ -1,61 +1,20 @@
-"""One vLLM engine (one replica) under a stationary load: the analytic core of the latency model
-(docs/latency.md has the derivations and the limits).
+"""One vLLM engine (one replica) in a role under a stationary load: the front of the latency
+model's components (docs/latency.md indexes their pages under docs/latency/).
 
-Roles: "colocated" (prefill and decode on the same engine, chunked prefill), "prefill" (the
-prefill pool of a disaggregated deployment: prompts and first tokens only) and "decode" (the
-decode pool: decode steps only). With n the mean number of decoding sequences:
+Roles: "colocated" (prefill and decode on one engine, chunked prefill), "prefill" (a
+disaggregated deployment's prefill pool) and "decode" (its decode pool). `Engine` holds no
+modelling of its own; it keeps
 
-* Size bias: a decoding request shares its steps with z others on average, z = 1 for Poisson
-  arrivals, rising towards c_a^2 (the arrival gaps' CV^2) as n grows (peakedness of the
-  in-flight population under bursty arrivals): z = 1 + (c_a^2 - 1) n / (1 + n). A decoder's
-  decode-only step is t_dec = T(n + z decodes); an arriving prompt sees n + z - 1 decodes.
-* Prefill in vLLM V1: decodes take their tokens of the budget B first, a prompt gets the rest
-  (s_f = B - decodes), capped per request by long_prefill_token_threshold. A prompt of Pe
-  tokens (after prefix-cache hits) is prefilled in k = ceil(Pe / s) steps carrying the decodes.
-  Its extra engine time over the decode steps it rides on is A = sum_j (T(chunk_j) - T(decodes
-  only)) alone ("own chunks", light load) and F = Pe (T_full - T_dec) / s_f when prompts queue
-  and every step is a full budget ("fluid", heavy load); the model blends them by sigma, the
-  chance an arrival finds the prefill queue busy (docs/latency/steady-state.md, "A prompt's engine time").
-* Fixed point (Little): n = lambda d t_step, t_step = t_dec / (1 - lambda E[Delta]), d = E[output]
-  - 1 decode steps per request, E[Delta] = A + sigma (F - A). For a given n this
-  is a quadratic in lambda, so lambda(n) is explicit; the steady n at a rate is the least root
-  of lambda(n) = rate (root-finding), and the capacity under SLOs is root-found over n.
-  Whole prompts of alike lengths with room beside them instead open a step (A) or join one
-  (Jc, their whole compute): E[Delta] = A + j (Jc - A), j the steps' chain's share of joiners
-  (`arrivals.join_share`, `_shared_rate`); the stable branch then ends at the unshared form's
-  max stable rate (`_shared_boundary`), and D is read over the chain (`_delay_chain`).
-* Stability: rho < 1 (prefill tokens/s below what full-budget steps deliver), the busy share
-  lambda E[Delta] < 1, running requests (decoding + prefilling) <= max_num_seqs, mean KV use
-  <= the KV cache, chunk share >= 1 token; the largest lambda on the stable branch is the max
-  stable rate (a grid scan, then root-finding on the first margin to close).
-* Steps (`Engine.steps`, shared by TTFT and ITL): V1 admits every waiting prompt at a step boundary
-  while budget is left, so a prompt's last chunk shares its step with its "company", the
-  prompts that arrived during the step under way (length-biased mean L: a gamma renewal
-  process's count around an arrival, `arrivals.company_count`); a step with several prompts
-  counts once. Queued beyond the next step
-  (probability q: the GI/G/1 prefill queue's work exceeds the step under way plus one full
-  step), every step is a full budget. L follows from that mix (a fixed point, two passes).
-* The prefill queue: GI/G/1 at the full-step rate, a full step being the FIFO stream of waiting
-  prompts (`steady.stream_step_s`: pieces of several prompts, each chunk at its own offset), the
-  service's shape from each prompt's own stream steps (`_service_shape`), and the wait stretched
-  for the decodes a backlog accumulates (`_queue_wait`).
-* ITL: quantiles of the steps a decoder sees: decode-only (t_dec), full chunks, last chunks
-  alone or with company (a lognormal of the company's tokens in 8 probability slices; for
-  prompts of alike lengths, whole prompts: their count mixed over the steps under way,
-  `count_given_any`; each prompt attending to itself), full steps of a backlog (a lognormal of
-  their spread over prompts and chunk offsets, `_full_step_cv2`) (queueing.tail_quantiles).
-* TTFT: with probability 1 - q, D + own steps, D = U L + c X(L) the rest of the step under way
-  and the company's tokens at c each (decode-only and mixed steps under way: U L a lognormal in
-  slices, the company none or, given any, a lognormal of its moments, paired slice by slice;
-  in FIFO order: the prompts after it only up to the room beside its last chunk, those before
-  it beyond that room a step later, `arrivals.beside`; the classes as a prompt not queued sees
-  them, without the backlog's full steps); with q, the mean step under way + one full step +
-  the excess of the GI/G/1 wait (exponential phases with M/G/1's second moment, never decaying
-  faster than the exact GI/G/1 tail: queueing.wait_beyond, queueing.wait_decay_s) + the
-  prompt's steps topped up to full. A disaggregated prefill pool: GI/G/1 wait + own steps
-  + the KV transfer. Where every `max_num_seqs` seat may be taken, a prompt also waits for one
-  (`seats.py`: Erlang C in Hayward's form, the drain of full seats; `_seat_wait`), and where the
-  KV cache may be full, for blocks (`_kv_full`): branches of TTFT's mixture.
+* the state cache: the states it built (`steady.build_state`, keyed by concurrency and rate)
+  and, per state and per engine, the component results computed once (the stable branch, the
+  idle state, the prefill queue's service shape, the saturated state);
+* the order in which components are called and what each is given:
+  `replica.replica_of` (the inputs, once) -> `steady` (Little's fixed point, a state) ->
+  `stability` (the stable branch, the state at a rate) -> `prefill_queue` (the wait and its
+  shape) and `decode_count` (the decode count's variance) -> `steps.step_mix` (what TTFT and
+  ITL share) -> `delay` (D: the step under way and its company) and `ttft` (TTFT's mixture and
+  quantiles), `itl`, `kv_full` and `seats` (the waits for KV blocks and sequence slots) ->
+  `Point` (every figure `evaluate` reports).
 """
 
 from __future__ import annotations
