@@ -17,8 +17,9 @@ from planner.costmodel.roofline import chunks
 from planner.deployment import Deployment
 from planner.latency import LatencyModel, Slo, WorkloadStats
 from planner.latency import capacity as latency_capacity
-from planner.latency import engine as engine_mod
 from planner.latency import evaluate as latency_evaluate
+from planner.latency.delay import DELAY_CHAIN_NEGLIGIBLE
+from planner.latency.replica import room_after_tokens
 from planner.latency.stability import BOUNDARY_BACKOFF_STEPS, GRID_POINTS, find_boundary
 from planner.latency.steady import build_state, row_sums
 from planner.workload import Workload
@@ -789,9 +790,9 @@ def test_prompts_admitted_in_the_same_step_share_its_time() -> None:
     lengths, dist = st.chain
     w = dist * lengths
     w /= w.sum()
-    seen = w > engine_mod.DELAY_CHAIN_NEGLIGIBLE  # steps seen less often left out
+    seen = w > DELAY_CHAIN_NEGLIGIBLE  # steps seen less often left out
     lengths, w = lengths[seen], w[seen] * (1.0 - idle_share) / w[seen].sum()
-    room = eng._room_after_tokens(state) / 1000.0
+    room = room_after_tokens(eng.replica, state) / 1000.0
     ks = np.arange(200.0)
     pushed = np.maximum(ks - math.floor(room), 0.0) / (ks + 1.0)
     pmf = np.array([stats.poisson.pmf(ks, state.lam * el) for el in lengths])

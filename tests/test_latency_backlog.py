@@ -16,6 +16,7 @@ from planner.latency.invariants import ModelInvariantError
 from planner.latency.prefill_queue import FULL_STEP_OFFSETS, prefill_drag, shape_of, stretched_wait
 from planner.latency.queueing import Wait, gg1_wait, wait_decay_s
 from planner.latency.slices import SLICE_PROBS
+from planner.latency.steady import stream_step_s
 from planner.workload import Workload
 
 PROMPTS = [[300, 0.3], [1500, 0.5], [6000, 0.2]]
@@ -93,10 +94,10 @@ def test_full_step_time_is_the_streams_mean_step() -> None:
     e = _engine(hit=0.0)
     assert e.replica.step_coefficients.prefix_reread_s_per_token > 0
     n, ctx = 40.0, 40.0 * e.replica.decode_context_tokens
-    share = e.budget - n
+    share = e.replica.budget_tokens - n
     steps = _literal_stream(e, share, prompts=20_000)
     literal = float(np.mean([chunks_time_s(e.replica.step_coefficients, st, n, ctx) for st in steps]))
-    model = float(e._stream_step_s(share, n, ctx))
+    model = float(stream_step_s(e.replica, share, n, ctx))
     assert model == pytest.approx(literal, rel=0.01)
     one_chunk = chunks_time_s(
         e.replica.step_coefficients, [(share, e.replica.prefill_attention_context - share / 2)], n, ctx
@@ -176,8 +177,8 @@ def test_light_waits_carry_the_exact_tail_stretched_like_the_mean(load: float) -
         cv2=shape.cv2,
         kappa=1.6,
         service_over_mean=shape.xi,
-        arrival_cv2=e.ca2,
-        prompt_probs=e.pw,
+        arrival_cv2=e.replica.arrival_cv2,
+        prompt_probs=e.replica.prompt_probs,
         colocated=True,
     )
     assert wide.decay is None and e._queue_wait(s, wide).tail_s == 0.0

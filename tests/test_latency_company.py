@@ -18,9 +18,10 @@ from planner.costmodel.profile import THEORETICAL
 from planner.costmodel.steptime import batch_time_s
 from planner.deployment import Deployment
 from planner.latency import LatencyModel, WorkloadStats
-from planner.latency.company import COUNT_ATOMS, count_given_any, under_way
-from planner.latency.replica import ATOM_CV
+from planner.latency.company import COUNT_ATOMS, count_given_any, couple_by_rank, room_for_more, under_way
+from planner.latency.replica import ATOM_CV, room_after_tokens
 from planner.latency.results import Steps
+from planner.latency.slices import SLICE_PROB_LIST, SLICE_PROBS, lognormal_slice_list
 from planner.latency.steps import chain_company
 from planner.workload import Workload
 
@@ -96,7 +97,7 @@ def _backlog_values(eng: engine_mod.Engine, st: Steps) -> int:
     """The backlog's full steps at the mix's end: none, one, or their spread in slices."""
     if st.backlog <= 0:
         return 0
-    return engine_mod.SLICE_PROBS.size if eng._full_step_cv2() > 0 else 1
+    return SLICE_PROBS.size if eng._full_step_cv2() > 0 else 1
 
 
 def _recorded(monkeypatch: pytest.MonkeyPatch, owner: object, name: str) -> list[Any]:
@@ -335,16 +336,16 @@ def test_couple_by_rank_pairs_the_two_distributions_quantile_by_quantile() -> No
     """The comonotone coupling of two discrete distributions: pieces where both CDFs are flat,
     by hand ({1, 2} at 1/2 each against {10, 20, 30} at 0.2, 0.5, 0.3: the CDFs break at 0.2,
     0.5 and 0.7), each marginal kept; alike slices pair one to one."""
-    (va, vb), p = engine_mod.couple_by_rank([1.0, 2.0], [0.5, 0.5], [10.0, 20.0, 30.0], [0.2, 0.5, 0.3])
+    (va, vb), p = couple_by_rank([1.0, 2.0], [0.5, 0.5], [10.0, 20.0, 30.0], [0.2, 0.5, 0.3])
     assert (va, vb) == ([1.0, 1.0, 2.0, 2.0], [10.0, 20.0, 20.0, 30.0])
     assert p == pytest.approx([0.2, 0.3, 0.2, 0.3], abs=1e-15)
-    slices = engine_mod.SLICE_PROB_LIST
-    (va, vb), p = engine_mod.couple_by_rank(list(range(8)), slices, list(range(10, 18)), slices)
+    slices = SLICE_PROB_LIST
+    (va, vb), p = couple_by_rank(list(range(8)), slices, list(range(10, 18)), slices)
     assert va == list(range(8)) and vb == list(range(10, 18)) and p == pytest.approx(slices, abs=1e-15)
     # any two: each side's marginal, and one piece per break of either CDF at most
     a, pa = [0.5, 1.5, 4.0], [0.125, 0.625, 0.25]
     b, pb = [1.0, 2.0, 3.0, 5.0, 8.0], [0.4, 0.3, 0.1, 0.1, 0.1]
-    (va, vb), p = engine_mod.couple_by_rank(a, pa, b, pb)
+    (va, vb), p = couple_by_rank(a, pa, b, pb)
     assert len(p) <= len(a) + len(b) - 1 and sum(p) == pytest.approx(1.0, abs=1e-15)
     for vals, side, probs in ((va, a, pa), (vb, b, pb)):
         got = [sum(q for v, q in zip(vals, p, strict=True) if v == x) for x in side]
@@ -411,17 +412,17 @@ def test_company_atoms_fade_in_with_the_room(monkeypatch: pytest.MonkeyPatch) ->
     eng = _engine(3000)
     state, _ = eng.solve(5.0)
     st = eng.steps(state)
-    room = eng._room_after_tokens(state)
-    whole = engine_mod.room_for_more(room, 3000.0)
+    room = room_after_tokens(eng.replica, state)
+    whole = room_for_more(room, 3000.0)
     assert 0.5 < whole < 0.9 and eng.replica.atom_weight == 1.0
     for cl in eng._delay_classes(state, st)[1]:
         assert cl.x_atoms is not None
         costs, probs = cl.x_atoms
         assert costs == sorted(costs) and sum(probs) == pytest.approx(1.0, rel=1e-12)
-        logn = engine_mod.lognormal_slice_list(cl.x_sigma, cl.x_scale)
+        logn = lognormal_slice_list(cl.x_sigma, cl.x_scale)
         assert all(x in costs for x in logn)  # the lognormal's slices, at weight 1 - whole
         tail = [p for x, p in zip(costs, probs, strict=True) if x in logn]
-        assert tail == pytest.approx([(1.0 - whole) * p for p in engine_mod.SLICE_PROB_LIST], rel=1e-12)
+        assert tail == pytest.approx([(1.0 - whole) * p for p in SLICE_PROB_LIST], rel=1e-12)
         assert math.fsum(c * p for c, p in zip(costs, probs, strict=True)) == pytest.approx(
             cl.x_scale, rel=1e-9
         )

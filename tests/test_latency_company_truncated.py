@@ -78,7 +78,7 @@ def _simulated_company_tokens(k: float, load: float, count: int) -> tuple[float,
     slices = [
         np.array(
             company_slices(
-                log_sd=cl.x_sigma, mean_cost_s=cl.x_scale, cap_s=cap, atom_weight=engine.atom_weight
+                log_sd=cl.x_sigma, mean_cost_s=cl.x_scale, cap_s=cap, atom_weight=engine.replica.atom_weight
             )
         )
         @ SLICE_PROBS

@@ -79,12 +79,12 @@ def test_the_episode_and_its_chance_by_hand() -> None:
     assert f > KV_FULL_MIN
     rho = point.kv_cache_usage
     a = 210 * 1155 + 210 * 211 / 2  # d = 210 decode steps
-    service = s.t_step * a / e.kv_cap
+    service = s.t_step * a / e.replica.kv_cache_tokens
     assert rest == pytest.approx(service / (2.0 * (1.0 - rho) ** 2), rel=1e-12)
     got = kv_full_wait(
         overflow_probability=f,
         kv_tokens_mean=point.kv_cache_tokens_used,
-        kv_capacity_tokens=e.kv_cap,
+        kv_capacity_tokens=e.replica.kv_cache_tokens,
         mean_step_s=s.t_step,
         kv_token_s=(a, a * a),
     )

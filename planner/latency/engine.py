@@ -1,84 +1,33 @@
-"""One vLLM engine (one replica) under a stationary load: the analytic core of the latency model
-(docs/latency.md has the derivations and the limits).
+"""One vLLM engine (one replica) in a role under a stationary load: the front of the latency
+model's components (docs/latency.md indexes their pages under docs/latency/).
 
-Roles: "colocated" (prefill and decode on the same engine, chunked prefill), "prefill" (the
-prefill pool of a disaggregated deployment: prompts and first tokens only) and "decode" (the
-decode pool: decode steps only). With n the mean number of decoding sequences:
+Roles: "colocated" (prefill and decode on one engine, chunked prefill), "prefill" (a
+disaggregated deployment's prefill pool) and "decode" (its decode pool). `Engine` holds no
+modelling of its own; it keeps
 
-* Size bias: a decoding request shares its steps with z others on average, z = 1 for Poisson
-  arrivals, rising towards c_a^2 (the arrival gaps' CV^2) as n grows (peakedness of the
-  in-flight population under bursty arrivals): z = 1 + (c_a^2 - 1) n / (1 + n). A decoder's
-  decode-only step is t_dec = T(n + z decodes); an arriving prompt sees n + z - 1 decodes.
-* Prefill in vLLM V1: decodes take their tokens of the budget B first, a prompt gets the rest
-  (s_f = B - decodes), capped per request by long_prefill_token_threshold. A prompt of Pe
-  tokens (after prefix-cache hits) is prefilled in k = ceil(Pe / s) steps carrying the decodes.
-  Its extra engine time over the decode steps it rides on is A = sum_j (T(chunk_j) - T(decodes
-  only)) alone ("own chunks", light load) and F = Pe (T_full - T_dec) / s_f when prompts queue
-  and every step is a full budget ("fluid", heavy load); the model blends them by sigma, the
-  chance an arrival finds the prefill queue busy (docs/latency/steady-state.md, "A prompt's engine time").
-* Fixed point (Little): n = lambda d t_step, t_step = t_dec / (1 - lambda E[Delta]), d = E[output]
-  - 1 decode steps per request, E[Delta] = A + sigma (F - A). For a given n this
-  is a quadratic in lambda, so lambda(n) is explicit; the steady n at a rate is the least root
-  of lambda(n) = rate (root-finding), and the capacity under SLOs is root-found over n.
-  Whole prompts of alike lengths with room beside them instead open a step (A) or join one
-  (Jc, their whole compute): E[Delta] = A + j (Jc - A), j the steps' chain's share of joiners
-  (`arrivals.join_share`, `_shared_rate`); the stable branch then ends at the unshared form's
-  max stable rate (`_shared_boundary`), and D is read over the chain (`_delay_chain`).
-* Stability: rho < 1 (prefill tokens/s below what full-budget steps deliver), the busy share
-  lambda E[Delta] < 1, running requests (decoding + prefilling) <= max_num_seqs, mean KV use
-  <= the KV cache, chunk share >= 1 token; the largest lambda on the stable branch is the max
-  stable rate (a grid scan, then root-finding on the first margin to close).
-* Steps (`_steps`, shared by TTFT and ITL): V1 admits every waiting prompt at a step boundary
-  while budget is left, so a prompt's last chunk shares its step with its "company", the
-  prompts that arrived during the step under way (length-biased mean L: a gamma renewal
-  process's count around an arrival, `arrivals.company_count`); a step with several prompts
-  counts once. Queued beyond the next step
-  (probability q: the GI/G/1 prefill queue's work exceeds the step under way plus one full
-  step), every step is a full budget. L follows from that mix (a fixed point, two passes).
-* The prefill queue: GI/G/1 at the full-step rate, a full step being the FIFO stream of waiting
-  prompts (`_stream_step_s`: pieces of several prompts, each chunk at its own offset), the
-  service's shape from each prompt's own stream steps (`_service_shape`), and the wait stretched
-  for the decodes a backlog accumulates (`_queue_wait`).
-* ITL: quantiles of the steps a decoder sees: decode-only (t_dec), full chunks, last chunks
-  alone or with company (a lognormal of the company's tokens in 8 probability slices; for
-  prompts of alike lengths, whole prompts: their count mixed over the steps under way,
-  `count_given_any`; each prompt attending to itself), full steps of a backlog (a lognormal of
-  their spread over prompts and chunk offsets, `_full_step_cv2`) (queueing.tail_quantiles).
-* TTFT: with probability 1 - q, D + own steps, D = U L + c X(L) the rest of the step under way
-  and the company's tokens at c each (decode-only and mixed steps under way: U L a lognormal in
-  slices, the company none or, given any, a lognormal of its moments, paired slice by slice;
-  in FIFO order: the prompts after it only up to the room beside its last chunk, those before
-  it beyond that room a step later, `arrivals.beside`; the classes as a prompt not queued sees
-  them, without the backlog's full steps); with q, the mean step under way + one full step +
-  the excess of the GI/G/1 wait (exponential phases with M/G/1's second moment, never decaying
-  faster than the exact GI/G/1 tail: queueing.wait_beyond, queueing.wait_decay_s) + the
-  prompt's steps topped up to full. A disaggregated prefill pool: GI/G/1 wait + own steps
-  + the KV transfer. Where every `max_num_seqs` seat may be taken, a prompt also waits for one
-  (`seats.py`: Erlang C in Hayward's form, the drain of full seats; `_seat_wait`), and where the
-  KV cache may be full, for blocks (`_kv_full`): branches of TTFT's mixture.
+* the state cache: the states it built (`steady.build_state`, keyed by concurrency and rate)
+  and, per state and per engine, the component results computed once (the stable branch, the
+  idle state, the prefill queue's service shape, the saturated state);
+* the order in which components are called and what each is given:
+  `replica.replica_of` (the inputs, once) -> `steady` (Little's fixed point, a state) ->
+  `stability` (the stable branch, the state at a rate) -> `prefill_queue` (the wait and its
+  shape) and `decode_count` (the decode count's variance) -> `steps.step_mix` (what TTFT and
+  ITL share) -> `delay` (D: the step under way and its company) and `ttft` (TTFT's mixture and
+  quantiles), `itl`, `kv_full` and `seats` (the waits for KV blocks and sequence slots) ->
+  `Point` (every figure `evaluate` reports).
 """
 
 from __future__ import annotations
 
 import bisect
 import math
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from planner.costmodel.steptime import StepCoefficients, batch_time_s, step_time_s
 from planner.latency.arrivals import (
-    CountMoments,
-    beside,
-    company_count,
     join_share,
-)
-from planner.latency.company import (
-    count_given_any,
-    couple_by_rank,
-    others_in_step,
-    room_for_more,
 )
 from planner.latency.decode_count import (
     CountFeedback,
@@ -88,14 +37,22 @@ from planner.latency.decode_count import (
     decode_company,
     decode_count_variance,
 )
-from planner.latency.itl import LEVELS, TAIL_EPS, itl_level, itl_worst_case_s
+from planner.latency.delay import (
+    NO_DELAY,
+    Delay,
+    chain_delay_weight,
+    delay_chain,
+    delay_classes,
+    delay_top_s,
+    delay_values,
+)
+from planner.latency.itl import TAIL_EPS, itl_level, itl_worst_case_s
 from planner.latency.kv_full import (
     KV_FULL_MIN,
     KvFull,
     kv_full_wait,
     kv_overflow_probability,
     kv_tokens_variance,
-    with_kv_full,
 )
 from planner.latency.prefill_queue import (
     PrefillDrag,
@@ -111,17 +68,13 @@ from planner.latency.prefill_queue import (
 )
 from planner.latency.queueing import (
     NO_WAIT,
-    Phases,
     Wait,
     gamma_wait_probability_slope,
-    phases_mean_s,
-    response_quantiles,
-    response_quantiles_phases,
 )
 from planner.latency.replica import replica_of
 from planner.latency.results import (
     Boundary,
-    DelayClass,
+    DelayClasses,
     Grid,
     Point,
     Role,
@@ -131,14 +84,9 @@ from planner.latency.results import (
     Steps,
     TtftMixture,
 )
-from planner.latency.seats import NO_SEAT_WAIT, SeatWait, seat_wait, with_seat_wait
+from planner.latency.seats import SeatWait, seat_wait_at
 from planner.latency.slices import (
-    SLICE_PROB_LIST,
-    SLICE_PROBS,
-    UNIFORM_SLICE_LIST,
-    UNIFORM_SLICE_MEANS,
     lognormal_slice_list,
-    lognormal_top_slice,
 )
 from planner.latency.stability import (
     GRID_POINTS,
@@ -159,8 +107,18 @@ from planner.latency.steady import (
     row_sums,
     stream_step_s,
 )
-from planner.latency.steps import CHAIN_STATES, no_mix, step_mix
-from planner.latency.ttft import company_slices, company_top_s, ttft_p99_bound_s
+from planner.latency.steps import no_mix, step_mix
+from planner.latency.ttft import (
+    company_cap_s,
+    full_time_s,
+    own_ttft_s,
+    prefill_pool_ttft,
+    queued_share,
+    token_cost_s,
+    ttft_mixture,
+    ttft_p99_bound_s,
+    ttft_quantiles,
+)
 from planner.scheduler_config import SchedulerConfig
 from solvers.rootfind import RootResult
 
@@ -171,13 +129,6 @@ HUGE = 1e9  # stands in for an infinite ratio inside root-finding
 STATE_CACHE = 64  # states an engine keeps (Engine._state; a candidate builds ~25); cleared when full
 
 
-_ZERO = np.zeros(1)
-_ONE = np.ones(1)
-QUEUED_MIN = 1e-6  # below this chance of queueing beyond the next step, TTFT ignores it
-CHAIN_DELAY_CA2 = (1.5, 3.0)  # c_a^2 from which D's chain part fades out, and where it is gone
-COUNT_REACH_SDS = 12.0  # `_delay_chain`'s company counts end this many sds (and counts) past the mean
-DELAY_CHAIN_NEGLIGIBLE = 1e-7  # steps under way seen less often are left out of D (`_delay_chain`)
-PEAKEDNESS_FLOOR = 1e-3  # the seat queue's count peakedness Z is at least this (`_seat_wait`)
 
 
 class Engine:
@@ -203,25 +154,8 @@ class Engine:
         self.stats = stats
         self.config = config
         self.role = role
-        self.extra_ttft = ttft_extra_s
-        # The replica's inputs under the names the TTFT / ITL half still reads (`Replica`'s
-        # fields say what each holds), until it reads `self.replica`.
-        self.k = r.step_coefficients
-        self.half_block = r.half_block_tokens
-        self.has_decode, self.has_prefill = r.has_decode, r.has_prefill
-        self.d, self.ca2, self._k = r.decode_steps, r.arrival_cv2, r.gap_shape
-        self.cbar = r.decode_context_tokens
-        self.pw, self.pe, self.p0 = r.prompt_probs, r.prefill_tokens, r.cached_tokens
-        self.kv_weight = r.prompt_kv_tokens
-        self.pe_max, self.mean_pe = r.longest_prefill_tokens, r.mean_prefill_tokens
-        self.a_ctx, self.p0_share = r.prefill_attention_context, r.cached_per_computed
-        self.budget, self.seats_max, self.kv_cap = r.budget_tokens, r.seats, r.kv_cache_tokens
-        self.n_cap, self.threshold = r.decode_cap, r.chunk_threshold_tokens
-        self.kappa, self.pe_tok_mean = r.prefill_kappa, r.token_mean_prefill_tokens
-        self.atom_weight, self._p0_mean = r.atom_weight, r.mean_cached_tokens
-        self._dispersion = r.count_dispersion
-        lo, hi = CHAIN_DELAY_CA2
-        self._chain_fade = min(max((hi - self.ca2) / (hi - lo), 0.0), 1.0)  # `_chain_delay_weight`
+        self.ttft_extra_s = ttft_extra_s
+        self.has_decode, self.has_prefill = r.has_decode, r.has_prefill  # the capacity search reads these
         self._boundary: Boundary | None = None
         self._axis: RateAxis | None = None
         self._zero: State | None = None
@@ -268,32 +202,11 @@ class Engine:
         """`_state` with whole prompts not sharing steps (the stability boundary's form)."""
         return self._state(n, lam_in, True)
 
-    # ---- delegations the TTFT / ITL half calls (removed once it calls the components) --------
-
-    def _join_cost_s(self, n_arr: float, ctx: float) -> float:
-        return join_cost_s(self.replica, n_arr, ctx)
-
-    def _merge_weight(self, rho: float) -> float:
-        return merge_weight(self.replica, rho)
-
-    def _stream_step_s(
-        self, share: FloatArray | float, n_arr: FloatArray | float, ctx: FloatArray | float
-    ) -> Any:
-        return stream_step_s(self.replica, share, n_arr, ctx)
-
-    @staticmethod
-    def _row_sums(a: FloatArray) -> FloatArray:
-        return row_sums(a)
-
     # ---- the stability boundary and the steady state at a rate (`stability`) ------------------
 
     def slack_of(self, s: State) -> float:
         """Smallest relative margin of the stability constraints at a state (< 0: violated)."""
         return slack_of(self.replica, s)
-
-    def _load(self, s: State) -> tuple[float, float]:
-        """Running requests and mean KV tokens at a state (`stability.load_of`)."""
-        return load_of(self.replica, s)
 
     def grid(self, ns: FloatArray) -> Grid:
         """Rates and stability margins at concurrencies `ns` (`stability.grid`)."""
@@ -342,7 +255,7 @@ class Engine:
         if self.has_decode:
             itl50, itl99 = self._itl(s)
             worst = self._itl_worst(s)
-        seats, kv_mean = self._load(s)
+        seats, kv_mean = load_of(self.replica, s)
         risk = self._kv_risk(s)
         seat = self._seat_wait(s)
         # the steps that carry prompt tokens, company sharing one: the mix ITL reads
@@ -362,7 +275,7 @@ class Engine:
             queue_wait_mean_s=wait.mean_s,
             queue_wait_p99_s=wait.quantile(0.99),
             kv_cache_tokens_used=kv_mean,
-            kv_cache_usage=kv_mean / self.kv_cap,
+            kv_cache_usage=kv_mean / self.replica.kv_cache_tokens,
             preemption_risk=risk,
             running_requests=seats,
             kv_full_wait_s=self._kv_full(s)[1],
@@ -374,12 +287,12 @@ class Engine:
         """`kv_full.kv_overflow_probability` at the state (its inputs gathered)."""
         kv_var = kv_tokens_variance(
             decodes=s.n,
-            context_mean=self.cbar,
+            context_mean=self.replica.decode_context_tokens,
             context_sq_mean=self.stats.decode_context_sq,
             decode_count_variance=self._decode_var(s),
         )
         return kv_overflow_probability(
-            kv_tokens_mean=self._load(s)[1], kv_tokens_var=kv_var, kv_capacity_tokens=self.kv_cap
+            kv_tokens_mean=load_of(self.replica, s)[1], kv_tokens_var=kv_var, kv_capacity_tokens=self.replica.kv_cache_tokens
         )
 
     def _kv_full(self, s: State) -> KvFull:
@@ -389,36 +302,20 @@ class Engine:
             f = self._kv_risk(s) if self.has_prefill and self.has_decode and s.n > 0.0 else 0.0
             s.kv_full = kv_full_wait(
                 overflow_probability=f,
-                kv_tokens_mean=self._load(s)[1] if f >= KV_FULL_MIN else 0.0,
-                kv_capacity_tokens=self.kv_cap,
+                kv_tokens_mean=load_of(self.replica, s)[1] if f >= KV_FULL_MIN else 0.0,
+                kv_capacity_tokens=self.replica.kv_cache_tokens,
                 mean_step_s=s.t_step,
                 kv_token_s=self.stats.kv_token_s,
             )
         return s.kv_full
 
     def _seat_wait(self, s: State) -> SeatWait:
-        """The wait for a sequence slot (`seats.seat_wait`, docs/latency/seats.md), once per state, for the engines whose prompts arrive (colocated, prefill pool):
-        S = max_num_seqs seats, offered the running requests a (`_load`). The count's
-        peakedness Z: the decode count's variance over its mean (`_decode_var`: burstiness and
-        the count's feedback) where decodes run, else the arrivals' burst factor 1 + (c_a^2 - 1)
-        a / (1 + a) (as z). The residence with every seat taken, R_full: a / lam with each of
-        its d decode steps carrying the S - a decodes more (the decode-only step timed at
-        n_dec + S - a, over 1 - busy as t_step); a prefill pool's, a / lam."""
+        """`seats.seat_wait_at`, once per state: its running requests (where prompts arrive) and
+        decode count variance (where decodes run) gathered."""
         if s.seats is None:
-            s.seats = NO_SEAT_WAIT
-            running = self._load(s)[0] if self.has_prefill and s.lam > 0.0 else 0.0
-            if running > 0.0:
-                full = running / s.lam
-                if self.has_decode and s.n > 0.0:
-                    peak = self._decode_var(s) / s.n
-                    more = max(self.seats_max - running, 0.0)
-                    longer = self._decode_step_s(s.n_dec + more) - s.t_dec
-                    full += self.d * longer * s.t_step / s.t_dec  # t_step / t_dec = 1 / (1 - busy)
-                else:
-                    peak = 1.0 + (self.ca2 - 1.0) * running / (1.0 + running)
-                s.seats = seat_wait(
-                    self.seats_max, running, max(peak, PEAKEDNESS_FLOOR), s.lam, full, self.ca2
-                )
+            running = load_of(self.replica, s)[0] if self.has_prefill and s.lam > 0.0 else 0.0
+            var = self._decode_var(s) if running > 0.0 and self.has_decode and s.n > 0.0 else None
+            s.seats = seat_wait_at(self.replica, s, running_requests=running, decode_count_variance=var)
         return s.seats
 
     def ttft_p99_s(self, s: State) -> float:
@@ -428,25 +325,10 @@ class Engine:
         return self._itl_p99(s)
 
     def _full_time(self, s: State) -> FloatArray:
-        """Step times of the chunk steps when other prompts wait: the step is topped up with the
-        waiting prompts' tokens, on average E[Pe] / (1 - rho) of them (the queue length given
-        that it is non-empty, M/M/1), up to the whole budget; those tokens are pieces of the
-        FIFO stream, with its attention and prefix per token (`_stream_step_s`)."""
+        """`ttft.full_time_s`, once per state."""
         if s.full_time is None:
-            s_f = max(s.share_full, 1.0)
-            extra = self.mean_pe / max(1.0 - s.rho, 1e-12)
-            c = s.chunk_tokens
-            o = s.chunk_offset
-            e = np.minimum(c + extra, s_f) - c  # the stream's tokens beside the prompt's chunk
-            prefix = o + e * (self.a_ctx / s_f + self.p0_share)  # `_stream_step_s` per token
-            s.full_time = batch_time_s(
-                self.k, s.n_arr, s.n_arr * self.cbar, c + e, c * (o + 0.5 * c) + e * self.a_ctx,
-                prefix + c + e, prefix, empty_batches=False,
-            )  # fmt: skip
+            s.full_time = full_time_s(self.replica, s)
         return s.full_time
-
-    def _steps(self, s: State) -> Steps:
-        return self.steps(s)
 
     def steps(self, s: State) -> Steps:
         """What TTFT and ITL share at a state (`steps.step_mix`), once per state: the engine
@@ -470,61 +352,32 @@ class Engine:
         return s.ttft
 
     def _compute_ttft(self, s: State) -> tuple[FloatArray, Wait]:
-        """TTFT at a state. Unless more prompt tokens wait than the next step takes (probability
-        q, `Steps.backlog`), a prompt waits D (`_delay`: the step under way and its company) and
-        is prefilled alone. Queued beyond the next step, it waits the mean step under way, one
-        full-budget step, and the rest of the GI/G/1 queue's wait beyond those (exponential,
-        memoryless), and its own steps are full-budget steps (topped up by the queue)."""
+        """TTFT p50 and p99 at a state and the prefill queue's wait it shows: a prefill pool's
+        (`ttft.prefill_pool_ttft`), or the colocated mixture's quantiles (`_ttft_mixture`)."""
         if not self.has_decode:
-            wait = self._steps(s).wait
-            return self._ttft_prefill_pool(s, wait), wait
-        mix = self._ttft_mixture(s)
-        return response_quantiles_phases(mix.values, mix.probs, mix.phases, LEVELS, mix.waiting), mix.shown
+            wait = self.steps(s).wait
+            full = self._full_time(s) if s.rho > 0.0 else None
+            ttft = prefill_pool_ttft(
+                self.replica, s, wait, full_time=full, ttft_extra_s=self.ttft_extra_s, seat=self._seat_wait(s)
+            )
+            return ttft, wait
+        return ttft_quantiles(self._ttft_mixture(s))
 
     def _ttft_mixture(self, s: State) -> TtftMixture:
-        """`_compute_ttft`'s distribution before its quantiles (colocated engines), once."""
-        if s.ttft_mix is not None:
-            return s.ttft_mix
-        st = self._steps(s)
-        delay, dprob = self._delay(s, st)
-        q = st.backlog
-        if s.chain_push is not None:  # D over the steps' chain: its pushed prompts are the queued
-            wc = self._chain_delay_weight(s)
-            q = wc * s.chain_push + (1.0 - wc) * q
-        q = q if q >= QUEUED_MIN else 0.0
-        own = self._own_ttft_s(s)
-        size = own.size * delay.size
-        n_all = size + own.size if q > 0 else size
-        values = np.empty(n_all)
-        probs = np.empty(n_all)
-        np.add(own[:, None], delay[None, :], out=values[:size].reshape(own.size, delay.size))
-        np.multiply(
-            self.pw[:, None], ((1.0 - q) * dprob)[None, :], out=probs[:size].reshape(own.size, delay.size)
-        )
-        phases = st.beyond if q > 0 else ()
-        waiting = None
-        if q > 0:
-            full = self._row_sums(s.chunk_weight * self._full_time(s))
-            values[size:] = full + (own - s.own_service) + (st.residual + s.t_full)
-            probs[size:] = q * self.pw
-            waiting = np.zeros(n_all)
-            waiting[size:] = 1.0
-        shown = Wait(q, phases_mean_s(phases) + s.t_full) if q > 0 else NO_WAIT
-        kv_full = self._kv_full(s)
-        if kv_full.probability > 0.0:
-            values, probs, phases, waiting = with_kv_full(
-                values=values, probs=probs, phases=phases, waiting=waiting, unqueued=size, kv_full=kv_full
-            )
-        seat = self._seat_wait(s)
-        if seat.probability > 0.0:
-            values, probs, phases, waiting = with_seat_wait(values, probs, phases, waiting, seat)
-        s.ttft_mix = TtftMixture(values, probs, phases, waiting, size, q, shown)
+        """`ttft.ttft_mixture` at a colocated state, once: D (`_delay`, which sets the chain's
+        pushed share), the queued share, and the topped-up steps only where prompts queue."""
+        if s.ttft_mix is None:
+            st = self.steps(s)
+            delay = self._delay(s, st)
+            w_chain = chain_delay_weight(join_weight=s.join_weight, arrival_cv2=self.replica.arrival_cv2)
+            q = queued_share(st, chain_push=s.chain_push, chain_weight=w_chain)
+            s.ttft_mix = ttft_mixture(
+                self.replica, s, st, delay=delay, queued=q,
+                own_s=own_ttft_s(s, ttft_extra_s=self.ttft_extra_s),
+                full_time=self._full_time(s) if q > 0 else None,
+                kv_full=self._kv_full(s), seat=self._seat_wait(s),
+            )  # fmt: skip
         return s.ttft_mix
-
-    def _own_ttft_s(self, s: State) -> FloatArray:
-        """Each prompt's own part of TTFT when it does not queue: its service, plus the time every
-        TTFT includes beyond the engine's (`ttft_extra_s`: the front end, or a KV transfer)."""
-        return s.own_service if self.extra_ttft is None else s.own_service + self.extra_ttft
 
     def ttft_p99_at_most_s(self, s: State) -> float:
         """A bound TTFT p99 never exceeds at this state, without its quantiles (the capacity
@@ -537,319 +390,42 @@ class Engine:
             return self.ttft_p99_s(s)
         if not self.has_decode:
             return math.inf
-        st = self._steps(s)
+        st = self.steps(s)
         quiet = self._kv_full(s)[0] == 0.0 and self._seat_wait(s).probability == 0.0
         if s.ttft_mix is None and st.backlog < TAIL_EPS[-1] and quiet:
             # The largest own service after the largest delay: without the mixture's delays,
             # full steps and products (~85% of the bound's cost; the capacity search asks this
             # at most of its states once ITL is met).
-            return float(self._own_ttft_s(s).max()) + self._delay_top_s(s, st)
+            return float(own_ttft_s(s, ttft_extra_s=self.ttft_extra_s).max()) + self._delay_top_s(s, st)
         return ttft_p99_bound_s(self._ttft_mixture(s))
 
-    def _ttft_prefill_pool(self, s: State, wait: Wait) -> FloatArray:
-        """The prefill pool of a disaggregated deployment, modelled as a continuous server (no
-        step under way, no company): the GI/G/1 wait, then the prompt's own steps topped up by
-        the queue with probability rho, then the KV transfer."""
-        rc = min(max(s.rho, 0.0), 1.0)
-        service = s.own_service
-        if rc > 0:
-            full = self._row_sums(s.chunk_weight * self._full_time(s))
-            service = service + rc * (full - service)
-        if self.extra_ttft is not None:
-            service = service + self.extra_ttft
-        seat = self._seat_wait(s)
-        if seat.probability > 0.0:
-            m = wait.mean_if_waiting_s
-            queue: Phases = ((wait.prob, m),) if wait.prob > 0.0 and m > 0.0 else ()
-            values, probs, phases, waiting = with_seat_wait(service, self.pw, queue, None, seat)
-            return response_quantiles_phases(values, probs, phases, LEVELS, waiting)
-        return response_quantiles(service, self.pw, wait, LEVELS)
-
-    def _delay(self, s: State, st: Steps) -> tuple[FloatArray, FloatArray]:
-        """What a prompt waits before its own steps when nothing queues beyond the next step,
-        D = U L + c X(L): the rest of the step under way (length-biased L, U uniform) and the
-        prompts that arrived during it, X(L) tokens, each costing c (`_token_cost_s`). Idle
-        (1 - P(busy)): 0. Per class of the step under way, decode-only (L = t_dec, length-biased
-        share b) or mixed (L over the mixed steps): U L a lognormal in probability slices with
-        U L's relative spread, E[(U L)^2] / E[U L]^2 = (4/3) E[L^2] / E[L]^2; the company
-        (`_delay_classes`: the arrivals before and after it, a gamma renewal process's count,
-        `arrivals.company_count`) none with probability 1 - pi_L and otherwise X given any, a
-        lognormal of its two moments (the count's and the sizes' spread, which makes the tail),
-        in vLLM's FIFO order: X = B + theta A (`arrivals.beside`: the prompts after it fill only
-        the room beside its last chunk), plus a step's decodes t_arr where those before it
-        overflow that room; its slices paired with U L's (a long step under way brings more
-        company). The classes are those of a prompt not queued beyond the next step, so not
-        arrived during a backlog: the backlog's full steps leave the mixed class (their time
-        share, the arrivals' backlog read as a time average by rho / sigma) and its moments, and
-        the shares are renormalized (docs/latency/ttft.md). Returns (values, probabilities)."""
+    def _delay(self, s: State, st: Steps) -> Delay:
+        """D at the state (`delay.delay_values`): its classes kept on the state (`_delay_classes`),
+        the chain's pushed share too (`State.chain_push`, which `_ttft_mixture` reads)."""
         if st.busy <= 0:
-            return _ZERO, _ONE
-        idle, classes = self._delay_classes(s, st)
-        w_chain = self._chain_delay_weight(s)
-        exact = self._delay_chain(s, st, idle) if w_chain > 0.0 else None
-        if exact is not None and w_chain >= 1.0:
-            return exact
-        # Not queued beyond the next step, the company fits in that step (more is what the
-        # queued branch counts): its cost is at most one full budget's prefill tokens, c B =
-        # T_full - T_0 of an idle engine (fixed per engine like c, so a slice still never falls
-        # as load or burstiness raise it), its lognormal conditioned below that (`ttft.company_slices`).
-        cap = self._company_cap_s()
-        values = [0.0]
-        probs = [idle]
-        for cl in classes:
-            half = (
-                [v * cl.scale for v in UNIFORM_SLICE_LIST]
-                if cl.sigma is None
-                else lognormal_slice_list(cl.sigma, cl.scale)
-            )
-            values += half
-            w_none, w_some = cl.share * (1.0 - cl.pi), cl.share * cl.pi
-            probs += [p * w_none for p in SLICE_PROB_LIST]
-            if cl.x_atoms is not None:  # alike prompts: whole ones, coupled by rank
-                pair_v, pair_p = couple_by_rank(half, SLICE_PROB_LIST, *cl.x_atoms)
-                values += [h + min(x, cap) for h, x in zip(*pair_v, strict=True)]
-                probs += [p * w_some for p in pair_p]
-                continue
-            if cl.pi > 0.0:
-                xs = company_slices(
-                    log_sd=cl.x_sigma, mean_cost_s=cl.x_scale, cap_s=cap, atom_weight=self.atom_weight
-                )
-                values += [h + x for h, x in zip(half, xs, strict=True)]
-            else:
-                values += half
-            probs += [p * w_some for p in SLICE_PROB_LIST]
-        # In ascending order: TTFT's mixture adds them to each prompt's own time, so its rows
-        # come sorted and the quantiles' sort of ~1,000 points merges runs (about a third cheaper).
-        v = np.array(values)
-        pv = np.array(probs)
-        if exact is not None and w_chain > 0.0:  # in part (`_chain_delay_weight`): the two blended
-            v = np.concatenate((exact[0], v))
-            pv = np.concatenate((exact[1] * w_chain, pv * (1.0 - w_chain)))
-        order = v.argsort(kind="stable")
-        return v[order], pv[order]
-
-    def _chain_delay_weight(self, s: State) -> float:
-        """How far D is `_delay_chain`'s: how far whole prompts share steps (`State.join_weight`),
-        fading out as arrivals get burstier, from c_a^2 = CHAIN_DELAY_CA2[0] to [1]. The chain
-        weighs the step under way by its length (a time average); bursts do not see time
-        averages (docs/latency/bursty.md: at CV^2 4 47% of arrivals find a mixed
-        step that fills 24% of the time), so as bursts merge prompts into fewer, longer
-        steps its D would fall with burstiness (48-token prompts, MoE, H100: TTFT p99 -0.13% from
-        c_a^2 1 to 3.3). Validated at the trace's c_a^2 1.19 (docs/accuracy.md); the classes'
-        two lognormals (their company a gamma renewal count) take the bursts."""
-        return s.join_weight * self._chain_fade
-
-    def _delay_chain(self, s: State, st: Steps, idle: float) -> tuple[FloatArray, FloatArray] | None:
-        """D where whole prompts share steps (`State.join_weight` > 0), over the steps' chain
-        itself (`_chain_company`: lengths L_j, stationary pi_j) rather than the classes' two
-        lognormals paired by rank: the step under way is the chain's state j, length-biased
-        (pi_j L_j), U uniform in its slices, and the K others that arrived during it (the gamma
-        renewal count around an arrival at L_j, `others_in_step`) each add a joiner's time Jc
-        up to the room's R whole prompts (the last in part: the step a full budget). FIFO puts
-        this prompt at a uniform place among the K + 1: past the room's floor(R) + 1 places
-        (chance max(K - floor(R), 0) / (K + 1)) it is pushed to a later step, the queued branch
-        (`State.chain_push`, `_ttft_mixture`); D is given it is not. Given L_j, K and U are
-        independent (Poisson), so D's points are their products, not their ranks' pairing,
-        whose perfect correlation had spread D both ways: constant 1,155-token prompts, H100,
-        budget 8192, 90% load, D's median 25 ms against the simulator's 33 (TTFT minus the
-        prompt's own step), its 99th percentile 196 against 210. Busy share 1 - idle. None
-        where the chain is out."""
-        if not (s.join_weight > 0.0 and st.chain is not None):
-            return None
-        lengths, dist = st.chain
-        seen = dist * lengths
-        total = float(np.add.reduce(seen))
-        if not total > 0.0:
-            return None
-        seen *= (1.0 - idle) / total
-        keep = seen > DELAY_CHAIN_NEGLIGIBLE
-        ls, ws = lengths[keep], seen[keep]
-        ws *= (1.0 - idle) / float(np.add.reduce(ws))
-        room = self._room_after_tokens(s) / self.mean_pe  # whole prompts' room beside this one
-        lens = ls.tolist()
-        # one count per distinct length (the chain's states past the room share the full step's)
-        counts = {el: company_count(self._k, s.lam, el, el * el) for el in lens}
-        top = counts[lens[-1]]  # the longest step's count reaches furthest
-        reach = top.m1 + COUNT_REACH_SDS * math.sqrt(max(top.m2 - top.m1 * top.m1, 0.0)) + COUNT_REACH_SDS
-        k_max = max(1, min(math.ceil(reach), CHAIN_STATES * 4))
-        ks = np.arange(k_max + 1, dtype=np.float64)
-        pushed = np.maximum(ks - math.floor(room), 0.0) / (ks + 1.0)
-        rows = {el: others_in_step(cm, k_max, self._k == 1.0) for el, cm in counts.items()}
-        pk = np.array([rows[el] for el in lens])  # (J, K)
-        s.chain_push = float(ws @ (pk @ pushed))
-        # not pushed: the company is min(K, R); counts past ceil(R) cost the same, lumped there
-        stay = pk * (1.0 - pushed)
-        fit = min(math.ceil(room), k_max)
-        if fit < k_max:
-            stay[:, fit] += stay[:, fit + 1 :].sum(axis=1)
-            stay = stay[:, : fit + 1]
-        stay *= 1.0 / max(1.0 - s.chain_push / max(1.0 - idle, 1e-300), 1e-300)  # given not pushed
-        vals = (
-            ls[:, None, None] * UNIFORM_SLICE_MEANS[None, :, None]
-            + (s.join_cost * np.minimum(ks[: fit + 1], room))[None, None, :]
+            return NO_DELAY
+        classes = self._delay_classes(s, st)
+        w_chain = chain_delay_weight(join_weight=s.join_weight, arrival_cv2=self.replica.arrival_cv2)
+        chain = delay_chain(self.replica, s, st, idle_share=classes.idle_share) if w_chain > 0.0 else None
+        if chain is not None:
+            s.chain_push = chain.pushed
+        return delay_values(
+            self.replica, classes=classes, chain=chain, chain_weight=w_chain, company_cap_s=self._company_cap_s()
         )
-        prob = ws[:, None, None] * np.asarray(SLICE_PROB_LIST)[None, :, None] * stay[:, None, :]
-        v = np.concatenate((_ZERO, vals.ravel()))
-        p = np.concatenate(([idle], prob.ravel()))
-        order = v.argsort(kind="stable")
-        return v[order], p[order]
 
     def _delay_top_s(self, s: State, st: Steps) -> float:
-        """`_delay`'s largest value without its lists: every slice list rises, so it is a
-        class's top slice plus its company's top slice (capped), the same arithmetic."""
+        """D's largest value (`delay.delay_top_s`; the chain's points read where it takes part)."""
         if st.busy <= 0:
             return 0.0
-        if st.chain is not None and self._chain_delay_weight(s) > 0.0:  # `_delay_chain`'s points
-            return float(self._delay(s, st)[0][-1])
-        cap = self._company_cap_s()
-        top = 0.0
-        for cl in self._delay_classes(s, st)[1]:
-            h = (
-                UNIFORM_SLICE_LIST[-1] * cl.scale
-                if cl.sigma is None
-                else lognormal_top_slice(cl.sigma, cl.scale)
-            )
-            if cl.x_atoms is not None:
-                h += min(cl.x_atoms[0][-1], cap)
-            elif cl.pi > 0.0:
-                h += company_top_s(log_sd=cl.x_sigma, mean_cost_s=cl.x_scale, cap_s=cap, atom_weight=self.atom_weight)
-            top = max(top, h)
-        return top
+        if st.chain is not None and chain_delay_weight(join_weight=s.join_weight, arrival_cv2=self.replica.arrival_cv2) > 0.0:
+            return float(self._delay(s, st).values[-1])
+        return delay_top_s(self.replica, classes=self._delay_classes(s, st), company_cap_s=self._company_cap_s())
 
-    def _delay_classes(self, s: State, st: Steps) -> tuple[float, list[DelayClass]]:
-        """`_compute_delay_classes`, once per state (`st` is the state's own `_steps`)."""
+    def _delay_classes(self, s: State, st: Steps) -> DelayClasses:
+        """`delay.delay_classes`, once per state (`st` is the state's own `Engine.steps`)."""
         if s.delay_classes is None:
-            s.delay_classes = self._compute_delay_classes(s, st)
+            s.delay_classes = delay_classes(self.replica, s, st, token_cost_s=self._token_cost_s())
         return s.delay_classes
-
-    def _compute_delay_classes(self, s: State, st: Steps) -> tuple[float, list[DelayClass]]:
-        """`_delay`'s idle share and its classes of the step under way (busy engines): U L's
-        slices (log-sd, None for the decode-only class's uniform; mean), the class's share, the
-        chance pi of company, and the company's lognormal given any (log-sd, mean cost)."""
-        c = self._token_cost_s()
-        t = s.t_dec
-        total, s1, s2, s3 = st.sums
-        scale = 1.0 / max(1.0, total)
-        w0 = max(0.0, 1.0 - total)
-        mean_step = w0 * t + scale * s1
-        b_dec = w0 * t / mean_step if mean_step > 0 else 1.0  # length-biased share of decode-only steps
-        busy = st.busy
-        idle = 1.0 - busy
-        rb = st.backlog_rate
-        if rb > 0.0 and mean_step > 0.0 and b_dec < 1.0:
-            # Not queued beyond the next step, a prompt did not arrive during a backlog: its
-            # step under way is not one of the backlog's full steps. They leave the mixed class
-            # (their time share, the arrivals' backlog q read as a time average: x rho / sigma,
-            # GI/G/1's ratio of the time-average to the arrival-seen chance of waiting; 1 for
-            # Poisson) and the classes are renormalized.
-            fs = st.full_step_s
-            share = scale * rb * fs / mean_step
-            if st.wait.prob > s.rho:
-                share *= s.rho / st.wait.prob
-            gone = busy * min(share, 1.0 - b_dec)
-            keep = 1.0 - gone
-            w_dec = busy * b_dec / keep
-            w_mix = (busy * (1.0 - b_dec) - gone) / keep
-            idle /= keep
-            busy = w_dec + w_mix
-            b_dec = w_dec / busy
-            r1 = s1 - rb * fs
-            if r1 > 0.0:  # the mixed class's length moments without the backlog's steps
-                s1, s2, s3 = r1, s2 - rb * fs * fs, s3 - rb * fs * fs * fs
-        raw: list[tuple[float | None, float, float, float, float]] = []  # sigma, E[U L], E[L], E[L^2], share
-        if s1 <= 0 or b_dec >= 1.0:
-            raw.append((None, 0.5 * t, t, t * t, busy))
-        else:
-            l1, l2 = s2 / s1, s3 / s1
-            sigma_m = math.sqrt(math.log(max(4.0 * l2 / (3.0 * l1 * l1), 1.0)))
-            raw.append((None, 0.5 * t, t, t * t, busy * b_dec))
-            raw.append((sigma_m, 0.5 * l1, l1, l2, busy * (1.0 - b_dec)))
-        out = []
-        pe, pe2 = self.mean_pe, self.mean_pe * self.mean_pe
-        cv2 = self.stats.prefill_cv2
-        room = self._room_after_tokens(s)
-        whole = self.atom_weight * room_for_more(room, pe)  # `_company_atoms`' weight
-        for sigma, mean_ul, el, el2, w in raw:
-            cnt = company_count(self._k, s.lam, el, el2)
-            pi = cnt.p_any
-            x_sigma = x_scale = 0.0
-            atoms = None
-            if pi > 0.0:
-                th, over = beside(cnt, room, pe, cv2)
-                x1 = pe * cnt.one * (1.0 + th) / pi
-                x2 = pe2 * ((1.0 + th * th) * (cnt.one_sq + cv2 * cnt.one) + 2.0 * th * cnt.cross) / pi
-                if x1 > 0.0:
-                    # a step's decodes again where the prompts before it push its end a step later
-                    x_sigma, x_scale = (
-                        math.sqrt(math.log(max(x2 / (x1 * x1), 1.0))),
-                        c * x1 + s.t_arr * over / pi,
-                    )
-                    if whole > 0.0:
-                        atoms = self._company_atoms(
-                            s.lam, cnt, sigma is not None, el, el2, x_sigma, x_scale, whole
-                        )
-            out.append(DelayClass(sigma, mean_ul, w, pi, x_sigma, x_scale, atoms))
-        return idle, out
-
-    def _company_atoms(
-        self,
-        lam: float,
-        cnt: CountMoments,
-        spread: bool,
-        el: float,
-        el2: float,
-        x_sigma: float,
-        x_scale: float,
-        whole: float,
-    ) -> tuple[list[float], list[float]]:
-        """A class's company cost given any, for prompts of alike lengths whose company fits
-        beside them (weight `whole`: the atoms' weight `atom_weight` times the room's fade-in,
-        room / E[Pe] - 1, as the steps' chain has it): whole prompts, the count K given any
-        (`count_given_any` over the class's step under way, L's lognormal slices for the
-        mixed class, at the count's own mean and spread at a given L), each costing the class's
-        mean cost per prompt, x_scale / E[K | any]; the rest (1 - whole) the lognormal of the
-        cost's two moments. Sorted by cost. The lognormal smears the atoms: constant 1,155-token
-        prompts, H100, budget 8192, 60% load, the mixed class's top 1% averaged 5.7 prompts'
-        cost where the count's 99th percentile is 4 (TTFT p99 +10.6% against the simulator, now
-        +2.7%; docs/latency/ttft.md)."""
-        m1 = cnt.m1
-        # the count's spread at a given L: its variance less the steps' own (as `_steps` has it)
-        at_l = cnt.m2 - m1 * m1 - lam * lam * max(el2 - el * el, 0.0)
-        rate = m1 / el  # lam times the count's burst factor at the mean step
-        if spread:
-            lengths = np.array(lognormal_slice_list(math.sqrt(math.log(max(el2 / (el * el), 1.0))), el))
-            weights = SLICE_PROBS
-        else:
-            lengths, weights = np.array([el]), _ONE
-        counts, probs = count_given_any(rate, max(at_l / m1, 1.0), lengths, weights)
-        per = x_scale / math.fsum(k * p for k, p in zip(counts, probs, strict=True))
-        values = [k * per for k in counts]
-        if whole >= 1.0:
-            return values, probs
-        logn = lognormal_slice_list(x_sigma, x_scale)
-        pairs = sorted(
-            zip(
-                values + logn,
-                [whole * p for p in probs] + [(1.0 - whole) * p for p in SLICE_PROB_LIST],
-                strict=True,
-            )
-        )
-        return [v for v, _ in pairs], [p for _, p in pairs]
-
-    def _mean_last_chunk(self, s: State) -> float:
-        """A prompt's last chunk on average, E[Pe] - (E[k] - 1) s_own (`_chunks`: k - 1 full
-        chunks of s_own tokens, then the rest)."""
-        return self.mean_pe - (s.mean_chunks - 1.0) * max(s.share_own, 1.0)
-
-    def _room_after_tokens(self, s: State) -> float:
-        """The budget left beside a prompt's last chunk, s_f - r (r the mean last chunk): what
-        the prompts that arrive after it during the step under way can fill of its step."""
-        return self._room_beside(s.share_full, s.mean_chunks, s.share_own)
-
-    def _room_beside(self, share_full: float, mean_chunks: float, share_own: float) -> float:
-        """`_room_after_tokens` from its parts (`_build_state` and `_room_at_rest` have no
-        state yet)."""
-        return max(max(share_full, 1.0) - (self.mean_pe - (mean_chunks - 1.0) * max(share_own, 1.0)), 0.0)
 
     def _service_shape(self) -> ServiceShape:
         """`prefill_queue.service_shape`, once per engine, at the stability boundary (decode
@@ -862,36 +438,36 @@ class Engine:
                 at = self._saturated() if self.has_decode else self._state(0.0, 0.0)
                 s_f = max(at.share_full, 1.0)
                 attention, prefix = own_stream_context(
-                    prompt_tokens=self.pe, cached_tokens=self.p0, full_share_tokens=s_f
+                    prompt_tokens=self.replica.prefill_tokens, cached_tokens=self.replica.cached_tokens, full_share_tokens=s_f
                 )
                 full_step_s = batch_time_s(
-                    self.k, at.n_arr, at.n_arr * self.cbar, s_f, s_f * attention, prefix + s_f, prefix
+                    self.replica.step_coefficients, at.n_arr, at.n_arr * self.replica.decode_context_tokens, s_f, s_f * attention, prefix + s_f, prefix
                 )
                 shape = service_shape(
-                    prompt_tokens=self.pe, prompt_probs=self.pw, full_step_s=full_step_s,
-                    arrival_cv2=self.ca2, colocated=self.has_decode,
+                    prompt_tokens=self.replica.prefill_tokens, prompt_probs=self.replica.prompt_probs, full_step_s=full_step_s,
+                    arrival_cv2=self.replica.arrival_cv2, colocated=self.has_decode,
                 )  # fmt: skip
             self._shape = shape or shape_of(
-                cv2=self.stats.prefill_cv2, kappa=self.kappa, service_over_mean=self.pe / self.mean_pe,
-                arrival_cv2=self.ca2, prompt_probs=self.pw, colocated=self.has_decode and self.has_prefill,
+                cv2=self.stats.prefill_cv2, kappa=self.replica.prefill_kappa, service_over_mean=self.replica.prefill_tokens / self.replica.mean_prefill_tokens,
+                arrival_cv2=self.replica.arrival_cv2, prompt_probs=self.replica.prompt_probs, colocated=self.has_decode and self.has_prefill,
             )  # fmt: skip
         return self._shape
 
     def _full_step_cv2(self) -> float:
         """`prefill_queue.full_step_cv2`, once per engine, each full step a stream step at the
-        stability boundary (colocated engines only, `_steps`)."""
+        stability boundary (colocated engines only, `Engine.steps`)."""
         if self._full_cv2 is None:
             end = self._saturated()
             s_f = max(end.share_full, 1.0)
             attention, prefix = full_step_context(
-                prompt_tokens=self.pe, cached_tokens=self.p0, full_share_tokens=s_f
+                prompt_tokens=self.replica.prefill_tokens, cached_tokens=self.replica.cached_tokens, full_share_tokens=s_f
             )
             step_s = batch_time_s(
-                self.k, end.n_arr, end.n_arr * self.cbar, s_f, s_f * attention, prefix + s_f, prefix
+                self.replica.step_coefficients, end.n_arr, end.n_arr * self.replica.decode_context_tokens, s_f, s_f * attention, prefix + s_f, prefix
             )
             self._full_cv2 = full_step_cv2(
-                full_step_s=step_s, prompt_tokens=self.pe, prompt_probs=self.pw,
-                full_share_tokens=s_f, token_mean_prompt_tokens=self.pe_tok_mean,
+                full_step_s=step_s, prompt_tokens=self.replica.prefill_tokens, prompt_probs=self.replica.prompt_probs,
+                full_share_tokens=s_f, token_mean_prompt_tokens=self.replica.token_mean_prefill_tokens,
             )  # fmt: skip
         return self._full_cv2
 
@@ -913,7 +489,7 @@ class Engine:
 
     def _full_service_s(self, s: State) -> float:
         """A prompt's mean service in the prefill queue at a state: E[Pe] / s_f full steps."""
-        return self.mean_pe * s.t_full / max(s.share_full, 1.0)
+        return self.replica.mean_prefill_tokens * s.t_full / max(s.share_full, 1.0)
 
     def _queue_wait(self, s: State, shape: ServiceShape) -> Wait:
         """The prefill queue's wait at a state (`prefill_queue.prefill_wait`), stretched for the
@@ -922,7 +498,7 @@ class Engine:
         service_s = self._full_service_s(s)
         colocated = self.has_decode and self.has_prefill
         wait = prefill_wait(
-            utilization=s.rho, mean_service_s=service_s, arrival_cv2=self.ca2, shape=shape, colocated=colocated
+            utilization=s.rho, mean_service_s=service_s, arrival_cv2=self.replica.arrival_cv2, shape=shape, colocated=colocated
         )
         if not (colocated and 0.0 < s.rho < 1.0 and stretch_applies(wait)):
             return wait
@@ -930,8 +506,8 @@ class Engine:
         if drag is None:
             return wait
         return stretched_wait(
-            wait=wait, utilization=s.rho, mean_service_s=service_s, arrival_cv2=self.ca2, drag=drag,
-            lifetime_s=self.d * s.t_step, decodes=s.n, count_variance=self._decode_var(s),
+            wait=wait, utilization=s.rho, mean_service_s=service_s, arrival_cv2=self.replica.arrival_cv2, drag=drag,
+            lifetime_s=self.replica.decode_steps * s.t_step, decodes=s.n, count_variance=self._decode_var(s),
             count_loop=self._count_feedback(s).loop,
         )  # fmt: skip
 
@@ -947,17 +523,14 @@ class Engine:
         return s.drag or None
 
     def _token_cost_s(self) -> float:
-        """The marginal time of one prefill token in a full-budget step of an idle engine,
-        (T_full - T_0) / B: fixed per engine, so the company's cost never falls with load."""
+        """`ttft.token_cost_s` of the idle state, once per engine."""
         if self._token_cost is None:
-            z = self.zero()
-            self._token_cost = max(z.t_full - z.t_arr, 0.0) / max(z.share_full, 1.0)
+            self._token_cost = token_cost_s(self.zero())
         return self._token_cost
 
     def _company_cap_s(self) -> float:
-        """The most a prompt's company costs when nothing queues beyond the next step: one full
-        budget's prefill tokens at `_token_cost_s` each (an idle engine's budget: fixed)."""
-        return self._token_cost_s() * max(self.zero().share_full, 1.0)
+        """`ttft.company_cap_s` of the idle state."""
+        return company_cap_s(self.zero())
 
     def _itl(self, s: State) -> tuple[float, float]:
         """ITL p50 and p99 at a state, once."""
@@ -974,10 +547,10 @@ class Engine:
     def _itl_level(self, s: State, i: int) -> float:
         """`itl.itl_level` at the state, level LEVELS[i]; the quantile vectors it computes are kept
         on the state for the other level."""
-        st = self._steps(s)
+        st = self.steps(s)
         got = itl_level(
             level_index=i, decode_step_s=s.t_dec, mixed_values=st.values, mixed_rates=st.rates,
-            decode_others=self._decode_others(s), max_decodes=self.n_cap,
+            decode_others=self._decode_others(s), max_decodes=self.replica.decode_cap,
             decode_step_of=self._decode_step_s, mixed=s.itl_mixed, all_steps=s.itl_all,
         )  # fmt: skip
         s.itl_mixed, s.itl_all = got.mixed, got.all_steps
@@ -985,7 +558,7 @@ class Engine:
 
     def _decode_step_s(self, count: float) -> float:
         """A decode-only step of `count` decodes (scalar: cheaper than numpy on a few values)."""
-        return step_time_s(self.k, 0.0, 0.0, count, count * self.cbar)
+        return step_time_s(self.replica.step_coefficients, 0.0, 0.0, count, count * self.replica.decode_context_tokens)
 
     def _decode_var(self, s: State) -> float:
         """`_compute_decode_var`, once per state."""
@@ -1006,7 +579,7 @@ class Engine:
             return 0.0
         return decode_count_variance(
             decodes=s.n,
-            arrival_cv2=self.ca2,
+            arrival_cv2=self.replica.arrival_cv2,
             decode_overlap=self.stats.decode_overlap,
             feedback=self._count_feedback(s),
         )
@@ -1022,7 +595,7 @@ class Engine:
             slope = self._prompt_cost_slope_s(s) if both and s.t_dec > 0.0 else None
             relaxation = None
             if slope is not None and s.n * drag_per_decode > 0.0 and 0.0 < s.rho < 1.0:
-                relaxation = s.rho * self._full_service_s(s) * (self.ca2 + self._service_shape().cv2)
+                relaxation = s.rho * self._full_service_s(s) * (self.replica.arrival_cv2 + self._service_shape().cv2)
                 relaxation /= (1.0 - s.rho) ** 2
             s.feedback = count_feedback(
                 decodes=s.n,
@@ -1033,7 +606,7 @@ class Engine:
                 prompt_cost_slope_s=slope,
                 drag_per_decode=drag_per_decode,
                 queue_relaxation_s=relaxation,
-                lifetime_s=self.d * s.t_step,
+                lifetime_s=self.replica.decode_steps * s.t_step,
             )
         return s.feedback
 
@@ -1077,27 +650,27 @@ class Engine:
         s_f = max(s.share_full, 1.0)
         if not s_f > 2.0:
             return 0.0
-        coef, cbar, pe = self.k, self.cbar, self.mean_pe
+        coef, cbar, pe = self.replica.step_coefficients, self.replica.decode_context_tokens, self.replica.mean_prefill_tokens
         n1 = s.n_arr + 1.0
         t_arr1 = self._decode_step_s(n1)
         tau1 = step_time_s(coef, s.chunk_tokens, s.chunk_offset, n1, n1 * cbar, empty_batches=False)
-        pw = self.pw
+        pw = self.replica.prompt_probs
         a0 = float(s.own_service.dot(pw)) - s.mean_chunks * s.t_arr
-        a1 = float(self._row_sums(s.chunk_weight * tau1).dot(pw)) - s.mean_chunks * t_arr1
-        t_full1 = self._stream_step_s(s_f - 1.0, n1, n1 * cbar)
+        a1 = float(row_sums(s.chunk_weight * tau1).dot(pw)) - s.mean_chunks * t_arr1
+        t_full1 = stream_step_s(self.replica, s_f - 1.0, n1, n1 * cbar)
         f0 = pe * (s.t_full - s.t_arr) / s_f
         f1 = pe * (t_full1 - t_arr1) / (s_f - 1.0)
         q0, q1 = self._full_service_s(s), pe * t_full1 / (s_f - 1.0)
         rho = s.lam * q0
-        w = self._merge_weight(rho)
-        dw = gamma_wait_probability_slope(rho, self._k, w) if 0.0 < rho < 1.0 else 0.0
+        w = merge_weight(self.replica, rho)
+        dw = gamma_wait_probability_slope(rho, self.replica.gap_shape, w) if 0.0 < rho < 1.0 else 0.0
         slope = (a1 - a0) * (1.0 - w) + w * (f1 - f0) + dw * s.lam * (q1 - q0) * (f0 - a0)
         wj = s.join_weight
         if wj > 0.0:  # whole prompts sharing steps: A + j (Jc - A), the chain's steps one decode longer
             jc0 = s.join_cost
-            jc1 = self._join_cost_s(n1, n1 * cbar)
+            jc1 = join_cost_s(self.replica, n1, n1 * cbar)
             t1 = self._decode_step_s(s.n_dec + 1.0)
-            j1, _ = join_share(s.lam, t1, a1, jc1, self._dispersion)
+            j1, _ = join_share(s.lam, t1, a1, jc1, self.replica.count_dispersion)
             shared = a1 + j1 * (jc1 - a1) - (a0 + s.joined * (jc0 - a0))
             slope = wj * shared + (1.0 - wj) * slope
         return slope
@@ -1111,6 +684,6 @@ class Engine:
         if not self.has_prefill:
             return s.t_dec
         return itl_worst_case_s(
-            coefficients=self.k, full_share_tokens=s.share_full,
-            prompt_p99_tokens=self.stats.prompt_p99_tokens, decodes=s.n_dec, context_mean=self.cbar,
+            coefficients=self.replica.step_coefficients, full_share_tokens=s.share_full,
+            prompt_p99_tokens=self.stats.prompt_p99_tokens, decodes=s.n_dec, context_mean=self.replica.decode_context_tokens,
         )  # fmt: skip

@@ -13,7 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from planner.costmodel.steptime import StepCoefficients
-from planner.latency.results import Role
+from planner.latency.results import Role, State
 from planner.latency.stats import WorkloadStats
 from planner.scheduler_config import SchedulerConfig
 
@@ -77,6 +77,17 @@ def room_beside(
     the rest after its full chunks): what prompts arriving after it can fill of its step."""
     last = mean_prefill_tokens - (mean_chunks - 1.0) * max(own_share_tokens, 1.0)
     return max(max(budget_share_tokens, 1.0) - last, 0.0)
+
+
+def room_after_tokens(replica: Replica, state: State) -> float:
+    """`room_beside` at a state: the budget left beside a prompt's mean last chunk, what the
+    prompts that arrive after it during the step under way can fill of its step."""
+    return room_beside(
+        budget_share_tokens=state.share_full,
+        mean_chunks=state.mean_chunks,
+        own_share_tokens=state.share_own,
+        mean_prefill_tokens=replica.mean_prefill_tokens,
+    )
 
 
 def replica_of(

@@ -55,7 +55,7 @@ class Grid(NamedTuple):
 
 
 class DelayClass(NamedTuple):
-    """A class of the step under way, as `Engine._delay` reads it."""
+    """A class of the step under way, as `delay.delay_values` reads it."""
 
     sigma: float | None  # U L's log-sd (None: the decode-only class, U t_dec, a uniform's)
     scale: float  # E[U L]
@@ -64,6 +64,13 @@ class DelayClass(NamedTuple):
     x_sigma: float  # the company's cost given any: log-sd and mean (0 without company)
     x_scale: float
     x_atoms: tuple[list[float], list[float]] | None = None  # or as whole prompts: (costs, probabilities)
+
+
+class DelayClasses(NamedTuple):
+    """The step under way as a prompt not queued beyond the next step sees it (`delay.delay_classes`)."""
+
+    idle_share: float  # P(no step under way)
+    classes: list[DelayClass]
 
 
 class TtftMixture(NamedTuple):
@@ -113,13 +120,13 @@ class State:
     itl_mixed: FloatArray | None = None  # ITL quantiles of the mixed steps alone (lazily)
     itl_all: FloatArray | None = None  # and with the decode-only slices (lazily)
     kv_full: KvFull | None = None  # Engine._kv_full (lazily)
-    delay_classes: tuple[float, list[DelayClass]] | None = None  # Engine._delay_classes (lazily)
+    delay_classes: DelayClasses | None = None  # `delay.delay_classes` (lazily)
     drag: PrefillDrag | tuple[()] | None = None  # Engine._prefill_drag, () for none (lazily)
     feedback: CountFeedback | None = None  # Engine._count_feedback (lazily)
     join_weight: float = 0.0  # how far whole prompts share steps (`Engine._shared_rate`; 0: they do not)
     join_cost: float = 0.0  # a further whole prompt's time in a step with one (Jc)
     joined: float = 0.0  # the share of prompts that join a step another opened (j)
-    chain_push: float | None = None  # `Engine._delay_chain`: prompts pushed past their step (lazily)
+    chain_push: float | None = None  # `delay.delay_chain`: prompts pushed past their step (lazily)
     seats: SeatWait | None = None  # Engine._seat_wait (lazily)
 
 

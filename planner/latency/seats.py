@@ -28,13 +28,18 @@ without it.
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
+from planner.costmodel.steptime import step_time_s
 from planner.latency.queueing import Phases
 from planner.latency.scipy_special import special
+
+if TYPE_CHECKING:  # annotations only: results imports this module
+    from planner.latency.replica import Replica
+    from planner.latency.results import State
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -43,6 +48,8 @@ FloatArray = npt.NDArray[np.float64]
 SEAT_WAIT_MIN = 1e-4
 # The full seats' drain, theta - lam, is at least this share of M/M/S's (S - a) / E[R].
 SEAT_DRAIN_FLOOR = 1e-3
+# The seat queue's count peakedness Z is at least this (`seat_wait_at`; a tolerance: Z divides).
+PEAKEDNESS_FLOOR = 1e-3
 _LOG_HALF = math.log(0.5)
 
 
@@ -115,6 +122,33 @@ def seat_wait(
     full = max(full_residence_s, residence)
     drain = max(seats / full - arrival_rate, SEAT_DRAIN_FLOOR * (seats - running) / residence)
     return SeatWait(p, 0.5 * (arrival_cv2 + 1.0) / drain, running, peakedness)
+
+
+def seat_wait_at(
+    replica: Replica, state: State, *, running_requests: float, decode_count_variance: float | None
+) -> SeatWait:
+    """`seat_wait` at a steady state, for the engines whose prompts arrive (colocated, prefill
+    pool): S = max_num_seqs seats, offered the running requests a (`stability.load_of`; 0 where
+    no prompt arrives: no wait). The count's peakedness Z: the decode count's variance over its
+    mean (`decode_count_variance`, given where decodes run: burstiness and the count's feedback),
+    else the arrivals' burst factor 1 + (c_a^2 - 1) a / (1 + a) (as z). The residence with every
+    seat taken, R_full: a / lam with each of its d decode steps carrying the S - a decodes more
+    (the decode-only step timed at n_dec + S - a, over 1 - busy as t_step); a prefill pool's,
+    a / lam."""
+    running = running_requests
+    if not running > 0.0:
+        return NO_SEAT_WAIT
+    s = state
+    full = running / s.lam
+    if decode_count_variance is not None:
+        peak = decode_count_variance / s.n
+        more = max(replica.seats - running, 0.0)
+        count = s.n_dec + more
+        longer = step_time_s(replica.step_coefficients, 0.0, 0.0, count, count * replica.decode_context_tokens) - s.t_dec
+        full += replica.decode_steps * longer * s.t_step / s.t_dec  # t_step / t_dec = 1 / (1 - busy)
+    else:
+        peak = 1.0 + (replica.arrival_cv2 - 1.0) * running / (1.0 + running)
+    return seat_wait(replica.seats, running, max(peak, PEAKEDNESS_FLOOR), s.lam, full, replica.arrival_cv2)
 
 
 def with_seat_wait(
