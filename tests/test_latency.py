@@ -15,7 +15,7 @@ from scipy import stats
 from planner.costmodel.profile import THEORETICAL, Profile
 from planner.costmodel.roofline import chunks
 from planner.deployment import Deployment
-from planner.latency import LatencyModel, Slo, WorkloadStats
+from planner.latency import LatencyModel, Slo, WorkloadStats, delay, ttft
 from planner.latency import capacity as latency_capacity
 from planner.latency import evaluate as latency_evaluate
 from planner.latency.delay import DELAY_CHAIN_NEGLIGIBLE
@@ -75,6 +75,12 @@ def model_for(deployment: Deployment, workload: Workload) -> LatencyModel:
 
 
 # ---- limiting cases ----------------------------------------------------------------------------
+
+
+def _jumping_capacity(m: LatencyModel, slo: Slo) -> Any:
+    """`LatencyModel.capacity`'s colocated pool with `_JumpingEngine` as the model's engine."""
+    m.engines["colocated"] = _JumpingEngine()  # type: ignore[assignment]
+    return m.capacity(slo).pools["colocated"]
 
 
 def test_idle_limit_ttft_is_the_prefill_time_and_itl_a_decode_step() -> None:
@@ -292,7 +298,9 @@ def test_overload_is_unstable_with_the_rate_it_can_serve() -> None:
     assert over.max_stable_requests_per_s == pytest.approx(top / 2)
     assert any("unstable" in n for n in over.notes)
     # Cost is what the deployment can serve, not what was asked.
-    assert over.usd_per_million_output_tokens == pytest.approx(m._costs(top)[0])
+    assert over.usd_per_million_output_tokens == pytest.approx(
+        m.deployment.usd_per_hour / (top * m.stats.mean_output_tokens * 3600.0) * 1e6, rel=1e-12
+    )
     just_under = m.evaluate(0.999 * top)
     assert just_under.stable and just_under.ttft_p99_s is not None and math.isfinite(just_under.ttft_p99_s)
 
@@ -476,7 +484,11 @@ class _JumpingEngine:
 
     def point(self, st: Any) -> Any:
         return types.SimpleNamespace(
-            lam=st.lam, n=st.n, ttft_p99_s=self.ttft_p99_s(st), itl_p99_s=self.itl_p99_s(st)
+            lam=st.lam,
+            n=st.n,
+            ttft_p99_s=self.ttft_p99_s(st),
+            itl_p99_s=self.itl_p99_s(st),
+            itl_worst_case_s=None,
         )
 
     def zero_point(self) -> Any:
@@ -486,15 +498,15 @@ class _JumpingEngine:
 def test_the_binding_limit_is_the_target_that_fails_first() -> None:
     m = model_for(Deployment(**QWEN_H100), make_workload())
     slo = Slo(ttft_p99_s=1.0, itl_p99_s=0.050)
-    pool = m._pool_capacity("colocated", _JumpingEngine(), slo)  # type: ignore[arg-type]
+    pool = _jumping_capacity(m, slo)
     assert pool.feasible and pool.requests_per_s_per_replica == pytest.approx(1.35, rel=1e-3)
     assert pool.binding_limit == "itl"
     # without the ITL target, TTFT binds where it crosses its own
-    ttft_only = m._pool_capacity("colocated", _JumpingEngine(), Slo(ttft_p99_s=1.0))  # type: ignore[arg-type]
+    ttft_only = _jumping_capacity(m, Slo(ttft_p99_s=1.0))
     assert ttft_only.binding_limit == "ttft"
     assert ttft_only.requests_per_s_per_replica == pytest.approx(1.75, rel=1e-3)
     # a TTFT target tight enough to fail first (at 1.25 req/s) binds
-    tight = m._pool_capacity("colocated", _JumpingEngine(), Slo(ttft_p99_s=0.8, itl_p99_s=0.050))  # type: ignore[arg-type]
+    tight = _jumping_capacity(m, Slo(ttft_p99_s=0.8, itl_p99_s=0.050))
     assert tight.binding_limit == "ttft" and tight.requests_per_s_per_replica == pytest.approx(1.25, rel=1e-3)
 
 
@@ -516,7 +528,7 @@ def test_capacity_below_the_floor_is_an_answer_with_the_floor() -> None:
 def test_loose_slo_gives_the_stability_limit() -> None:
     """The loosest targets an Slo takes give the stability limit, to within 1%: TTFT p99
     diverges as a limit nears, where the KV cache binds too (an arrival that finds the cache
-    full waits the rest of a busy period of it, ~(1 - rho_kv)^-2, `Engine._kv_full`), so even
+    full waits the rest of a busy period of it, ~(1 - rho_kv)^-2, `Engine.kv_full`), so even
     an hour binds just below it; without a TTFT target, the limit itself."""
     dep = Deployment(**QWEN_H100)
     w = make_workload(prompt=CHAT_PROMPTS, output=CHAT_OUTPUTS)
@@ -578,7 +590,7 @@ def test_grid_scan_agrees_with_single_states() -> None:
         s = e.state_n(float(n))
         assert s.lam == pytest.approx(lam, rel=1e-9)
         assert e.slack_of(s) == pytest.approx(slack, rel=1e-9, abs=1e-12)
-        assert e._prompt_cost_slope_exact_s(s) == pytest.approx(slope, rel=1e-9, abs=1e-15)
+        assert e.prompt_cost_slope_exact_s(s) == pytest.approx(slope, rel=1e-9, abs=1e-15)
 
 
 def test_prompt_cost_slope_is_read_off_the_scan_between_its_points() -> None:
@@ -591,22 +603,22 @@ def test_prompt_cost_slope_is_read_off_the_scan_between_its_points() -> None:
     assert b.grid_n is not None and b.grid_cost_slope is not None and b.grid_n.size >= 8
     (x0, x1), (y0, y1) = b.grid_n[4:6].tolist(), b.grid_cost_slope[4:6].tolist()
     s = e.state_n(0.25 * x0 + 0.75 * x1)
-    assert e._prompt_cost_slope_s(s) == pytest.approx(0.25 * y0 + 0.75 * y1, rel=1e-12)
-    exact = e._prompt_cost_slope_exact_s(s)
-    assert e._prompt_cost_slope_s(s) == pytest.approx(exact, rel=0.05)  # a line between points
-    end = e._saturated()
-    assert e._prompt_cost_slope_s(end) == e._prompt_cost_slope_exact_s(end)
+    assert e.prompt_cost_slope_s(s) == pytest.approx(0.25 * y0 + 0.75 * y1, rel=1e-12)
+    exact = e.prompt_cost_slope_exact_s(s)
+    assert e.prompt_cost_slope_s(s) == pytest.approx(exact, rel=0.05)  # a line between points
+    end = e.state_n(e.boundary().n_max)
+    assert e.prompt_cost_slope_s(end) == e.prompt_cost_slope_exact_s(end)
     narrow = model_for(Deployment(**QWEN_H100, max_num_batched_tokens=512, max_num_seqs=512), make_workload())
     n_e = narrow.engines["colocated"]
     nb = n_e.boundary()
     assert nb.grid_n is not None and nb.grid_n.size < 8  # 512 seats, ~70 stable decodes
     s = n_e.state_n(0.8 * nb.n_max)
-    assert n_e._prompt_cost_slope_s(s) == n_e._prompt_cost_slope_exact_s(s)
+    assert n_e.prompt_cost_slope_s(s) == n_e.prompt_cost_slope_exact_s(s)
     whole = model_for(Deployment(**QWEN_H100, max_num_batched_tokens=4096), make_workload())
     w_e = whole.engines["colocated"]
     assert w_e.boundary().grid_n is None  # 1000-token prompts, room for two more beside one
     s = w_e.state_n(0.5 * w_e.boundary().n_max)
-    assert s.join_weight == 1.0 and w_e._prompt_cost_slope_s(s) == w_e._prompt_cost_slope_exact_s(s)
+    assert s.join_weight == 1.0 and w_e.prompt_cost_slope_s(s) == w_e.prompt_cost_slope_exact_s(s)
 
 
 def test_bursts_that_miss_the_slo_at_any_rate_are_infeasible_not_zero() -> None:
@@ -761,7 +773,7 @@ def test_prompts_admitted_in_the_same_step_share_its_time() -> None:
     idle = eng.zero()
     c = (idle.t_full - idle.t_arr) / 8192.0
     g = 20.0 * 1000.0
-    d, p = eng._delay(state, st)
+    d, p = eng.delay(state)
     total, m1, m2, _ = st.sums
     w0 = max(0.0, 1.0 - total)
     mean_step = w0 * state.t_dec + m1 / max(1.0, total)
@@ -776,7 +788,9 @@ def test_prompts_admitted_in_the_same_step_share_its_time() -> None:
     expected = (w_dec * state.t_dec + w_mix * l_mix) * (0.5 + c * g)
     unconditioned = st.busy * (b * state.t_dec + (1.0 - b) * m2 / m1) * (0.5 + c * g)
     assert expected != unconditioned and expected == pytest.approx(unconditioned, rel=1e-3)
-    idle_share, classes = eng._delay_classes(state, st)
+    idle_share, classes = delay.delay_classes(
+        eng.replica, state, st, token_cost_s=ttft.token_cost_s(eng.zero())
+    )
     classes_mean = sum(cl.share * (cl.scale + cl.pi * cl.x_scale) for cl in classes)
     assert classes_mean == pytest.approx(expected, rel=1e-9)
     # Whole prompts sharing steps (join_weight 1), D is read over the steps' chain itself

@@ -13,7 +13,13 @@ from planner.costmodel.steptime import chunks_time_s, step_time_s
 from planner.deployment import Deployment
 from planner.latency import LatencyModel, WorkloadStats
 from planner.latency.invariants import ModelInvariantError
-from planner.latency.prefill_queue import FULL_STEP_OFFSETS, prefill_drag, shape_of, stretched_wait
+from planner.latency.prefill_queue import (
+    FULL_STEP_OFFSETS,
+    prefill_drag,
+    prefill_wait,
+    shape_of,
+    stretched_wait,
+)
 from planner.latency.queueing import Wait, gg1_wait, wait_decay_s
 from planner.latency.slices import SLICE_PROBS
 from planner.latency.steady import stream_step_s
@@ -110,9 +116,9 @@ def _stretch(e, load: float) -> tuple[float, float]:
     lam = load * e.boundary().lam_max
     s, _ = e.solve(lam)
     q = e.replica.mean_prefill_tokens * s.t_full / max(s.share_full, 1.0)
-    shape = e._service_shape()
+    shape = e.service_shape()
     base = gg1_wait(s.rho, q, e.replica.arrival_cv2, shape.cv2)
-    return e._queue_wait(s, shape).mean_if_waiting_s / base.mean_if_waiting_s, s.rho
+    return e.steps(s).wait.mean_if_waiting_s / base.mean_if_waiting_s, s.rho
 
 
 def test_backlog_stretch_vanishes_at_light_load_and_grows_with_load() -> None:
@@ -151,9 +157,9 @@ def test_no_stretch_without_decodes_to_accumulate() -> None:
     e = m.engines["prefill"]
     s = e.state_lam(20.0)
     q = e.replica.mean_prefill_tokens * s.t_full / s.share_full
-    shape = e._service_shape()
+    shape = e.service_shape()
     w = gg1_wait(s.rho, q, e.replica.arrival_cv2, shape.cv2)
-    got = e._queue_wait(s, shape)
+    got = e.steps(s).wait
     assert got == w and math.isfinite(got.mean_if_waiting_s)
 
 
@@ -165,10 +171,10 @@ def test_light_waits_carry_the_exact_tail_stretched_like_the_mean(load: float) -
     e = _engine(gpu="h100-sxm", budget=512, hit=0.0, profile=THEORETICAL, lengths="constant")
     s, _ = e.solve(load * e.boundary().lam_max)
     q = e.replica.mean_prefill_tokens * s.t_full / s.share_full
-    shape = e._service_shape()
+    shape = e.service_shape()
     assert shape.kappa == pytest.approx(1.0) and shape.decay is not None
     base = gg1_wait(s.rho, q, e.replica.arrival_cv2, shape.cv2)
-    got = e._queue_wait(s, shape)
+    got = e.steps(s).wait
     stretch = got.mean_if_waiting_s / base.mean_if_waiting_s
     exact = wait_decay_s(s.rho, e.replica.arrival_cv2, q, shape.xi, e.replica.prompt_probs)
     assert got.tail_s == pytest.approx(exact * stretch, rel=1e-3)
@@ -181,7 +187,13 @@ def test_light_waits_carry_the_exact_tail_stretched_like_the_mean(load: float) -
         prompt_probs=e.replica.prompt_probs,
         colocated=True,
     )
-    assert wide.decay is None and e._queue_wait(s, wide).tail_s == 0.0
+    assert (
+        wide.decay is None
+        and prefill_wait(
+            utilization=s.rho, mean_service_s=q, arrival_cv2=e.replica.arrival_cv2, shape=wide, colocated=True
+        ).tail_s
+        == 0.0
+    )
 
 
 def test_full_steps_spread_over_chunk_offsets_by_hand() -> None:
@@ -193,13 +205,13 @@ def test_full_steps_spread_over_chunk_offsets_by_hand() -> None:
     a lognormal of that spread in the probability slices, around the same mean. Prompts of one
     size within the budget: no spread."""
     within = _engine(gpu="h100-sxm", budget=2048, hit=0.0, profile=THEORETICAL, lengths="constant")
-    assert within._full_step_cv2() == 0.0  # 1,155-token prompts, budget 2,048
+    assert within.full_step_cv2() == 0.0  # 1,155-token prompts, budget 2,048
     dep = Deployment(model="Qwen/Qwen3-8B", gpu="h100-sxm", max_num_batched_tokens=1024, max_num_seqs=256)
     wl = Workload.from_mapping(
         {"arrivals": {"requests_per_s": 1.0}, "input_tokens": 6000, "output_tokens": 200}
     )
     e = LatencyModel(dep.resolve(THEORETICAL), WorkloadStats.of(wl)).engines["colocated"]
-    end = e._saturated()
+    end = e.state_n(e.boundary().n_max)
     s_f = end.share_full
     times = [
         step_time_s(
@@ -214,7 +226,7 @@ def test_full_steps_spread_over_chunk_offsets_by_hand() -> None:
     mean = sum(times) / len(times)
     want = sum((t / mean - 1.0) ** 2 for t in times) / len(times)
     assert want > 1e-4  # the deepest chunk's attention costs visibly more than the first's
-    assert e._full_step_cv2() == pytest.approx(want, rel=1e-9)
+    assert e.full_step_cv2() == pytest.approx(want, rel=1e-9)
     s, _ = e.solve(0.9 * e.boundary().lam_max)
     st = e.steps(s)
     assert st.backlog > 0.0
@@ -234,7 +246,7 @@ def test_wait_environment_spreads_the_wait_around_its_mean(load: float) -> None:
     one (a short busy period, few decodes beside it)."""
     e = _engine(gpu="h100-sxm", budget=512, hit=0.0, profile=THEORETICAL, lengths="constant")
     s, _ = e.solve(load * e.boundary().lam_max)
-    got = e._queue_wait(s, e._service_shape())
+    got = e.steps(s).wait
     assert [p for p, _ in got.env] == [0.5, 0.5]
     (_, hi), (_, lo) = got.env
     assert 0.5 * (hi + lo) == pytest.approx(1.0, rel=1e-12)
@@ -247,11 +259,11 @@ def test_wait_environment_spreads_the_wait_around_its_mean(load: float) -> None:
     r = hi / lo
     a_, b_, c_ = r * s.rho, -(r - 1.0), -s.rho
     u = (-b_ + math.sqrt(b_ * b_ - 4.0 * a_ * c_)) / (2.0 * a_)
-    assert 0.0 < math.log(u) / beta <= math.sqrt(e._decode_var(s)) * (1.0 + 1e-9)
+    assert 0.0 < math.log(u) / beta <= math.sqrt(e.decode_variance(s)) * (1.0 + 1e-9)
     assert hi / lo <= (1.0 - s.rho * math.exp(-beta * s.n)) / (1.0 - s.rho * q_sat / q)
     assert got.quantile(0.99) > Wait(got.prob, got.mean_if_waiting_s).quantile(0.99)
     light, _ = e.solve(0.1 * e.boundary().lam_max)
-    assert all(abs(f - 1.0) < 1e-3 for _, f in e._queue_wait(light, e._service_shape()).env)
+    assert all(abs(f - 1.0) < 1e-3 for _, f in e.steps(light).wait.env)
 
 
 def test_prefill_queue_invariants() -> None:

@@ -63,22 +63,23 @@ def test_the_ttft_shortcut_changes_no_capacity(
 
 
 def test_the_shortcut_skips_ttft_where_itl_binds(monkeypatch: pytest.MonkeyPatch) -> None:
-    """In bench_evaluate's case (ITL binds, TTFT p99 at ~37% of its target) the search computes
-    TTFT's quantiles at no point it visits: only the answer's own point reads them."""
+    """In bench_evaluate's case (ITL binds, TTFT p99 at ~37% of its target) the search asks TTFT's
+    exact p99 at no point it visits (the bound answers there): only the answer's own point
+    (`Engine.point`) computes TTFT's quantiles."""
     calls: list[float] = []
-    real = Engine._compute_ttft
+    real = Engine.ttft_p99_s
 
-    def counted(self: Engine, s: object) -> object:
+    def counted(self: Engine, s: object) -> float:
         calls.append(s.n)  # type: ignore[attr-defined]
         return real(self, s)  # type: ignore[arg-type]
 
     m = _model(SPREAD, 1.0, 4096)
     m.floors()  # the idle point's TTFT, read by every capacity answer
-    monkeypatch.setattr(Engine, "_compute_ttft", counted)
+    monkeypatch.setattr(Engine, "ttft_p99_s", counted)
     cap = m.capacity(Slo(ttft_p99_s=0.5, itl_p99_s=0.04))
     assert cap.binding_limit == "itl"
     at = cap.pools["colocated"].at_capacity
-    assert at is not None and calls == [at.n]
+    assert at is not None and at.ttft_p99_s is not None and calls == []
 
 
 def test_the_bound_is_infinite_where_a_wait_phase_is() -> None:
@@ -111,7 +112,7 @@ def test_the_bound_below_one_percent_queued_is_the_mixtures_largest_unqueued_tim
     that does not wait, read without building TTFT's mixture (`_delay_top_s` on `_delay`'s
     classes): the same number as the mixture's largest unqueued value, which the exact p99
     never exceeds (the queued 1% or less are all that can lie above it). From 1% on, or where
-    an arrival may find the KV cache full (`Engine._kv_full`), the mixture's bound (bursts of
+    an arrival may find the KV cache full (`Engine.kv_full`), the mixture's bound (bursts of
     k = 0.25 queue more than 1% at every load here)."""
     e = _model(prompts, burstiness, budget).engines["colocated"]
     n_max = e.boundary().n_max
@@ -120,9 +121,9 @@ def test_the_bound_below_one_percent_queued_is_the_mixtures_largest_unqueued_tim
         s = e.state_at(frac * n_max)
         queued = e.steps(s).backlog
         bound = e.ttft_p99_at_most_s(s)
-        if queued < 0.01 and e._kv_full(s)[0] == 0.0:
+        if queued < 0.01 and e.kv_full(s)[0] == 0.0:
             assert s.ttft_mix is None  # not built
-            mix = e._ttft_mixture(s)
+            mix = e.ttft_mixture(s)
             assert bound == float(mix.values[: mix.unqueued].max())
             cheap += 1
         else:

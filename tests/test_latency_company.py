@@ -17,7 +17,7 @@ import planner.latency.steps as steps_mod
 from planner.costmodel.profile import THEORETICAL
 from planner.costmodel.steptime import batch_time_s
 from planner.deployment import Deployment
-from planner.latency import LatencyModel, WorkloadStats
+from planner.latency import LatencyModel, WorkloadStats, delay, ttft
 from planner.latency.company import COUNT_ATOMS, count_given_any, couple_by_rank, room_for_more, under_way
 from planner.latency.replica import ATOM_CV, room_after_tokens
 from planner.latency.results import Steps
@@ -97,7 +97,7 @@ def _backlog_values(eng: engine_mod.Engine, st: Steps) -> int:
     """The backlog's full steps at the mix's end: none, one, or their spread in slices."""
     if st.backlog <= 0:
         return 0
-    return SLICE_PROBS.size if eng._full_step_cv2() > 0 else 1
+    return SLICE_PROBS.size if eng.full_step_cv2() > 0 else 1
 
 
 def _recorded(monkeypatch: pytest.MonkeyPatch, owner: object, name: str) -> list[Any]:
@@ -368,7 +368,7 @@ def test_alike_prompts_company_before_their_step_comes_in_whole_prompts(
     eng = _engine(1000)
     state, _ = eng.solve(20.0)
     st = eng.steps(state)
-    idle, classes = eng._delay_classes(state, st)
+    idle, classes = delay.delay_classes(eng.replica, state, st, token_cost_s=ttft.token_cost_s(eng.zero()))
     dec = classes[0]
     assert dec.sigma is None and dec.x_atoms is not None
     costs, probs = dec.x_atoms
@@ -383,13 +383,15 @@ def test_alike_prompts_company_before_their_step_comes_in_whole_prompts(
         dec.x_scale, rel=1e-12
     )
     assert all(cl.x_atoms is not None for cl in classes)
-    d, p = eng._delay(state, st)
-    cap = eng._company_cap_s()  # one full budget's prefill: only the last atom (8 and more) reaches it
+    d, p = eng.delay(state)
+    cap = ttft.company_cap_s(
+        eng.zero()
+    )  # one full budget's prefill: only the last atom (8 and more) reaches it
     capped = [math.fsum(q * min(c, cap) for c, q in zip(*cl.x_atoms, strict=True)) for cl in classes]
     expected = sum(cl.share * (cl.scale + cl.pi * x) for cl, x in zip(classes, capped, strict=True))
     assert float(d @ p) == pytest.approx(expected, rel=1e-9)
     assert float(p.sum()) == pytest.approx(1.0, rel=1e-12) and p[0] == idle
-    assert eng._delay_top_s(state, st) == pytest.approx(float(d.max()), rel=1e-12)
+    assert eng.delay_top_s(state) == pytest.approx(float(d.max()), rel=1e-12)
 
 
 def test_company_in_whole_prompts_only_where_the_room_holds_them() -> None:
@@ -399,7 +401,12 @@ def test_company_in_whole_prompts_only_where_the_room_holds_them() -> None:
     for eng in (_engine(1155, budget=2048), _engine({"percentiles": {"p10": 200, "p50": 1000, "p90": 4000}})):
         state, _ = eng.solve(20.0)
         st = eng.steps(state)
-        assert all(cl.x_atoms is None for cl in eng._delay_classes(state, st)[1])
+        assert all(
+            cl.x_atoms is None
+            for cl in delay.delay_classes(eng.replica, state, st, token_cost_s=ttft.token_cost_s(eng.zero()))[
+                1
+            ]
+        )
 
 
 def test_company_atoms_fade_in_with_the_room(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -415,7 +422,7 @@ def test_company_atoms_fade_in_with_the_room(monkeypatch: pytest.MonkeyPatch) ->
     room = room_after_tokens(eng.replica, state)
     whole = room_for_more(room, 3000.0)
     assert 0.5 < whole < 0.9 and eng.replica.atom_weight == 1.0
-    for cl in eng._delay_classes(state, st)[1]:
+    for cl in delay.delay_classes(eng.replica, state, st, token_cost_s=ttft.token_cost_s(eng.zero()))[1]:
         assert cl.x_atoms is not None
         costs, probs = cl.x_atoms
         assert costs == sorted(costs) and sum(probs) == pytest.approx(1.0, rel=1e-12)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from tool_helpers import load_tool
 
-from planner.latency import LatencyModel, WorkloadStats
+from planner.latency import LatencyModel, WorkloadStats, delay, ttft
 from planner.latency.slices import SLICE_PROBS, lognormal_slice_list, lognormal_slice_list_below
 from planner.latency.ttft import company_slices
 from planner.simulate import StepTrace, simulate
@@ -72,8 +72,10 @@ def _simulated_company_tokens(k: float, load: float, count: int) -> tuple[float,
     state = engine.solve(wl.arrivals.mean_requests_per_s)
     assert state is not None
     s = state[0]
-    _, classes = engine._delay_classes(s, engine.steps(s))
-    c, cap = engine._token_cost_s(), engine._company_cap_s()
+    _, classes = delay.delay_classes(
+        engine.replica, s, engine.steps(s), token_cost_s=ttft.token_cost_s(engine.zero())
+    )
+    c, cap = ttft.token_cost_s(engine.zero()), ttft.company_cap_s(engine.zero())
     w = [cl.share * cl.pi for cl in classes]
     slices = [
         np.array(

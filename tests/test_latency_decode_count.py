@@ -15,7 +15,7 @@ from tool_helpers import load_tool
 
 from planner.costmodel.profile import THEORETICAL
 from planner.deployment import Deployment
-from planner.latency import LatencyModel, WorkloadStats
+from planner.latency import LatencyModel, WorkloadStats, decode_count
 from planner.simulate import StepTrace, simulate
 from planner.simulate.run import engine_config, run, scale_workload, workload_requests
 from planner.workload import Workload
@@ -109,7 +109,7 @@ def test_decode_count_spread_within_bounds_of_the_simulator(
     wl = scale_workload(base, load * acc.capacity(r, base))
     eng = LatencyModel(r, WorkloadStats.of(wl)).engines["colocated"]
     state, _ = eng.solve(wl.arrivals.mean_requests_per_s)
-    model_sd = math.sqrt(eng._decode_var(state))
+    model_sd = math.sqrt(eng.decode_variance(state))
     reqs = workload_requests(wl, 0, count=20_000)
     steps: list[StepTrace] = []
     simulate(reqs, r.replica, engine_config(r), step_trace=steps)
@@ -212,7 +212,7 @@ def _itl_reference(eng: Any, st: Any) -> tuple[float, float]:
 
     steps = eng.steps(st)
     total = float(steps.rates.sum())
-    mean, sigma = eng._decode_others(st)
+    mean, sigma = decode_count.decode_company(st.n, eng.decode_variance(st))
     edges = [0.0, 0.25, 0.5, 0.75, 0.9, 0.95, 0.98, 0.99, 1.0]
     z = norm.ppf(edges)
     others = [
@@ -270,7 +270,8 @@ def test_itl_shortcuts_match_the_literal_mixture(
     top = eng.boundary().lam_max
     for frac in (0.01, 0.1, 0.3, 0.5, 0.7, 0.85, 0.95, 0.99):
         st, _ = eng.solve(frac * top)
-        got = (eng._itl_level(st, 0), eng._itl_level(st, 1))
+        p = eng.point(st)
+        got = (p.itl_p50_s, p.itl_p99_s)
         ref = _itl_reference(eng, st)
         assert got == pytest.approx(ref, rel=1e-9, abs=0.0), frac
 

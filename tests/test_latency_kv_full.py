@@ -15,6 +15,7 @@ import pytest
 from planner.deployment import Deployment
 from planner.latency import LatencyModel, Slo, WorkloadStats
 from planner.latency import kv_full as kv_full_mod
+from planner.latency.engine import Engine
 from planner.latency.invariants import ModelInvariantError
 from planner.latency.kv_full import (
     KV_FULL_MIN,
@@ -25,6 +26,7 @@ from planner.latency.kv_full import (
     with_kv_full,
 )
 from planner.latency.queueing import response_quantiles_phases
+from planner.latency.results import State
 from planner.simulate.run import run, scale_workload, workload_requests
 from planner.workload import Workload
 
@@ -45,6 +47,12 @@ KV_BOUND = {
 def _model(rate: float = 1.0) -> LatencyModel:
     w = Workload.from_mapping({**ALIKE, "arrivals": {"requests_per_s": rate}})
     return LatencyModel(Deployment(**KV_BOUND).resolve(), WorkloadStats.of(w))
+
+
+def _ttft_quantiles(e: Engine, s: State) -> list[float | None]:
+    """TTFT p50 and p99 at a state, as `Engine.point` reports them."""
+    p = e.point(s)
+    return [p.ttft_p50_s, p.ttft_p99_s]
 
 
 def test_kv_token_seconds_by_hand() -> None:
@@ -161,8 +169,8 @@ def test_the_branch_raises_the_tail_and_the_bound_holds(monkeypatch: pytest.Monk
     e = m.engines["colocated"]
     near = e.state_at(0.93 * e.boundary().n_max)
     light = e.state_at(0.2 * e.boundary().n_max)
-    with_branch = e._ttft(near)[0].tolist()
-    light_ttft = e._ttft(light)[0].tolist()
+    with_branch = _ttft_quantiles(e, near)
+    light_ttft = _ttft_quantiles(e, light)
     bound = e.ttft_p99_at_most_s(near)
     assert near.ttft_mix is not None and near.ttft_mix.waiting is not None and near.ttft_mix.waiting.ndim == 2
     assert with_branch[1] <= bound < math.inf
@@ -170,15 +178,15 @@ def test_the_branch_raises_the_tail_and_the_bound_holds(monkeypatch: pytest.Monk
     m2 = _model()
     e2 = m2.engines["colocated"]
     near2 = e2.state_at(0.93 * e2.boundary().n_max)
-    without = e2._ttft(near2)[0].tolist()
+    without = _ttft_quantiles(e2, near2)
     assert with_branch[1] > 2.0 * without[1]
     f = e.point(near).preemption_risk
-    mix = e2._ttft_mixture(near2)
+    mix = e2.ttft_mixture(near2)
     level = np.array([0.5 / (1.0 - f)])
     reach = float(response_quantiles_phases(mix.values, mix.probs, mix.phases, level, mix.waiting)[0])
     assert without[0] <= with_branch[0] <= reach * (1.0 + 1e-12)
     assert with_branch[0] < 1.2 * without[0]
-    assert e2._ttft(e2.state_at(0.2 * e2.boundary().n_max))[0].tolist() == light_ttft
+    assert _ttft_quantiles(e2, e2.state_at(0.2 * e2.boundary().n_max)) == light_ttft
 
 
 def test_ttft_capacity_stops_short_of_the_kv_limit_as_the_simulator_does() -> None:

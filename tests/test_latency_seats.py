@@ -18,8 +18,10 @@ from planner.costmodel.steptime import step_time_s
 from planner.deployment import Deployment
 from planner.latency import LatencyModel, Slo, WorkloadStats
 from planner.latency import seats as seats_mod
+from planner.latency.engine import Engine
 from planner.latency.queueing import response_quantiles_phases
-from planner.latency.seats import SEAT_WAIT_MIN, SeatWait, erlang_c, seat_wait, with_seat_wait
+from planner.latency.results import State
+from planner.latency.seats import SEAT_WAIT_MIN, SeatWait, erlang_c, seat_wait, seat_wait_at, with_seat_wait
 from planner.workload import Workload
 
 # Chat-like lengths (examples/chat-qwen3-8b-h100.yaml) on one H100 whose 32 seats bind first.
@@ -41,6 +43,20 @@ def _erlang_c_by_hand(s: int, a: float) -> float:
     """M/M/s: C = (a^s / s!) (s / (s - a)) / (sum_{k<s} a^k / k! + (a^s / s!) (s / (s - a)))."""
     top = a**s / math.factorial(s) * s / (s - a)
     return top / (sum(a**k / math.factorial(k) for k in range(s)) + top)
+
+
+def _ttft_quantiles(e: Engine, s: State) -> list[float | None]:
+    """TTFT p50 and p99 at a state, as `Engine.point` reports them."""
+    p = e.point(s)
+    return [p.ttft_p50_s, p.ttft_p99_s]
+
+
+def _seat_wait(e: Engine, s: State) -> SeatWait:
+    """The seat queue at a state (`seats.seat_wait_at`) given what `Engine.point` reports
+    running there and the decode count's variance (`Engine.decode_variance`)."""
+    return seat_wait_at(
+        e.replica, s, running_requests=e.point(s).running_requests, decode_count_variance=e.decode_variance(s)
+    )
 
 
 def test_erlang_c_by_hand() -> None:
@@ -162,11 +178,11 @@ def test_the_engines_inputs_by_hand() -> None:
     m = _model()
     e = m.engines["colocated"]
     s = e.state_at(0.8 * e.boundary().n_max)
-    w = e._seat_wait(s)
+    w = _seat_wait(e, s)
     point = e.point(s)
     a = point.running_requests
     assert w.running == a and point.seat_wait_probability == w.probability > 0.0
-    assert w.peakedness == pytest.approx(e._decode_var(s) / s.n, rel=1e-12)
+    assert w.peakedness == pytest.approx(e.decode_variance(s) / s.n, rel=1e-12)
     more = 32.0 - a
     t_more = step_time_s(
         e.replica.step_coefficients,
@@ -190,12 +206,12 @@ def test_far_from_the_seats_ttft_is_unchanged(monkeypatch: pytest.MonkeyPatch) -
     on = LatencyModel(r, WorkloadStats.of(w))
     e = on.engines["colocated"]
     states = [e.state_at(f * e.boundary().n_max) for f in (0.3, 0.6, 0.9, 0.99)]
-    assert all(e._seat_wait(s).probability == 0.0 for s in states)
-    got = [e._ttft(s)[0].tolist() for s in states]
+    assert all(_seat_wait(e, s).probability == 0.0 for s in states)
+    got = [_ttft_quantiles(e, s) for s in states]
     monkeypatch.setattr(seats_mod, "SEAT_WAIT_MIN", math.inf)
     off = LatencyModel(r, WorkloadStats.of(w)).engines["colocated"]
     assert [
-        off._ttft(off.state_at(f * off.boundary().n_max))[0].tolist() for f in (0.3, 0.6, 0.9, 0.99)
+        _ttft_quantiles(off, off.state_at(f * off.boundary().n_max)) for f in (0.3, 0.6, 0.9, 0.99)
     ] == got
 
 
@@ -227,7 +243,7 @@ def test_the_bound_the_capacity_search_trusts_holds() -> None:
         p99 = e.ttft_p99_s(s)
         assert p99 <= bound < math.inf
     s = e.state_at(0.9 * e.boundary().n_max)
-    mix = e._ttft_mixture(s)
+    mix = e.ttft_mixture(s)
     assert mix.waiting is not None and mix.waiting.ndim == 2
     q = response_quantiles_phases(mix.values, mix.probs, mix.phases, np.array([0.99]), mix.waiting)
     assert float(q[0]) == e.ttft_p99_s(s)
@@ -241,7 +257,7 @@ def test_the_note_says_how_long_a_prompt_waits_for_a_seat() -> None:
     e = m.engines["colocated"]
     solved = e.solve(0.85 * limit)
     assert solved is not None
-    w = e._seat_wait(solved[0])
+    w = _seat_wait(e, solved[0])
     (note,) = [n for n in pred.notes if n.startswith("seats:")]
     assert f"{w.probability:.0%} of prompts find all 32" in note and f"~{w.mean_s * 1e3:,.0f} ms" in note
     assert not [n for n in m.evaluate(0.5 * limit).notes if n.startswith("seats:")]

@@ -153,11 +153,10 @@ def test_the_wait_over_the_chain_sums_to_one_and_rises_with_load() -> None:
     tops = []
     for rate in (10.0, 25.0, 40.0):
         state, _ = eng.solve(rate)
-        st = eng.steps(state)
-        d, p = eng._delay(state, st)
+        d, p = eng.delay(state)
         assert float(p.sum()) == pytest.approx(1.0, rel=1e-12)
         assert np.all(np.diff(d) >= 0.0)
-        assert eng._delay_top_s(state, st) == float(d[-1])
+        assert eng.delay_top_s(state) == float(d[-1])
         c = np.cumsum(p)
         tops.append((float(d[np.searchsorted(c, 0.5)]), float(d[np.searchsorted(c, 0.99)])))
     assert tops == sorted(tops)
@@ -202,7 +201,7 @@ def test_prompts_pushed_past_their_step_against_the_simulator() -> None:
     )
     eng = LatencyModel(r, WorkloadStats.of(wl)).engines["colocated"]
     state, _ = eng.solve(wl.arrivals.mean_requests_per_s)
-    eng._ttft_mixture(state)
+    eng.ttft_mixture(state)
     assert state.chain_push is not None
     assert 0.7 * pushed <= state.chain_push <= 1.1 * pushed, (state.chain_push, pushed)
     assert eng.steps(state).backlog < 0.7 * pushed

@@ -433,7 +433,7 @@ class StateCheck:
     sim_running: float
     model_prompt_cost_s: float = math.nan  # E[Delta]: the engine time a prompt adds (`State.busy` / lam)
     sim_prompt_cost_s: float = math.nan  # each step less a decode-only step of its decodes, per request
-    model_count_sd: float = math.nan  # the decode count's spread: sqrt(`Engine._decode_var`)
+    model_count_sd: float = math.nan  # the decode count's spread: sqrt(`Engine.decode_variance`)
     sim_count_sd: float = math.nan  # the decodes per step's time-weighted sd over the kept steps
 
     @property
@@ -503,7 +503,7 @@ def state_check(
         sim_running=float((dur * running).sum() / dur.sum()),
         model_prompt_cost_s=state.busy / state.lam if state.lam > 0.0 else math.nan,
         sim_prompt_cost_s=extra / arrived if arrived else math.nan,
-        model_count_sd=math.sqrt(engine._decode_var(state)),
+        model_count_sd=math.sqrt(engine.decode_variance(state)),
         sim_count_sd=float(np.sqrt(np.average((decodes - sim_n) ** 2, weights=dur))),
     )
 
@@ -793,7 +793,7 @@ def state_section(checks: Sequence[StateCheck]) -> list[str]:
         "short there: a full step sits at the roofline's ridge, where the step's mean over the "
         "wandering decode count exceeds the step at its mean (item 6). No ✗ in this column: it is "
         "a diagnostic, not a target. Last, the decode count's spread over time (the model's "
-        "`Engine._decode_var`; the simulator's decodes per step, their sd weighted by step time): it "
+        "`Engine.decode_variance`; the simulator's decodes per step, their sd weighted by step time): it "
         "spreads the decode-only steps of ITL, KV overflow and the prefill queue's wait "
         "(docs/latency/decode-count.md); where the decodes read low (budget 8192, "
         "constant lengths, 85–90%) it is the model's at its own count. No ✗ there either.",

@@ -8,7 +8,7 @@
   `chain_delay_weight`; `delay_top_s` its largest value without the lists.
 
 Pure functions of the replica, the state and its steps; the engine keeps their results on the
-state (`Engine._delay`, `Engine._delay_classes`)."""
+state (`Engine.delay`, `Engine._delay_classes`)."""
 
 from __future__ import annotations
 

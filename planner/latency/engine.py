@@ -163,7 +163,7 @@ class Engine:
         self._token_cost: float | None = None
         self._shape: ServiceShape | None = None
         self._end: State | None = None
-        self._cost_slope: tuple[list[float], list[float]] | None = None  # `_prompt_cost_slope_s`
+        self._cost_slope: tuple[list[float], list[float]] | None = None  # `prompt_cost_slope_s`
         self._full_cv2: float | None = None
         self._full_shape: FloatArray | None = None
         self._states: dict[tuple[float, float | None, bool], State] = {}
@@ -278,7 +278,7 @@ class Engine:
             kv_cache_usage=kv_mean / self.replica.kv_cache_tokens,
             preemption_risk=risk,
             running_requests=seats,
-            kv_full_wait_s=self._kv_full(s)[1],
+            kv_full_wait_s=self.kv_full(s)[1],
             seat_wait_probability=seat.probability,
             seat_wait_s=seat.mean_s,
         )
@@ -289,13 +289,13 @@ class Engine:
             decodes=s.n,
             context_mean=self.replica.decode_context_tokens,
             context_sq_mean=self.stats.decode_context_sq,
-            decode_count_variance=self._decode_var(s),
+            decode_count_variance=self.decode_variance(s),
         )
         return kv_overflow_probability(
             kv_tokens_mean=load_of(self.replica, s)[1], kv_tokens_var=kv_var, kv_capacity_tokens=self.replica.kv_cache_tokens
         )
 
-    def _kv_full(self, s: State) -> KvFull:
+    def kv_full(self, s: State) -> KvFull:
         """`kv_full.kv_full_wait` at the state, once: colocated engines only (a decode pool's
         arrivals are transfers, not prompts)."""
         if s.kv_full is None:
@@ -314,7 +314,7 @@ class Engine:
         decode count variance (where decodes run) gathered."""
         if s.seats is None:
             running = load_of(self.replica, s)[0] if self.has_prefill and s.lam > 0.0 else 0.0
-            var = self._decode_var(s) if running > 0.0 and self.has_decode and s.n > 0.0 else None
+            var = self.decode_variance(s) if running > 0.0 and self.has_decode and s.n > 0.0 else None
             s.seats = seat_wait_at(self.replica, s, running_requests=running, decode_count_variance=var)
         return s.seats
 
@@ -334,14 +334,14 @@ class Engine:
         """What TTFT and ITL share at a state (`steps.step_mix`), once per state: the engine
         gathers the prefill queue's wait and shape and the backlog's full-step spread."""
         if s.steps is None:
-            shape = self._service_shape()
+            shape = self.service_shape()
             wait = self._queue_wait(s, shape)
             if not (self.has_decode and self.has_prefill) or s.n <= 0:
                 s.steps = no_mix(wait)
             else:
                 s.steps = step_mix(
                     self.replica, s, wait=wait, service_kappa=shape.kappa,
-                    full_step_cv2=self._full_step_cv2(), full_step_shape=self._full_step_shape(),
+                    full_step_cv2=self.full_step_cv2(), full_step_shape=self._full_step_shape(),
                 )  # fmt: skip
         return s.steps
 
@@ -353,7 +353,7 @@ class Engine:
 
     def _compute_ttft(self, s: State) -> tuple[FloatArray, Wait]:
         """TTFT p50 and p99 at a state and the prefill queue's wait it shows: a prefill pool's
-        (`ttft.prefill_pool_ttft`), or the colocated mixture's quantiles (`_ttft_mixture`)."""
+        (`ttft.prefill_pool_ttft`), or the colocated mixture's quantiles (`ttft_mixture`)."""
         if not self.has_decode:
             wait = self.steps(s).wait
             full = self._full_time(s) if s.rho > 0.0 else None
@@ -361,21 +361,21 @@ class Engine:
                 self.replica, s, wait, full_time=full, ttft_extra_s=self.ttft_extra_s, seat=self._seat_wait(s)
             )
             return ttft, wait
-        return ttft_quantiles(self._ttft_mixture(s))
+        return ttft_quantiles(self.ttft_mixture(s))
 
-    def _ttft_mixture(self, s: State) -> TtftMixture:
-        """`ttft.ttft_mixture` at a colocated state, once: D (`_delay`, which sets the chain's
+    def ttft_mixture(self, s: State) -> TtftMixture:
+        """`ttft.ttft_mixture` at a colocated state, once: D (`delay`, which sets the chain's
         pushed share), the queued share, and the topped-up steps only where prompts queue."""
         if s.ttft_mix is None:
             st = self.steps(s)
-            delay = self._delay(s, st)
+            delay = self.delay(s)
             w_chain = chain_delay_weight(join_weight=s.join_weight, arrival_cv2=self.replica.arrival_cv2)
             q = queued_share(st, chain_push=s.chain_push, chain_weight=w_chain)
             s.ttft_mix = ttft_mixture(
                 self.replica, s, st, delay=delay, queued=q,
                 own_s=own_ttft_s(s, ttft_extra_s=self.ttft_extra_s),
                 full_time=self._full_time(s) if q > 0 else None,
-                kv_full=self._kv_full(s), seat=self._seat_wait(s),
+                kv_full=self.kv_full(s), seat=self._seat_wait(s),
             )  # fmt: skip
         return s.ttft_mix
 
@@ -391,17 +391,20 @@ class Engine:
         if not self.has_decode:
             return math.inf
         st = self.steps(s)
-        quiet = self._kv_full(s)[0] == 0.0 and self._seat_wait(s).probability == 0.0
+        quiet = self.kv_full(s)[0] == 0.0 and self._seat_wait(s).probability == 0.0
         if s.ttft_mix is None and st.backlog < TAIL_EPS[-1] and quiet:
             # The largest own service after the largest delay: without the mixture's delays,
             # full steps and products (~85% of the bound's cost; the capacity search asks this
             # at most of its states once ITL is met).
-            return float(own_ttft_s(s, ttft_extra_s=self.ttft_extra_s).max()) + self._delay_top_s(s, st)
-        return ttft_p99_bound_s(self._ttft_mixture(s))
+            return float(own_ttft_s(s, ttft_extra_s=self.ttft_extra_s).max()) + self.delay_top_s(s)
+        return ttft_p99_bound_s(self.ttft_mixture(s))
 
-    def _delay(self, s: State, st: Steps) -> Delay:
-        """D at the state (`delay.delay_values`): its classes kept on the state (`_delay_classes`),
-        the chain's pushed share too (`State.chain_push`, which `_ttft_mixture` reads)."""
+    def delay(self, s: State) -> Delay:
+        """D, the wait for the step under way and its company, at the state
+        (`delay.delay_values`, values and probabilities): its classes kept on the state
+        (`_delay_classes`), the chain's pushed share too (`State.chain_push`, which
+        `ttft_mixture` reads)."""
+        st = self.steps(s)
         if st.busy <= 0:
             return NO_DELAY
         classes = self._delay_classes(s, st)
@@ -413,12 +416,14 @@ class Engine:
             self.replica, classes=classes, chain=chain, chain_weight=w_chain, company_cap_s=self._company_cap_s()
         )
 
-    def _delay_top_s(self, s: State, st: Steps) -> float:
-        """D's largest value (`delay.delay_top_s`; the chain's points read where it takes part)."""
+    def delay_top_s(self, s: State) -> float:
+        """D's largest value (`delay.delay_top_s`; the chain's points read where it takes part):
+        what `ttft_p99_at_most_s` adds to the largest own service where few prompts queue."""
+        st = self.steps(s)
         if st.busy <= 0:
             return 0.0
         if st.chain is not None and chain_delay_weight(join_weight=s.join_weight, arrival_cv2=self.replica.arrival_cv2) > 0.0:
-            return float(self._delay(s, st).values[-1])
+            return float(self.delay(s).values[-1])
         return delay_top_s(self.replica, classes=self._delay_classes(s, st), company_cap_s=self._company_cap_s())
 
     def _delay_classes(self, s: State, st: Steps) -> DelayClasses:
@@ -427,7 +432,7 @@ class Engine:
             s.delay_classes = delay_classes(self.replica, s, st, token_cost_s=self._token_cost_s())
         return s.delay_classes
 
-    def _service_shape(self) -> ServiceShape:
+    def service_shape(self) -> ServiceShape:
         """`prefill_queue.service_shape`, once per engine, at the stability boundary (decode
         roles; the queue's shape matters where it is long, near capacity, and the decodes there
         dilute the prompts' differences the least of any point where it is long); from the token
@@ -453,7 +458,7 @@ class Engine:
             )  # fmt: skip
         return self._shape
 
-    def _full_step_cv2(self) -> float:
+    def full_step_cv2(self) -> float:
         """`prefill_queue.full_step_cv2`, once per engine, each full step a stream step at the
         stability boundary (colocated engines only, `Engine.steps`)."""
         if self._full_cv2 is None:
@@ -472,11 +477,11 @@ class Engine:
         return self._full_cv2
 
     def _full_step_shape(self) -> FloatArray:
-        """The backlog's full steps over their mean: `_full_step_cv2`'s lognormal in the
+        """The backlog's full steps over their mean: `full_step_cv2`'s lognormal in the
         probability slices (scale 1: times the mean step, `lognormal_slice_list`'s own
         product), once per engine."""
         if self._full_shape is None:
-            self._full_shape = np.array(lognormal_slice_list(math.sqrt(math.log1p(self._full_step_cv2()))))
+            self._full_shape = np.array(lognormal_slice_list(math.sqrt(math.log1p(self.full_step_cv2()))))
         return self._full_shape
 
     def _saturated(self) -> State:
@@ -507,7 +512,7 @@ class Engine:
             return wait
         return stretched_wait(
             wait=wait, utilization=s.rho, mean_service_s=service_s, arrival_cv2=self.replica.arrival_cv2, drag=drag,
-            lifetime_s=self.replica.decode_steps * s.t_step, decodes=s.n, count_variance=self._decode_var(s),
+            lifetime_s=self.replica.decode_steps * s.t_step, decodes=s.n, count_variance=self.decode_variance(s),
             count_loop=self._count_feedback(s).loop,
         )  # fmt: skip
 
@@ -560,8 +565,10 @@ class Engine:
         """A decode-only step of `count` decodes (scalar: cheaper than numpy on a few values)."""
         return step_time_s(self.replica.step_coefficients, 0.0, 0.0, count, count * self.replica.decode_context_tokens)
 
-    def _decode_var(self, s: State) -> float:
-        """`_compute_decode_var`, once per state."""
+    def decode_variance(self, s: State) -> float:
+        """Var n, the decode count's variance at the state (`decode_count.decode_count_variance`
+        through `_compute_decode_var`), once per state: what the KV and seat waits, the
+        prefill queue's stretch and ITL's decode company read."""
         if s.decode_var is None:
             s.decode_var = self._compute_decode_var(s)
         return s.decode_var
@@ -592,10 +599,10 @@ class Engine:
             both = self.has_prefill and self.has_decode
             drag = self._prefill_drag(s) if both else None
             drag_per_decode = drag[0] if drag is not None else 0.0
-            slope = self._prompt_cost_slope_s(s) if both and s.t_dec > 0.0 else None
+            slope = self.prompt_cost_slope_s(s) if both and s.t_dec > 0.0 else None
             relaxation = None
             if slope is not None and s.n * drag_per_decode > 0.0 and 0.0 < s.rho < 1.0:
-                relaxation = s.rho * self._full_service_s(s) * (self.replica.arrival_cv2 + self._service_shape().cv2)
+                relaxation = s.rho * self._full_service_s(s) * (self.replica.arrival_cv2 + self.service_shape().cv2)
                 relaxation /= (1.0 - s.rho) ** 2
             s.feedback = count_feedback(
                 decodes=s.n,
@@ -610,9 +617,9 @@ class Engine:
             )
         return s.feedback
 
-    def _prompt_cost_slope_s(self, s: State) -> float:
+    def prompt_cost_slope_s(self, s: State) -> float:
         """E[Delta]' at the state: linear in n between the stability scan's points (`grid`, where
-        it is `_prompt_cost_slope_exact_s` term for term) and the boundary's end (exact there),
+        it is `prompt_cost_slope_exact_s` term for term) and the boundary's end (exact there),
         the first point's below them; exact where the stable range spans fewer than
         SLOPE_GRID_MIN of the scan's points (budget 512: ~70 of 512 seats, two points, where a
         line read the slope 29% off at a kink of the step formula). A candidate reads it at ~9
@@ -628,11 +635,11 @@ class Engine:
                 xs, ys = b.grid_n.tolist(), b.grid_cost_slope.tolist()
                 if end.n > xs[-1]:
                     xs.append(end.n)
-                    ys.append(self._prompt_cost_slope_exact_s(end))
+                    ys.append(self.prompt_cost_slope_exact_s(end))
             self._cost_slope = (xs, ys)
         xs, ys = self._cost_slope
         if not xs:  # the stable range spans few of the scan's points: too coarse to interpolate
-            return self._prompt_cost_slope_exact_s(s)
+            return self.prompt_cost_slope_exact_s(s)
         x = s.n
         i = bisect.bisect_right(xs, x)
         if i == 0:
@@ -642,7 +649,7 @@ class Engine:
         x0, y0 = xs[i - 1], ys[i - 1]
         return y0 + (ys[i] - y0) * (x - x0) / (xs[i] - x0)
 
-    def _prompt_cost_slope_exact_s(self, s: State) -> float:
+    def prompt_cost_slope_exact_s(self, s: State) -> float:
         """d E[Delta] / dn at the state's rate: E[Delta] = A + w(rho)(F - A) (`_build_state`)
         with one more decode beside every prompt step (the chunks as they are, one token less of
         budget for the full steps): A' from the chunks' steps and the decode step they ride, F'
@@ -677,7 +684,7 @@ class Engine:
 
     def _decode_others(self, s: State) -> DecodeCompany | None:
         """`decode_count.decode_company` at the state's count and variance."""
-        return decode_company(s.n, self._decode_var(s))
+        return decode_company(s.n, self.decode_variance(s))
 
     def _itl_worst(self, s: State) -> float:
         """`itl.itl_worst_case_s` at the state (a decode pool: its decode-only step)."""

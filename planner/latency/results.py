@@ -25,7 +25,7 @@ StabilityLimit = Literal["compute", "kv_capacity", "max_num_seqs", "max_num_batc
 
 
 class ServiceShape(NamedTuple):
-    """The prefill queue's service per prompt (`Engine._service_shape`): c_s^2, kappa =
+    """The prefill queue's service per prompt (`Engine.service_shape`): c_s^2, kappa =
     E[X] E[X^3] / E[X^2]^2, X / E[X] over the prompt support, and the wait's tail decay for it
     (`queueing.wait_decay_s` as a table; None where kappa > 3/2: the wait is then more spread
     than an exponential at every load and its exact tail is never read, `queueing.wait_spread`)."""
@@ -51,7 +51,7 @@ class Grid(NamedTuple):
     n: FloatArray
     lam: FloatArray
     slack: FloatArray
-    cost_slope: FloatArray | None = None  # E[Delta]' per point (`Engine._prompt_cost_slope_s`)
+    cost_slope: FloatArray | None = None  # E[Delta]' per point (`Engine.prompt_cost_slope_s`)
 
 
 class DelayClass(NamedTuple):
@@ -74,7 +74,7 @@ class DelayClasses(NamedTuple):
 
 
 class TtftMixture(NamedTuple):
-    """TTFT's distribution at a state (Engine._ttft_mixture): service times and probabilities,
+    """TTFT's distribution at a state (Engine.ttft_mixture): service times and probabilities,
     the first `unqueued` not waiting, the rest (probability `queued`) waiting `phases`."""
 
     values: FloatArray
@@ -112,14 +112,14 @@ class State:
     full_time: FloatArray | None = None  # the same steps topped up by a backlog (lazily)
     steps: Steps | None = None  # what TTFT and ITL share (lazily)
     ttft: tuple[FloatArray, Wait] | None = None  # Engine._ttft (lazily)
-    ttft_mix: TtftMixture | None = None  # Engine._ttft_mixture (lazily)
+    ttft_mix: TtftMixture | None = None  # Engine.ttft_mixture (lazily)
     itl: tuple[float, float] | None = None  # Engine._itl (lazily)
     load: tuple[float, float] | None = None  # Engine._load: running requests, KV tokens (lazily)
-    decode_var: float | None = None  # Engine._decode_var (lazily)
+    decode_var: float | None = None  # Engine.decode_variance (lazily)
     itl99: float | None = None  # Engine._itl_p99 (lazily)
     itl_mixed: FloatArray | None = None  # ITL quantiles of the mixed steps alone (lazily)
     itl_all: FloatArray | None = None  # and with the decode-only slices (lazily)
-    kv_full: KvFull | None = None  # Engine._kv_full (lazily)
+    kv_full: KvFull | None = None  # Engine.kv_full (lazily)
     delay_classes: DelayClasses | None = None  # `delay.delay_classes` (lazily)
     drag: PrefillDrag | tuple[()] | None = None  # Engine._prefill_drag, () for none (lazily)
     feedback: CountFeedback | None = None  # Engine._count_feedback (lazily)
@@ -162,7 +162,7 @@ class Boundary:
     root: RootResult | None
     grid_n: FloatArray | None = None  # stable grid points (ascending n) and their rates:
     grid_lam: FloatArray | None = None  # brackets for the fixed-point solve
-    grid_cost_slope: FloatArray | None = None  # E[Delta]' there (`Engine._prompt_cost_slope_s`)
+    grid_cost_slope: FloatArray | None = None  # E[Delta]' there (`Engine.prompt_cost_slope_s`)
 
 
 @dataclass(frozen=True)

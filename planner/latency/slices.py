@@ -130,7 +130,7 @@ def lognormal_slices(sigma: float) -> FloatArray:
     return np.array(lognormal_slice_list(sigma))
 
 
-UNIFORM_SLICES = lognormal_slices(SIGMA_UNIFORM)  # U L's shape (`Engine._delay`): fixed
+UNIFORM_SLICES = lognormal_slices(SIGMA_UNIFORM)  # U L's shape (`Engine.delay`): fixed
 UNIFORM_SLICE_LIST = UNIFORM_SLICES.tolist()
 UNIFORM_SLICE_MEANS = 0.5 * (
     SLICE_EDGES[1:] + SLICE_EDGES[:-1]

@@ -113,7 +113,7 @@ def binding(replica: Replica, s: State) -> StabilityLimit:
 def grid(replica: Replica, ns: FloatArray) -> Grid:
     """Rates and stability margins at concurrencies `ns` (decode roles); mirrors
     `steady.build_state` term for term (the unshared form). Each point also with one decode
-    more beside every prompt step (E[Delta]' per point, `Engine._prompt_cost_slope_exact_s`
+    more beside every prompt step (E[Delta]' per point, `Engine.prompt_cost_slope_exact_s`
     term for term), stacked on a leading axis: one step-time call each for t_dec, t_arr and
     t_arr(n + 1), the full steps and the chunk steps."""
     assert bool(np.all(np.isfinite(ns))) and bool(np.all(np.asarray(ns) >= 0.0)), "ns finite, >= 0"

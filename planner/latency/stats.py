@@ -33,9 +33,9 @@ class WorkloadStats:
     contribute more steps): E[sum_{j=1..d} (P + j)] / E[d]; `decode_context_sq` the same for
     context squared (for the variance of KV use); `decode_overlap` = E[min(d1, d2)] / E[d] of two
     independent answers (1 for alike lengths, 1/2 for exponential ones: how much of the arrivals'
-    burstiness the decode count keeps, `Engine._decode_var`); `kv_token_s` the mean and second
+    burstiness the decode count keeps, `Engine.decode_variance`); `kv_token_s` the mean and second
     moment of a request's KV held over its decode steps, in tokens x steps, E[d P + d (d + 1)/2]
-    and its square's (`Engine._kv_full`). Arrivals: `arrival_cv2` = 1/burstiness, rates
+    and its square's (`Engine.kv_full`). Arrivals: `arrival_cv2` = 1/burstiness, rates
     in requests/s for the whole deployment (`bucket_rates` per bucket, or None)."""
 
     name: str | None
@@ -91,7 +91,7 @@ class WorkloadStats:
         overlap = _overlap(dv, ow)
         # A request's KV held over its life, in tokens x steps: its prompt for d steps and its
         # answer growing one token a step, d P + d (d + 1) / 2 (P and d independent): its mean
-        # and second moment (for the KV cache's busy periods, `Engine._kv_full`).
+        # and second moment (for the KV cache's busy periods, `Engine.kv_full`).
         p_half = mean_p + 0.5
         p_half2 = mean_p2 + mean_p + 0.25  # E[(P + 1/2)^2]
         kv1 = d1 * p_half + 0.5 * d2
