@@ -19,16 +19,13 @@ modelling of its own; it keeps
 
 from __future__ import annotations
 
-import bisect
 import math
 
 import numpy as np
 import numpy.typing as npt
 
 from planner.costmodel.steptime import StepCoefficients, batch_time_s, step_time_s
-from planner.latency.arrivals import (
-    join_share,
-)
+from planner.latency.cost_slope import interpolated_slope_s, prompt_cost_slope_exact_s, slope_points
 from planner.latency.decode_count import (
     CountFeedback,
     DecodeCompany,
@@ -69,7 +66,6 @@ from planner.latency.prefill_queue import (
 from planner.latency.queueing import (
     NO_WAIT,
     Wait,
-    gamma_wait_probability_slope,
 )
 from planner.latency.replica import replica_of
 from planner.latency.results import (
@@ -89,7 +85,6 @@ from planner.latency.slices import (
     lognormal_slice_list,
 )
 from planner.latency.stability import (
-    GRID_POINTS,
     RateAxis,
     boundary,
     concurrency_at,
@@ -102,10 +97,6 @@ from planner.latency.stability import (
 from planner.latency.stats import WorkloadStats
 from planner.latency.steady import (
     build_state,
-    join_cost_s,
-    merge_weight,
-    row_sums,
-    stream_step_s,
 )
 from planner.latency.steps import no_mix, step_mix
 from planner.latency.ttft import (
@@ -124,7 +115,6 @@ from solvers.rootfind import RootResult
 
 FloatArray = npt.NDArray[np.float64]
 
-SLOPE_GRID_MIN = GRID_POINTS // 2  # stable scan points below which E[Delta]' is taken exactly
 HUGE = 1e9  # stands in for an infinite ratio inside root-finding
 STATE_CACHE = 64  # states an engine keeps (Engine._state; a candidate builds ~25); cleared when full
 
@@ -618,69 +608,24 @@ class Engine:
         return s.feedback
 
     def prompt_cost_slope_s(self, s: State) -> float:
-        """E[Delta]' at the state: linear in n between the stability scan's points (`grid`, where
-        it is `prompt_cost_slope_exact_s` term for term) and the boundary's end (exact there),
-        the first point's below them; exact where the stable range spans fewer than
-        SLOPE_GRID_MIN of the scan's points (budget 512: ~70 of 512 seats, two points, where a
-        line read the slope 29% off at a kink of the step formula). A candidate reads it at ~9
-        states, ~1 us each against ~26 us for the exact difference, and the scan's one call per
-        array computes it at every point. Over docs/accuracy.md's 48 synthetic cells the count's
-        sd moves by at most 0.3% and no latency by more than 0.02%."""
+        """E[Delta]' at the state (`cost_slope`): linear in n between the stability scan's points
+        and the boundary's end (`cost_slope.slope_points`, kept once per engine), exact where
+        the stable range spans too few of them. A candidate reads it at ~9 states, ~1 us each
+        against ~26 us for the exact difference. Over docs/accuracy.md's 48 synthetic cells the
+        count's sd moves by at most 0.3% and no latency by more than 0.02%."""
         if self._cost_slope is None:
             b = self.boundary()
-            xs: list[float] = []
-            ys: list[float] = []
-            if b.grid_n is not None and b.grid_cost_slope is not None and b.grid_n.size >= SLOPE_GRID_MIN:
-                end = self._saturated()
-                xs, ys = b.grid_n.tolist(), b.grid_cost_slope.tolist()
-                if end.n > xs[-1]:
-                    xs.append(end.n)
-                    ys.append(self.prompt_cost_slope_exact_s(end))
-            self._cost_slope = (xs, ys)
+            self._cost_slope = slope_points(
+                self.replica, grid_n=b.grid_n, grid_cost_slope=b.grid_cost_slope, end_of=self._saturated
+            )
         xs, ys = self._cost_slope
         if not xs:  # the stable range spans few of the scan's points: too coarse to interpolate
             return self.prompt_cost_slope_exact_s(s)
-        x = s.n
-        i = bisect.bisect_right(xs, x)
-        if i == 0:
-            return ys[0]
-        if i == len(xs):
-            return ys[-1]
-        x0, y0 = xs[i - 1], ys[i - 1]
-        return y0 + (ys[i] - y0) * (x - x0) / (xs[i] - x0)
+        return interpolated_slope_s(xs, ys, s.n)
 
     def prompt_cost_slope_exact_s(self, s: State) -> float:
-        """d E[Delta] / dn at the state's rate: E[Delta] = A + w(rho)(F - A) (`_build_state`)
-        with one more decode beside every prompt step (the chunks as they are, one token less of
-        budget for the full steps): A' from the chunks' steps and the decode step they ride, F'
-        and q' from the full step, w' from GI/M/1's slope; a one-decode difference."""
-        s_f = max(s.share_full, 1.0)
-        if not s_f > 2.0:
-            return 0.0
-        coef, cbar, pe = self.replica.step_coefficients, self.replica.decode_context_tokens, self.replica.mean_prefill_tokens
-        n1 = s.n_arr + 1.0
-        t_arr1 = self._decode_step_s(n1)
-        tau1 = step_time_s(coef, s.chunk_tokens, s.chunk_offset, n1, n1 * cbar, empty_batches=False)
-        pw = self.replica.prompt_probs
-        a0 = float(s.own_service.dot(pw)) - s.mean_chunks * s.t_arr
-        a1 = float(row_sums(s.chunk_weight * tau1).dot(pw)) - s.mean_chunks * t_arr1
-        t_full1 = stream_step_s(self.replica, s_f - 1.0, n1, n1 * cbar)
-        f0 = pe * (s.t_full - s.t_arr) / s_f
-        f1 = pe * (t_full1 - t_arr1) / (s_f - 1.0)
-        q0, q1 = self._full_service_s(s), pe * t_full1 / (s_f - 1.0)
-        rho = s.lam * q0
-        w = merge_weight(self.replica, rho)
-        dw = gamma_wait_probability_slope(rho, self.replica.gap_shape, w) if 0.0 < rho < 1.0 else 0.0
-        slope = (a1 - a0) * (1.0 - w) + w * (f1 - f0) + dw * s.lam * (q1 - q0) * (f0 - a0)
-        wj = s.join_weight
-        if wj > 0.0:  # whole prompts sharing steps: A + j (Jc - A), the chain's steps one decode longer
-            jc0 = s.join_cost
-            jc1 = join_cost_s(self.replica, n1, n1 * cbar)
-            t1 = self._decode_step_s(s.n_dec + 1.0)
-            j1, _ = join_share(s.lam, t1, a1, jc1, self.replica.count_dispersion)
-            shared = a1 + j1 * (jc1 - a1) - (a0 + s.joined * (jc0 - a0))
-            slope = wj * shared + (1.0 - wj) * slope
-        return slope
+        """`cost_slope.prompt_cost_slope_exact_s` at the state."""
+        return prompt_cost_slope_exact_s(self.replica, s)
 
     def _decode_others(self, s: State) -> DecodeCompany | None:
         """`decode_count.decode_company` at the state's count and variance."""

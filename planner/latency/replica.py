@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from planner.costmodel.steptime import StepCoefficients
+from planner.costmodel.steptime import StepCoefficients, step_time_s
 from planner.latency.results import Role, State
 from planner.latency.stats import WorkloadStats
 from planner.scheduler_config import SchedulerConfig
@@ -88,6 +88,16 @@ def room_after_tokens(replica: Replica, state: State) -> float:
         own_share_tokens=state.share_own,
         mean_prefill_tokens=replica.mean_prefill_tokens,
     )
+
+
+def decode_step_s(replica: Replica, decodes: float) -> float:
+    """A decode-only step of `decodes` decodes (scalar: cheaper than numpy on a few values)."""
+    return step_time_s(replica.step_coefficients, 0.0, 0.0, decodes, decodes * replica.decode_context_tokens)
+
+
+def full_service_s(replica: Replica, state: State) -> float:
+    """A prompt's mean service in the prefill queue at a state: E[Pe] / s_f full steps."""
+    return replica.mean_prefill_tokens * state.t_full / max(state.share_full, 1.0)
 
 
 def replica_of(
