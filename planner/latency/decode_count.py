@@ -1,6 +1,7 @@
 """The decode count's variance (docs/latency/decode-count.md): how far the number
 of decoding sequences n spreads around its mean, and the other decodes a decoder meets in its
-decode-only steps. Pure functions of named inputs; the engine gathers them from its state.
+decode-only steps. Pure functions of named inputs; the `*_at` functions gather them from a
+replica and its state (the engine keeps the results on the state).
 
 The count is GI/G/inf's, n (1 + (c_a^2 - 1) eta) (eta the workload's `decode_overlap`; the
 burst part fading as n / (1 + n) at vanishing load, as the burst factor z does), the arrivals
@@ -12,19 +13,16 @@ gain g amplifies the variance of a noise of the window's own spectrum by exactly
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import NamedTuple
+
+from planner.latency.replica import Replica, decode_step_s, full_service_s
+from planner.latency.results import CountFeedback, PrefillDrag, State
 
 # The count's loop gain (and its whole gain keep^2 loop) never falls below this: where the
 # feedback would cancel the count's restoring force, Var n stays finite instead of diverging
 # (a tolerance, not a modelling choice: at the stability limit the boundary binds first).
 DECODE_GAIN_FLOOR = 1e-3
-
-
-class CountFeedback(NamedTuple):
-    """How the decode count answers its own excess at one state."""
-
-    keep: float  # 1 - busy: the share of an excess that is not held by prompts arriving meanwhile
-    loop: float  # the lifetime window's loop, 1 - e + e_q / keep, at least DECODE_GAIN_FLOOR
 
 
 class DecodeCompany(NamedTuple):
@@ -100,3 +98,55 @@ def decode_company(decodes: float, variance: float) -> DecodeCompany | None:
     if not (mean > 0.0 and var > 0.0):
         return None
     return DecodeCompany(mean=mean, log_sd=math.sqrt(math.log1p(var / (mean * mean))))
+
+
+def decode_slope_s(replica: Replica, s: State) -> float:
+    """What one more decode adds to a decode-only step at the state: t_dec - t_arr (a step
+    with one decode fewer) where prompts arrive, else the step at n_dec - 1 timed."""
+    if replica.has_prefill:
+        return max(s.t_dec - s.t_arr, 0.0)
+    return max(s.t_dec - decode_step_s(replica, max(s.n_dec - 1.0, 0.0)), 0.0)
+
+
+def count_feedback_at(
+    replica: Replica,
+    s: State,
+    *,
+    drag: PrefillDrag | None,
+    prompt_cost_slope_of: Callable[[], float],
+    service_cv2_of: Callable[[], float],
+) -> CountFeedback:
+    """`count_feedback` at the state, its inputs gathered only where they count: E[Delta]'
+    (`prompt_cost_slope_of`) with prompts and decodes and a decode step; the queue's relaxation
+    (`service_cv2_of`, the prefill queue's service spread) where a backlog drags prefill
+    (`drag`, `prefill_queue.prefill_drag_at`; None without one) and the queue is stable."""
+    both = replica.has_prefill and replica.has_decode
+    drag_per_decode = drag[0] if drag is not None else 0.0
+    slope = prompt_cost_slope_of() if both and s.t_dec > 0.0 else None
+    relaxation = None
+    if slope is not None and s.n * drag_per_decode > 0.0 and 0.0 < s.rho < 1.0:
+        relaxation = s.rho * full_service_s(replica, s) * (replica.arrival_cv2 + service_cv2_of())
+        relaxation /= (1.0 - s.rho) ** 2
+    return count_feedback(
+        decodes=s.n,
+        arrival_rate_per_s=s.lam,
+        busy=s.busy,
+        decode_step_s=s.t_dec,
+        decode_slope_s=decode_slope_s(replica, s),
+        prompt_cost_slope_s=slope,
+        drag_per_decode=drag_per_decode,
+        queue_relaxation_s=relaxation,
+        lifetime_s=replica.decode_steps * s.t_step,
+    )
+
+
+def decode_count_variance_at(
+    replica: Replica, s: State, *, decode_overlap: float, feedback_of: Callable[[], CountFeedback]
+) -> float:
+    """Var n at the state: `decode_count_variance` where the count wanders (`count_wanders`;
+    the feedback asked only there), else 0."""
+    if not count_wanders(s.n, s.t_dec, s.busy):
+        return 0.0
+    return decode_count_variance(
+        decodes=s.n, arrival_cv2=replica.arrival_cv2, decode_overlap=decode_overlap, feedback=feedback_of()
+    )

@@ -11,7 +11,7 @@ modelling of its own; it keeps
 * the order in which components are called and what each is given:
   `replica.replica_of` (the inputs, once) -> `steady` (Little's fixed point, a state) ->
   `stability` (the stable branch, the state at a rate) -> `prefill_queue` (the wait and its
-  shape) and `decode_count` (the decode count's variance) -> `steps.step_mix` (what TTFT and
+  shape) and `decode_count` (the decode count's variance, E[Delta]' from `cost_slope`) -> `steps.step_mix` (what TTFT and
   ITL share) -> `delay` (D: the step under way and its company) and `ttft` (TTFT's mixture and
   quantiles), `itl`, `kv_full` and `seats` (the waits for KV blocks and sequence slots) ->
   `Point` (every figure `evaluate` reports).
@@ -24,15 +24,14 @@ import math
 import numpy as np
 import numpy.typing as npt
 
-from planner.costmodel.steptime import StepCoefficients, batch_time_s, step_time_s
+from planner.costmodel.steptime import StepCoefficients
 from planner.latency.cost_slope import interpolated_slope_s, prompt_cost_slope_exact_s, slope_points
 from planner.latency.decode_count import (
     CountFeedback,
     DecodeCompany,
-    count_feedback,
-    count_wanders,
+    count_feedback_at,
     decode_company,
-    decode_count_variance,
+    decode_count_variance_at,
 )
 from planner.latency.delay import (
     NO_DELAY,
@@ -53,21 +52,16 @@ from planner.latency.kv_full import (
 )
 from planner.latency.prefill_queue import (
     PrefillDrag,
-    full_step_context,
-    full_step_cv2,
-    own_stream_context,
-    prefill_drag,
-    prefill_wait,
-    service_shape,
-    shape_of,
-    stretch_applies,
-    stretched_wait,
+    full_step_cv2_at,
+    prefill_drag_at,
+    queue_wait_at,
+    service_shape_at,
 )
 from planner.latency.queueing import (
     NO_WAIT,
     Wait,
 )
-from planner.latency.replica import replica_of
+from planner.latency.replica import decode_step_s, replica_of
 from planner.latency.results import (
     Boundary,
     DelayClasses,
@@ -423,47 +417,22 @@ class Engine:
         return s.delay_classes
 
     def service_shape(self) -> ServiceShape:
-        """`prefill_queue.service_shape`, once per engine, at the stability boundary (decode
+        """`prefill_queue.service_shape_at`, once per engine, at the stability boundary (decode
         roles; the queue's shape matters where it is long, near capacity, and the decodes there
         dilute the prompts' differences the least of any point where it is long); from the token
         counts alone without a prefill (no step to time them)."""
         if self._shape is None:
-            shape = None
+            at = None
             if self.has_prefill:
                 at = self._saturated() if self.has_decode else self._state(0.0, 0.0)
-                s_f = max(at.share_full, 1.0)
-                attention, prefix = own_stream_context(
-                    prompt_tokens=self.replica.prefill_tokens, cached_tokens=self.replica.cached_tokens, full_share_tokens=s_f
-                )
-                full_step_s = batch_time_s(
-                    self.replica.step_coefficients, at.n_arr, at.n_arr * self.replica.decode_context_tokens, s_f, s_f * attention, prefix + s_f, prefix
-                )
-                shape = service_shape(
-                    prompt_tokens=self.replica.prefill_tokens, prompt_probs=self.replica.prompt_probs, full_step_s=full_step_s,
-                    arrival_cv2=self.replica.arrival_cv2, colocated=self.has_decode,
-                )  # fmt: skip
-            self._shape = shape or shape_of(
-                cv2=self.stats.prefill_cv2, kappa=self.replica.prefill_kappa, service_over_mean=self.replica.prefill_tokens / self.replica.mean_prefill_tokens,
-                arrival_cv2=self.replica.arrival_cv2, prompt_probs=self.replica.prompt_probs, colocated=self.has_decode and self.has_prefill,
-            )  # fmt: skip
+            self._shape = service_shape_at(self.replica, at=at, prefill_cv2=self.stats.prefill_cv2)
         return self._shape
 
     def full_step_cv2(self) -> float:
-        """`prefill_queue.full_step_cv2`, once per engine, each full step a stream step at the
-        stability boundary (colocated engines only, `Engine.steps`)."""
+        """`prefill_queue.full_step_cv2_at`, once per engine, at the stability boundary's end
+        (colocated engines only, `Engine.steps`)."""
         if self._full_cv2 is None:
-            end = self._saturated()
-            s_f = max(end.share_full, 1.0)
-            attention, prefix = full_step_context(
-                prompt_tokens=self.replica.prefill_tokens, cached_tokens=self.replica.cached_tokens, full_share_tokens=s_f
-            )
-            step_s = batch_time_s(
-                self.replica.step_coefficients, end.n_arr, end.n_arr * self.replica.decode_context_tokens, s_f, s_f * attention, prefix + s_f, prefix
-            )
-            self._full_cv2 = full_step_cv2(
-                full_step_s=step_s, prompt_tokens=self.replica.prefill_tokens, prompt_probs=self.replica.prompt_probs,
-                full_share_tokens=s_f, token_mean_prompt_tokens=self.replica.token_mean_prefill_tokens,
-            )  # fmt: skip
+            self._full_cv2 = full_step_cv2_at(self.replica, self._saturated())
         return self._full_cv2
 
     def _full_step_shape(self) -> FloatArray:
@@ -482,38 +451,18 @@ class Engine:
             self._end = self._state(self.boundary().n_max, None)
         return self._end
 
-    def _full_service_s(self, s: State) -> float:
-        """A prompt's mean service in the prefill queue at a state: E[Pe] / s_f full steps."""
-        return self.replica.mean_prefill_tokens * s.t_full / max(s.share_full, 1.0)
-
     def _queue_wait(self, s: State, shape: ServiceShape) -> Wait:
-        """The prefill queue's wait at a state (`prefill_queue.prefill_wait`), stretched for the
-        backlog's drain where it lasts (`prefill_queue.stretched_wait`: the drag towards the
-        stability boundary, the decode count's variance and loop gathered only there)."""
-        service_s = self._full_service_s(s)
-        colocated = self.has_decode and self.has_prefill
-        wait = prefill_wait(
-            utilization=s.rho, mean_service_s=service_s, arrival_cv2=self.replica.arrival_cv2, shape=shape, colocated=colocated
-        )
-        if not (colocated and 0.0 < s.rho < 1.0 and stretch_applies(wait)):
-            return wait
-        drag = self._prefill_drag(s)
-        if drag is None:
-            return wait
-        return stretched_wait(
-            wait=wait, utilization=s.rho, mean_service_s=service_s, arrival_cv2=self.replica.arrival_cv2, drag=drag,
-            lifetime_s=self.replica.decode_steps * s.t_step, decodes=s.n, count_variance=self.decode_variance(s),
-            count_loop=self._count_feedback(s).loop,
+        """`prefill_queue.queue_wait_at`: the drag and the decode count gathered only where the
+        backlog's drain stretches the wait."""
+        return queue_wait_at(
+            self.replica, s, shape=shape, drag_of=lambda: self._prefill_drag(s),
+            count_of=lambda: (self.decode_variance(s), self._count_feedback(s).loop),
         )  # fmt: skip
 
     def _prefill_drag(self, s: State) -> PrefillDrag | None:
-        """`prefill_queue.prefill_drag` at the state, once (against the boundary's end)."""
+        """`prefill_queue.prefill_drag_at` at the state, once (against the boundary's end)."""
         if s.drag is None:
-            end = self._saturated()
-            drag = prefill_drag(
-                decodes=s.n, mean_service_s=self._full_service_s(s),
-                saturated_decodes=end.n, saturated_service_s=self._full_service_s(end),
-            )  # fmt: skip
+            drag = prefill_drag_at(self.replica, s, end=self._saturated())
             s.drag = drag if drag is not None else ()
         return s.drag or None
 
@@ -552,59 +501,28 @@ class Engine:
         return got.itl_s
 
     def _decode_step_s(self, count: float) -> float:
-        """A decode-only step of `count` decodes (scalar: cheaper than numpy on a few values)."""
-        return step_time_s(self.replica.step_coefficients, 0.0, 0.0, count, count * self.replica.decode_context_tokens)
+        """`replica.decode_step_s` (what `itl.itl_level` times its decode-only steps with)."""
+        return decode_step_s(self.replica, count)
 
     def decode_variance(self, s: State) -> float:
-        """Var n, the decode count's variance at the state (`decode_count.decode_count_variance`
-        through `_compute_decode_var`), once per state: what the KV and seat waits, the
-        prefill queue's stretch and ITL's decode company read."""
+        """Var n, the decode count's variance at the state
+        (`decode_count.decode_count_variance_at`), once per state: what the KV and seat waits,
+        the prefill queue's stretch and ITL's decode company read."""
         if s.decode_var is None:
-            s.decode_var = self._compute_decode_var(s)
+            s.decode_var = decode_count_variance_at(
+                self.replica, s, decode_overlap=self.stats.decode_overlap, feedback_of=lambda: self._count_feedback(s)
+            )
         return s.decode_var
 
-    def _decode_slope_s(self, s: State) -> float:
-        """What one more decode adds to a decode-only step at the state: t_dec - t_arr (a step
-        with one decode fewer) where prompts arrive, else the step at n_dec - 1 timed."""
-        if self.has_prefill:
-            return max(s.t_dec - s.t_arr, 0.0)
-        return max(s.t_dec - self._decode_step_s(max(s.n_dec - 1.0, 0.0)), 0.0)
-
-    def _compute_decode_var(self, s: State) -> float:
-        """Var n at the state (`decode_count.decode_count_variance`)."""
-        if not count_wanders(s.n, s.t_dec, s.busy):
-            return 0.0
-        return decode_count_variance(
-            decodes=s.n,
-            arrival_cv2=self.replica.arrival_cv2,
-            decode_overlap=self.stats.decode_overlap,
-            feedback=self._count_feedback(s),
-        )
-
     def _count_feedback(self, s: State) -> CountFeedback:
-        """`decode_count.count_feedback` at the state, once: its inputs gathered only where they
-        count (E[Delta]' with prompts and decodes and a decode step; the queue's relaxation
-        where a backlog drags prefill and the queue is stable)."""
+        """`decode_count.count_feedback_at` at the state, once (the drag gathered where prompts
+        and decodes share the engine)."""
         if s.feedback is None:
-            both = self.has_prefill and self.has_decode
-            drag = self._prefill_drag(s) if both else None
-            drag_per_decode = drag[0] if drag is not None else 0.0
-            slope = self.prompt_cost_slope_s(s) if both and s.t_dec > 0.0 else None
-            relaxation = None
-            if slope is not None and s.n * drag_per_decode > 0.0 and 0.0 < s.rho < 1.0:
-                relaxation = s.rho * self._full_service_s(s) * (self.replica.arrival_cv2 + self.service_shape().cv2)
-                relaxation /= (1.0 - s.rho) ** 2
-            s.feedback = count_feedback(
-                decodes=s.n,
-                arrival_rate_per_s=s.lam,
-                busy=s.busy,
-                decode_step_s=s.t_dec,
-                decode_slope_s=self._decode_slope_s(s),
-                prompt_cost_slope_s=slope,
-                drag_per_decode=drag_per_decode,
-                queue_relaxation_s=relaxation,
-                lifetime_s=self.replica.decode_steps * s.t_step,
-            )
+            drag = self._prefill_drag(s) if self.has_prefill and self.has_decode else None
+            s.feedback = count_feedback_at(
+                self.replica, s, drag=drag, prompt_cost_slope_of=lambda: self.prompt_cost_slope_s(s),
+                service_cv2_of=lambda: self.service_shape().cv2,
+            )  # fmt: skip
         return s.feedback
 
     def prompt_cost_slope_s(self, s: State) -> float:

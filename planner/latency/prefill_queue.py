@@ -9,19 +9,23 @@ rate, a full step being the FIFO stream of waiting prompts.
   backlog accumulates (`stretched_wait`, `prefill_drag`) and spread over the decode count's
   wandering (`wait_environment`).
 
-Pure functions of named inputs returning immutable results; the engine gathers their inputs
-(the step times, which need the step-cost coefficients) from its states."""
+Pure functions of named inputs returning immutable results; the `*_at` functions gather their
+inputs (the step times, which need the step-cost coefficients) from a replica and its states,
+which the engine keeps."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import numpy.typing as npt
 
+from planner.costmodel.steptime import batch_time_s
 from planner.latency.invariants import check_positive, check_probability, check_rate
 from planner.latency.queueing import Wait, WaitDecayTable, gg1_wait, wait_spread
-from planner.latency.results import PrefillDrag, ServiceShape
+from planner.latency.replica import Replica, full_service_s
+from planner.latency.results import PrefillDrag, ServiceShape, State
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -232,3 +236,80 @@ def wait_environment(
     down = (1.0 - rho) / (1.0 - rho * math.exp(-beta * min(sd, decodes)))
     mean = 0.5 * (up + down)
     return ((0.5, up / mean), (0.5, down / mean))
+
+
+def service_shape_at(replica: Replica, *, at: State | None, prefill_cv2: float) -> ServiceShape:
+    """`service_shape` with its full step timed at the state `at` (the stability boundary's end
+    for decode roles, the idle state for a prefill pool; None without a prefill): from the
+    token counts alone (`shape_of`, `prefill_cv2` the prompts' spread) where there is no step to
+    time them."""
+    colocated = replica.has_decode and replica.has_prefill
+    shape = None
+    if at is not None:
+        s_f = max(at.share_full, 1.0)
+        attention, prefix = own_stream_context(
+            prompt_tokens=replica.prefill_tokens, cached_tokens=replica.cached_tokens, full_share_tokens=s_f
+        )
+        step_s = batch_time_s(
+            replica.step_coefficients, at.n_arr, at.n_arr * replica.decode_context_tokens, s_f, s_f * attention, prefix + s_f, prefix
+        )
+        shape = service_shape(
+            prompt_tokens=replica.prefill_tokens, prompt_probs=replica.prompt_probs, full_step_s=step_s,
+            arrival_cv2=replica.arrival_cv2, colocated=replica.has_decode,
+        )  # fmt: skip
+    return shape or shape_of(
+        cv2=prefill_cv2, kappa=replica.prefill_kappa, service_over_mean=replica.prefill_tokens / replica.mean_prefill_tokens,
+        arrival_cv2=replica.arrival_cv2, prompt_probs=replica.prompt_probs, colocated=colocated,
+    )  # fmt: skip
+
+
+def full_step_cv2_at(replica: Replica, end: State) -> float:
+    """`full_step_cv2`, each full step a stream step at the state `end` (the stability
+    boundary's end)."""
+    s_f = max(end.share_full, 1.0)
+    attention, prefix = full_step_context(
+        prompt_tokens=replica.prefill_tokens, cached_tokens=replica.cached_tokens, full_share_tokens=s_f
+    )
+    step_s = batch_time_s(
+        replica.step_coefficients, end.n_arr, end.n_arr * replica.decode_context_tokens, s_f, s_f * attention, prefix + s_f, prefix
+    )
+    return full_step_cv2(
+        full_step_s=step_s, prompt_tokens=replica.prefill_tokens, prompt_probs=replica.prompt_probs,
+        full_share_tokens=s_f, token_mean_prompt_tokens=replica.token_mean_prefill_tokens,
+    )  # fmt: skip
+
+
+def prefill_drag_at(replica: Replica, s: State, *, end: State) -> PrefillDrag | None:
+    """`prefill_drag` at the state against the stability boundary's end `end`."""
+    return prefill_drag(
+        decodes=s.n, mean_service_s=full_service_s(replica, s),
+        saturated_decodes=end.n, saturated_service_s=full_service_s(replica, end),
+    )  # fmt: skip
+
+
+def queue_wait_at(
+    replica: Replica,
+    s: State,
+    *,
+    shape: ServiceShape,
+    drag_of: Callable[[], PrefillDrag | None],
+    count_of: Callable[[], tuple[float, float]],
+) -> Wait:
+    """The prefill queue's wait at a state (`prefill_wait`), stretched for the backlog's drain
+    where it lasts (`stretched_wait`): the drag towards the stability boundary (`drag_of`) and
+    the decode count's variance and loop (`count_of`) asked only there."""
+    service_s = full_service_s(replica, s)
+    colocated = replica.has_decode and replica.has_prefill
+    wait = prefill_wait(
+        utilization=s.rho, mean_service_s=service_s, arrival_cv2=replica.arrival_cv2, shape=shape, colocated=colocated
+    )
+    if not (colocated and 0.0 < s.rho < 1.0 and stretch_applies(wait)):
+        return wait
+    drag = drag_of()
+    if drag is None:
+        return wait
+    count_variance, count_loop = count_of()
+    return stretched_wait(
+        wait=wait, utilization=s.rho, mean_service_s=service_s, arrival_cv2=replica.arrival_cv2, drag=drag,
+        lifetime_s=replica.decode_steps * s.t_step, decodes=s.n, count_variance=count_variance, count_loop=count_loop,
+    )  # fmt: skip

@@ -12,7 +12,6 @@ import numpy as np
 import numpy.typing as npt
 
 from planner.latency.company import Sums
-from planner.latency.decode_count import CountFeedback
 from planner.latency.kv_full import KvFull
 from planner.latency.queueing import Phases, Wait, WaitDecayTable
 from planner.latency.seats import SeatWait
@@ -22,6 +21,13 @@ FloatArray = npt.NDArray[np.float64]
 Role = Literal["colocated", "prefill", "decode"]
 # What ends an engine's stable range (the first stability margin to run out).
 StabilityLimit = Literal["compute", "kv_capacity", "max_num_seqs", "max_num_batched_tokens"]
+
+
+class CountFeedback(NamedTuple):
+    """How the decode count answers its own excess at one state."""
+
+    keep: float  # 1 - busy: the share of an excess that is not held by prompts arriving meanwhile
+    loop: float  # the lifetime window's loop, 1 - e + e_q / keep, at least decode_count.DECODE_GAIN_FLOOR
 
 
 class ServiceShape(NamedTuple):
