@@ -34,15 +34,13 @@ from planner.latency.decode_count import (
     decode_count_variance_at,
 )
 from planner.latency.delay import (
-    NO_DELAY,
     Delay,
     chain_delay_weight,
-    delay_chain,
+    delay_at,
     delay_classes,
     delay_top_s,
-    delay_values,
 )
-from planner.latency.itl import TAIL_EPS, itl_level, itl_worst_case_s
+from planner.latency.itl import TAIL_EPS, itl_level_at, itl_worst_at
 from planner.latency.kv_full import (
     KV_FULL_MIN,
     KvFull,
@@ -50,6 +48,7 @@ from planner.latency.kv_full import (
     kv_overflow_probability,
     kv_tokens_variance,
 )
+from planner.latency.point import point_of
 from planner.latency.prefill_queue import (
     PrefillDrag,
     full_step_cv2_at,
@@ -57,11 +56,8 @@ from planner.latency.prefill_queue import (
     queue_wait_at,
     service_shape_at,
 )
-from planner.latency.queueing import (
-    NO_WAIT,
-    Wait,
-)
-from planner.latency.replica import decode_step_s, replica_of
+from planner.latency.queueing import NO_WAIT, Wait
+from planner.latency.replica import replica_of
 from planner.latency.results import (
     Boundary,
     DelayClasses,
@@ -75,9 +71,7 @@ from planner.latency.results import (
     TtftMixture,
 )
 from planner.latency.seats import SeatWait, seat_wait_at
-from planner.latency.slices import (
-    lognormal_slice_list,
-)
+from planner.latency.slices import lognormal_slice_list
 from planner.latency.stability import (
     RateAxis,
     boundary,
@@ -89,9 +83,7 @@ from planner.latency.stability import (
     solve,
 )
 from planner.latency.stats import WorkloadStats
-from planner.latency.steady import (
-    build_state,
-)
+from planner.latency.steady import build_state
 from planner.latency.steps import no_mix, step_mix
 from planner.latency.ttft import (
     company_cap_s,
@@ -111,8 +103,6 @@ FloatArray = npt.NDArray[np.float64]
 
 HUGE = 1e9  # stands in for an infinite ratio inside root-finding
 STATE_CACHE = 64  # states an engine keeps (Engine._state; a candidate builds ~25); cleared when full
-
-
 
 
 class Engine:
@@ -229,43 +219,17 @@ class Engine:
         return self._zero_point
 
     def point(self, s: State) -> Point:
-        """TTFT, ITL and resource metrics at a steady state."""
-        ttft50 = ttft99 = None
-        wait = NO_WAIT
-        if self.has_prefill:
-            ttft, wait = self._ttft(s)
-            ttft50, ttft99 = float(ttft[0]), float(ttft[1])
-        itl50 = itl99 = worst = None
-        if self.has_decode:
-            itl50, itl99 = self._itl(s)
-            worst = self._itl_worst(s)
-        seats, kv_mean = load_of(self.replica, s)
-        risk = self._kv_risk(s)
-        seat = self._seat_wait(s)
-        # the steps that carry prompt tokens, company sharing one: the mix ITL reads
-        mixed = self.steps(s).mixed_share if self.has_decode and self.has_prefill else 0.0
-        return Point(
-            lam=s.lam,
-            n=s.n,
-            ttft_p50_s=ttft50,
-            ttft_p99_s=ttft99,
-            itl_p50_s=itl50,
-            itl_p99_s=itl99,
-            itl_worst_case_s=worst,
-            mean_step_s=s.t_step if self.has_decode else None,
-            mixed_step_fraction=mixed,
-            prefill_chunk_tokens=s.share_own if self.has_prefill else None,
-            prefill_utilization=min(1.0, s.rho) if self.has_prefill else 0.0,
-            queue_wait_mean_s=wait.mean_s,
-            queue_wait_p99_s=wait.quantile(0.99),
-            kv_cache_tokens_used=kv_mean,
-            kv_cache_usage=kv_mean / self.replica.kv_cache_tokens,
-            preemption_risk=risk,
-            running_requests=seats,
+        """TTFT, ITL and resource metrics at a steady state (`point.point_of`)."""
+        both = self.has_decode and self.has_prefill
+        ttft, wait = self._ttft(s) if self.has_prefill else (None, NO_WAIT)
+        decode = self.has_decode
+        return point_of(
+            self.replica, s, ttft=ttft, wait=wait, itl=self._itl(s) if decode else None,
+            itl_worst_s=itl_worst_at(self.replica, s, prompt_p99_tokens=self.stats.prompt_p99_tokens) if decode else None,
+            preemption_risk=self._kv_risk(s), seat=self._seat_wait(s),
+            mixed_share=self.steps(s).mixed_share if both else 0.0,  # the steps that carry prompt tokens
             kv_full_wait_s=self.kv_full(s)[1],
-            seat_wait_probability=seat.probability,
-            seat_wait_s=seat.mean_s,
-        )
+        )  # fmt: skip
 
     def _kv_risk(self, s: State) -> float:
         """`kv_full.kv_overflow_probability` at the state (its inputs gathered)."""
@@ -384,21 +348,16 @@ class Engine:
         return ttft_p99_bound_s(self.ttft_mixture(s))
 
     def delay(self, s: State) -> Delay:
-        """D, the wait for the step under way and its company, at the state
-        (`delay.delay_values`, values and probabilities): its classes kept on the state
-        (`_delay_classes`), the chain's pushed share too (`State.chain_push`, which
-        `ttft_mixture` reads)."""
+        """D, the wait for the step under way and its company, at the state (`delay.delay_at`):
+        its classes kept on the state (`_delay_classes`), the chain's pushed share too
+        (`State.chain_push`, which `ttft_mixture` reads)."""
         st = self.steps(s)
-        if st.busy <= 0:
-            return NO_DELAY
-        classes = self._delay_classes(s, st)
-        w_chain = chain_delay_weight(join_weight=s.join_weight, arrival_cv2=self.replica.arrival_cv2)
-        chain = delay_chain(self.replica, s, st, idle_share=classes.idle_share) if w_chain > 0.0 else None
-        if chain is not None:
-            s.chain_push = chain.pushed
-        return delay_values(
-            self.replica, classes=classes, chain=chain, chain_weight=w_chain, company_cap_s=self._company_cap_s()
+        delay, pushed = delay_at(
+            self.replica, s, st, classes_of=lambda: self._delay_classes(s, st), company_cap_s=self._company_cap_s()
         )
+        if pushed is not None:
+            s.chain_push = pushed
+        return delay
 
     def delay_top_s(self, s: State) -> float:
         """D's largest value (`delay.delay_top_s`; the chain's points read where it takes part):
@@ -489,20 +448,8 @@ class Engine:
         return s.itl99
 
     def _itl_level(self, s: State, i: int) -> float:
-        """`itl.itl_level` at the state, level LEVELS[i]; the quantile vectors it computes are kept
-        on the state for the other level."""
-        st = self.steps(s)
-        got = itl_level(
-            level_index=i, decode_step_s=s.t_dec, mixed_values=st.values, mixed_rates=st.rates,
-            decode_others=self._decode_others(s), max_decodes=self.replica.decode_cap,
-            decode_step_of=self._decode_step_s, mixed=s.itl_mixed, all_steps=s.itl_all,
-        )  # fmt: skip
-        s.itl_mixed, s.itl_all = got.mixed, got.all_steps
-        return got.itl_s
-
-    def _decode_step_s(self, count: float) -> float:
-        """`replica.decode_step_s` (what `itl.itl_level` times its decode-only steps with)."""
-        return decode_step_s(self.replica, count)
+        """`itl.itl_level_at` at the state, level LEVELS[i]."""
+        return itl_level_at(self.replica, s, self.steps(s), level_index=i, decode_others=self._decode_others(s))
 
     def decode_variance(self, s: State) -> float:
         """Var n, the decode count's variance at the state
@@ -548,12 +495,3 @@ class Engine:
     def _decode_others(self, s: State) -> DecodeCompany | None:
         """`decode_count.decode_company` at the state's count and variance."""
         return decode_company(s.n, self.decode_variance(s))
-
-    def _itl_worst(self, s: State) -> float:
-        """`itl.itl_worst_case_s` at the state (a decode pool: its decode-only step)."""
-        if not self.has_prefill:
-            return s.t_dec
-        return itl_worst_case_s(
-            coefficients=self.replica.step_coefficients, full_share_tokens=s.share_full,
-            prompt_p99_tokens=self.stats.prompt_p99_tokens, decodes=s.n_dec, context_mean=self.replica.decode_context_tokens,
-        )  # fmt: skip

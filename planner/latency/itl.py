@@ -19,6 +19,8 @@ from planner.costmodel.steptime import StepCoefficients, step_time_s
 from planner.latency.decode_count import DecodeCompany
 from planner.latency.invariants import check_positive, check_time
 from planner.latency.queueing import SPREAD, tail_quantiles
+from planner.latency.replica import Replica, decode_step_s
+from planner.latency.results import State, Steps
 from planner.latency.slices import (
     SLICE_PROB_LIST,
     decode_slice_spread,
@@ -137,3 +139,27 @@ def itl_worst_case_s(
     s_f = max(full_share_tokens, 1.0)
     offset = max(0.0, prompt_p99_tokens - s_f)
     return step_time_s(coefficients, s_f, offset, decodes, decodes * context_mean)
+
+
+def itl_worst_at(replica: Replica, s: State, *, prompt_p99_tokens: float) -> float:
+    """`itl_worst_case_s` at the state (a decode pool: its decode-only step)."""
+    if not replica.has_prefill:
+        return s.t_dec
+    return itl_worst_case_s(
+        coefficients=replica.step_coefficients, full_share_tokens=s.share_full,
+        prompt_p99_tokens=prompt_p99_tokens, decodes=s.n_dec, context_mean=replica.decode_context_tokens,
+    )  # fmt: skip
+
+
+def itl_level_at(
+    replica: Replica, s: State, steps: Steps, *, level_index: int, decode_others: DecodeCompany | None
+) -> float:
+    """`itl_level` at the state (`steps` its `steps.step_mix`), level LEVELS[level_index]; the
+    quantile vectors it computes are kept on the state for the other level."""
+    got = itl_level(
+        level_index=level_index, decode_step_s=s.t_dec, mixed_values=steps.values, mixed_rates=steps.rates,
+        decode_others=decode_others, max_decodes=replica.decode_cap,
+        decode_step_of=lambda count: decode_step_s(replica, count), mixed=s.itl_mixed, all_steps=s.itl_all,
+    )  # fmt: skip
+    s.itl_mixed, s.itl_all = got.mixed, got.all_steps
+    return got.itl_s
