@@ -202,6 +202,57 @@ def test_adapters_see_only_the_api_layer() -> None:
     assert not bad, f"adapters import past planner.api and planner.schema: {bad}"
 
 
+def _reach(graph: dict[str, set[str]], start: str) -> dict[str, str | None]:
+    """Every module `start` imports, directly or through others, each with the module that
+    brings it in (None for `start`): the chain back is the failure's explanation."""
+    seen: dict[str, str | None] = {start: None}
+    stack = [start]
+    while stack:
+        node = stack.pop()
+        for dep in sorted(graph.get(node, ())):
+            if dep not in seen:
+                seen[dep] = node
+                stack.append(dep)
+    return seen
+
+
+def _schema_behind_the_api(graph: dict[str, set[str]]) -> list[str]:
+    """Chains from a schema module to a module behind the API, e.g. `planner.latency.model <-
+    planner.schema.reports`. The schema is what the adapters import, so a latency import there
+    is one in every adapter."""
+    out = []
+    for root in sorted(m for m in graph if _under(m, ("planner.schema",))):
+        seen = _reach(graph, root)
+        for m in sorted(seen):
+            if _under(m, BEHIND_THE_API):
+                chain = [m]
+                while (up := seen[chain[-1]]) is not None:
+                    chain.append(up)
+                out.append(" <- ".join(chain))
+    return out
+
+
+def test_schema_imports_nothing_behind_the_api() -> None:
+    """Transitively: planner.schema (and so every adapter through it) imports no planner.plan,
+    planner.latency or planner.simulate module (issue 34)."""
+    bad = _schema_behind_the_api(_graph())
+    assert not bad, "planner.schema reaches past the API:\n" + "\n".join(bad)
+
+
+def test_the_schema_rule_can_fail() -> None:
+    """A latency module two hops away from a schema module is found, with its chain."""
+    graph = _graph()
+    assert "planner.schema.kinds" in graph["planner.schema.reports"]
+    fake = {
+        "planner.schema.reports": {"planner.deployment"},
+        "planner.deployment": {"planner.latency.results"},
+        "planner.latency.results": set(),
+    }
+    assert _schema_behind_the_api(fake) == [
+        "planner.latency.results <- planner.deployment <- planner.schema.reports"
+    ]
+
+
 def test_the_adapter_rule_can_fail() -> None:
     """Every adapter prefix names modules, and an adapter importing the planner is caught."""
     graph = _graph()

@@ -10,7 +10,6 @@ For many questions on one workload, build `WorkloadStats.of(workload)` once and 
 """
 
 from planner.latency.model import (
-    BindingLimit,
     CapacityResult,
     Floors,
     LatencyModel,
@@ -19,8 +18,8 @@ from planner.latency.model import (
     capacity,
     evaluate,
 )
-from planner.latency.results import Role, StabilityLimit
 from planner.latency.stats import WorkloadStats
+from planner.schema.kinds import BindingLimit, Role, StabilityLimit
 from planner.slo import Slo
 
 __all__ = [

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
@@ -21,15 +21,12 @@ from planner.costmodel.analyses import usd_per_million
 from planner.deployment import Deployment, Mode, ResolvedDeployment
 from planner.errors import InvalidInput
 from planner.latency.engine import HUGE, Engine
-from planner.latency.results import Boundary, Point, Role, StabilityLimit, State
+from planner.latency.results import Boundary, Point, State
 from planner.latency.stats import WorkloadStats
+from planner.schema.kinds import BindingLimit, Role, StabilityLimit
 from planner.slo import Slo
 from planner.workload import Workload
 from solvers.rootfind import RootResult, last_met
-
-# What limits a capacity: an SLO (its p99 target) or, when the SLO is looser than what the
-# replica can serve at all, the stability limit.
-BindingLimit = Literal["ttft", "itl", "compute", "kv_capacity", "max_num_seqs", "max_num_batched_tokens"]
 
 # The capacity is the last point that met the SLO, found to this share of itself below the first
 # point that missed it (a tolerance on the whole stable range instead leaves a capacity far below

@@ -13,9 +13,10 @@ import numpy as np
 import numpy.typing as npt
 
 from planner.costmodel.steptime import StepCoefficients, step_time_s
-from planner.latency.results import Role, State
+from planner.latency.results import State
 from planner.latency.stats import WorkloadStats
 from planner.scheduler_config import SchedulerConfig
+from planner.schema.kinds import Role
 
 FloatArray = npt.NDArray[np.float64]
 

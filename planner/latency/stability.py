@@ -23,8 +23,9 @@ import numpy as np
 from planner.costmodel.steptime import step_time_s
 from planner.latency.queueing import gamma_wait_probability_slope
 from planner.latency.replica import CHUNK_GROUPS, CHUNK_ROUNDING, FloatArray, Replica
-from planner.latency.results import Boundary, Grid, StabilityLimit, State
+from planner.latency.results import Boundary, Grid, State
 from planner.latency.steady import burst_factor, merge_weight, rate_with_merging, row_sums, stream_step_s
+from planner.schema.kinds import StabilityLimit
 from solvers.rootfind import RootResult, find_root
 
 # The state at (decodes, rate or None): the engine's cache of `steady.build_state`.

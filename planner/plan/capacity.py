@@ -20,8 +20,9 @@ from planner.costmodel.profile import Profile
 from planner.deployment import MAX_NUM_SEQS, Deployment, Disaggregation, ResolvedDeployment
 from planner.errors import InvalidInput
 from planner.latency import LatencyModel, Slo, WorkloadStats
-from planner.latency.engine import HUGE, Point, Role
+from planner.latency.engine import HUGE, Point
 from planner.latency.model import CAPACITY_PRECISION, CAPACITY_RTOL, CAPACITY_XTOL, NEAR_ZERO_DECADES
+from planner.schema.kinds import Role
 from planner.vllm_defaults import BLOCK_SIZE_TOKENS
 from solvers.rootfind import last_met
 

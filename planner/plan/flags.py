@@ -12,7 +12,8 @@ from collections.abc import Sequence
 
 from planner.catalog.models import ModelSpec
 from planner.errors import InvalidInput
-from planner.plan.capacity import CapacityPoint, ReplicaConfig, Role, SearchContext
+from planner.plan.capacity import CapacityPoint, ReplicaConfig, SearchContext
+from planner.schema.kinds import Role
 from planner.vllm_defaults import NIXL_CONNECTOR, NIXL_DECODE_KV_ROLE, NIXL_PREFILL_KV_ROLE
 from planner.workload import Workload
 

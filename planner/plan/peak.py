@@ -9,7 +9,8 @@ from dataclasses import dataclass, replace
 from planner.latency import LatencyModel
 from planner.latency.engine import Point
 from planner.latency.model import per_replica_arrival_cv2
-from planner.plan.capacity import CapacityPoint, ReplicaConfig, Role, SearchContext, e2e_estimate_s
+from planner.plan.capacity import CapacityPoint, ReplicaConfig, SearchContext, e2e_estimate_s
+from planner.schema.kinds import Role
 from planner.schema.plan_report import PoolAtPeak, Predicted
 
 

@@ -25,7 +25,7 @@ from planner.errors import InvalidInput, TooLarge
 from planner.latency import WorkloadStats
 from planner.plan import defaults
 from planner.plan.alternatives import Alternatives
-from planner.plan.capacity import CapacityPoint, Role, SearchContext
+from planner.plan.capacity import CapacityPoint, SearchContext
 from planner.plan.capacity_pool import CapacityPool, default_workers
 from planner.plan.flags import default_configs, incompatible_pairs, plan_max_model_len, vllm_args
 from planner.plan.infeasible import infeasible_report, milp_infeasible, no_candidate, too_many_replicas
@@ -38,6 +38,7 @@ from planner.plan.solve import HOURS_PER_MONTH, Forecast, milp_data, single_conf
 from planner.plan.split import Split
 from planner.plan.warn import plan_warnings
 from planner.schema.inputs import TraceWorkload
+from planner.schema.kinds import Role
 from planner.schema.plan_report import (
     BucketCost,
     GpuUse,

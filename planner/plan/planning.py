@@ -9,11 +9,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from planner.latency import WorkloadStats
-from planner.plan.capacity import CapacityPoint, Role, SearchContext
+from planner.plan.capacity import CapacityPoint, SearchContext
 from planner.plan.capacity_pool import CapacityPool
 from planner.plan.search import SearchResult
 from planner.plan.solve import Forecast, Prices
 from planner.plan.split import Split, share_note
+from planner.schema.kinds import Role
 from planner.schema.plan_report import PlanTargets, PlanWorkload, ProfileUsed, SearchStats
 from planner.schema.plan_request import PlanRequest
 from planner.workload import Workload

@@ -43,7 +43,6 @@ from planner.latency.model import CAPACITY_PRECISION
 from planner.plan.capacity import (
     CapacityPoint,
     ReplicaConfig,
-    Role,
     SearchContext,
     build,
     decode_budget,
@@ -51,6 +50,7 @@ from planner.plan.capacity import (
     meets_at,
     slo_bound,
 )
+from planner.schema.kinds import Role
 from planner.schema.plan_request import BUDGET_MAX_TOKENS, BUDGET_MIN_TOKENS, COARSE_BUDGETS, CandidateSpace
 
 START_BUDGET = {"colocated": 2048, "prefill": 8192}  # vLLM's advice: chat 2048-4096, throughput 8192+

@@ -6,7 +6,7 @@ simulator (tests/test_imports.py holds that rule).
 Modules: inputs (the requests of evaluate, simulate, analyze, calibrate and catalog, and reading
 them from files), plan_request (the plan's request), reports (their reports), plan_report (the
 plan's report), catalog_reports (the catalog's reports and every report's base, which import no
-latency model). A report's `model_dump(mode="json")` is what `capplan ... --json` prints; the
+latency model), kinds (the roles and limits the latency model's answers are keyed by). A report's `model_dump(mode="json")` is what `capplan ... --json` prints; the
 gRPC messages of planner.v1 mirror these models field for field.
 
 Nothing is imported here: `capplan catalog` imports only the catalog's reports.

@@ -9,7 +9,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from planner.latency.engine import Role
+from planner.schema.kinds import Role
 
 Status = Literal["OPTIMAL", "FEASIBLE", "INFEASIBLE", "NO_SOLUTION"]
 

@@ -19,10 +19,9 @@ from planner.costmodel.fit_data import StepKind
 from planner.costmodel.profile import Profile
 from planner.costmodel.roofline import Bound
 from planner.deployment import Mode
-from planner.latency.engine import Role, StabilityLimit
-from planner.latency.model import BindingLimit
 from planner.schema.catalog_reports import CatalogReport, GpuCatalogReport, ModelCatalogReport, Report
 from planner.schema.inputs import Replay, Router
+from planner.schema.kinds import BindingLimit, Role, StabilityLimit
 
 __all__ = [
     "AnalyzeReport",
