@@ -19,12 +19,17 @@ HOME_OF_DEFAULTS = ROOT / "planner" / "vllm_defaults.py"
 # Literal type aliases and where each is defined (the domain module that owns the concept).
 TYPE_HOMES = {
     "Mode": "planner/deployment.py",
-    "Role": "planner/latency/results.py",
-    "StabilityLimit": "planner/latency/results.py",
-    "BindingLimit": "planner/latency/model.py",
+    # The names a report is keyed by live in the schema, which imports no latency model (issue 34).
+    "Role": "planner/schema/kinds.py",
+    "StabilityLimit": "planner/schema/kinds.py",
+    "BindingLimit": "planner/schema/kinds.py",
     "Bound": "planner/costmodel/roofline.py",
 }
 CONSTANT_HOMES = {"DEFAULT_PROFILE": "planner/costmodel/profiles.py"}
+# Second definitions still to be replaced by an import: planner/latency/results.py is being
+# restructured in another branch (issue 34), which takes `from planner.schema.kinds import Role,
+# StabilityLimit` with it. Until then tests/test_schema_kinds.py pins them to the same values.
+PENDING_RESTATEMENTS = {"planner/latency/results.py": {"Role", "StabilityLimit"}}
 
 
 def _sources() -> list[Path]:
@@ -69,7 +74,12 @@ def test_domain_names_are_defined_in_their_home_only() -> None:
         for node in ast.parse(path.read_text(encoding="utf-8")).body:
             if isinstance(node, ast.Assign):
                 for t in node.targets:
-                    if isinstance(t, ast.Name) and t.id in homes and homes[t.id] != rel:
+                    if (
+                        isinstance(t, ast.Name)
+                        and t.id in homes
+                        and homes[t.id] != rel
+                        and t.id not in PENDING_RESTATEMENTS.get(rel, ())
+                    ):
                         found.append(f"{rel}:{node.lineno} {t.id}")
     assert found == []
 
