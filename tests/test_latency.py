@@ -655,7 +655,7 @@ def test_a_capacity_far_below_the_stable_range_is_found_to_one_percent_of_itself
     CAPACITY_PRECISION (1%) of the answer, in requests/s: 0.1943 req/s."""
     from planner.deployment import Deployment
     from planner.latency import LatencyModel, Slo, WorkloadStats
-    from planner.latency.model import CAPACITY_PRECISION
+    from planner.latency.slo_capacity import CAPACITY_PRECISION
     from planner.workload import Workload
 
     w = Workload.model_validate(

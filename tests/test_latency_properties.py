@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from planner.deployment import Deployment
 from planner.errors import InvalidInput
 from planner.latency import LatencyModel, Slo, WorkloadStats
-from planner.latency.model import CAPACITY_PRECISION
+from planner.latency.slo_capacity import CAPACITY_PRECISION
 from planner.workload import Workload
 
 # How far a p99 may dip as load rises. Ordinary workloads: ITL p99 by about a percent (a full

@@ -15,7 +15,7 @@ import pytest
 from plan_helpers import search_context
 from test_plan import WORKLOAD
 
-from planner.latency.model import CAPACITY_PRECISION
+from planner.latency.slo_capacity import CAPACITY_PRECISION
 from planner.plan.capacity import CapacityPoint, ReplicaConfig, SearchContext, evaluate_config
 from planner.plan.search import (
     MAX_RUNNERS_UP,

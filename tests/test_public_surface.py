@@ -58,7 +58,7 @@ def private_uses(source: str, private: set[str]) -> list[tuple[int, str]]:
 
 def test_the_rule_flags_private_calls_and_patches_but_not_dunders_or_helpers() -> None:
     private = _private_methods()
-    assert {"_delay_classes", "_ttft", "_compute_ttft", "_pool_capacity"} <= private
+    assert {"_delay_classes", "_ttft", "_compute_ttft", "_find_floors"} <= private
     src = inspect.cleandoc(
         """
         e._ttft(s)

@@ -9,15 +9,8 @@ For many questions on one workload, build `WorkloadStats.of(workload)` once and 
 `LatencyModel(deployment.resolve(profile), stats)` per deployment.
 """
 
-from planner.latency.model import (
-    CapacityResult,
-    Floors,
-    LatencyModel,
-    PoolCapacity,
-    Prediction,
-    capacity,
-    evaluate,
-)
+from planner.latency.model import LatencyModel, capacity, evaluate
+from planner.latency.predictions import CapacityResult, Floors, PoolCapacity, Prediction
 from planner.latency.stats import WorkloadStats
 from planner.schema.kinds import BindingLimit, Role, StabilityLimit
 from planner.slo import Slo

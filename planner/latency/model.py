@@ -1,5 +1,6 @@
 """Latency under load for a whole deployment: `evaluate` (predictions at a rate) and `capacity`
-(the highest rate within TTFT / ITL p99 targets). The engine model is in `engine.py`; the
+(the highest rate within TTFT / ITL p99 targets). The engine model is in `engine.py`, the
+answers' types in `predictions.py`, the capacity search per pool in `slo_capacity.py`; the
 document is docs/latency.md.
 
 Rates in a `Workload` are for the whole deployment; colocated replicas split them evenly, and so
@@ -12,51 +13,24 @@ seconds inside; the JSON contract (`to_dict`) is in milliseconds.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from planner.costmodel.analyses import usd_per_million
-from planner.deployment import Deployment, Mode, ResolvedDeployment
+from planner.deployment import Deployment, ResolvedDeployment
 from planner.errors import InvalidInput
-from planner.latency.engine import HUGE, Engine
-from planner.latency.results import Boundary, Point, State
+from planner.latency.engine import Engine
+from planner.latency.predictions import BucketPoint, CapacityResult, Floors, Prediction, ms
+from planner.latency.results import Boundary, Point
+from planner.latency.slo_capacity import pool_capacity
 from planner.latency.stats import WorkloadStats
-from planner.schema.kinds import BindingLimit, Role, StabilityLimit
+from planner.schema.kinds import Role
 from planner.slo import Slo
 from planner.workload import Workload
-from solvers.rootfind import RootResult, last_met
 
-# The capacity is the last point that met the SLO, found to this share of itself below the first
-# point that missed it (a tolerance on the whole stable range instead leaves a capacity far below
-# the range's end, a tight SLO, coarse: docs/latency/capacity.md).
-CAPACITY_PRECISION = 1e-2
-# Brent's tolerance: 0.9 of that precision of the point (its bracket then closes within the
-# precision in one pass; `last_met` goes on between the two points where it does not), plus
-# CAPACITY_XTOL of the stable range: where no positive rate meets the SLO the search stops that
-# close to 0 (the decades below, or under bursts "no positive rate", take over from there).
-CAPACITY_RTOL = 0.9 * CAPACITY_PRECISION
-CAPACITY_XTOL = 1e-3
-# `Engine.ttft_p99_at_most_s` is a bound in exact arithmetic; the quantile's own rounding is
-# covered by this relative margin before the capacity search trusts it.
-TTFT_BOUND_MARGIN = 1.0 + 1e-6
-# Where the SLO is met only below that precision (a target just above an idle floor that p99
-# leaves steeply), the search goes on towards 0 by factors of 10, at most this many times.
-NEAR_ZERO_DECADES = 9
-
-__all__ = [
-    "BindingLimit",
-    "CapacityResult",
-    "Floors",
-    "LatencyModel",
-    "PoolCapacity",
-    "Prediction",
-    "Slo",
-    "capacity",
-    "evaluate",
-    "per_replica_arrival_cv2",
-]
+__all__ = ["LatencyModel", "capacity", "evaluate", "per_replica_arrival_cv2"]
 
 
 def per_replica_arrival_cv2(cv2: float, share: float) -> float:
@@ -70,192 +44,6 @@ def per_replica_arrival_cv2(cv2: float, share: float) -> float:
     if not (0.0 < share <= 1.0):
         raise ValueError(f"share must be in (0, 1], got {share}")
     return 1.0 + (cv2 - 1.0) * share
-
-
-@dataclass(frozen=True)
-class Floors:
-    """What no load can beat: the p99s as the arrival rate goes to 0. TTFT: the prefill of the
-    p99 prompt alone (+ KV transfer when disaggregated). ITL: a decode step of one sequence.
-    `itl_mixed_step_s`: a step that carries a full budget at the p99 prompt's last chunk — the
-    tail a decode meets once prompts arrive (colocated only)."""
-
-    ttft_p99_s: float | None
-    itl_p99_s: float | None
-    itl_mixed_step_s: float | None
-
-    def to_dict(self) -> dict[str, float | None]:
-        return {
-            "ttft_p99_ms": _ms(self.ttft_p99_s),
-            "itl_p99_ms": _ms(self.itl_p99_s),
-            "itl_mixed_step_ms": _ms(self.itl_mixed_step_s),
-        }
-
-
-@dataclass(frozen=True)
-class PoolCapacity:
-    """One engine role's capacity: requests/s per replica within the SLO (or stability)."""
-
-    role: Role
-    requests_per_s_per_replica: float
-    feasible: bool
-    binding_limit: BindingLimit
-    reason: str
-    root: RootResult | None
-    at_capacity: Point | None
-
-
-@dataclass(frozen=True)
-class CapacityResult:
-    """The highest arrival rate that meets the SLO. `max_requests_per_s_within_slo` is per
-    replica (the deployment's rate / its replica count; for a disaggregated deployment the pools
-    in their given ratio); `binding_limit` is ttft, itl (an SLO binds) or the stability limit
-    (compute, kv_capacity, max_num_seqs, max_num_batched_tokens) when the SLO is looser than
-    what the replica can serve at all. Infeasible: the SLO is below the floor (`floors`)."""
-
-    feasible: bool
-    max_requests_per_s_within_slo: float
-    deployment_max_requests_per_s_within_slo: float
-    binding_limit: BindingLimit
-    reason: str
-    slo: Slo
-    floors: Floors
-    pools: dict[Role, PoolCapacity]
-
-    @property
-    def root(self) -> RootResult | None:
-        pool = min(self.pools.values(), key=lambda p: p.requests_per_s_per_replica)
-        return pool.root
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "slo": {k: v for k, v in self.slo.to_dict().items() if k in ("ttft_p99_ms", "itl_p99_ms")},
-            "slo_feasible": self.feasible,
-            "max_requests_per_s_within_slo": self.max_requests_per_s_within_slo,
-            "deployment_max_requests_per_s_within_slo": self.deployment_max_requests_per_s_within_slo,
-            "binding_limit": self.binding_limit,
-            "reason": self.reason,
-            "floors": self.floors.to_dict(),
-            "pools": {},
-        }
-        for name, p in self.pools.items():
-            at = p.at_capacity
-            out["pools"][name] = {
-                "requests_per_s_per_replica": p.requests_per_s_per_replica,
-                "feasible": p.feasible,
-                "binding_limit": p.binding_limit,
-                "reason": p.reason,
-                "ttft_p99_ms": None if at is None else _ms(at.ttft_p99_s),
-                "itl_p99_ms": None if at is None else _ms(at.itl_p99_s),
-                "decode_concurrency": None if at is None or p.role == "prefill" else at.n,
-                "root_find": None if p.root is None else p.root.to_dict(),
-            }
-        return out
-
-
-@dataclass(frozen=True)
-class BucketPoint:
-    start_s: float
-    duration_s: float
-    requests_per_s: float
-    stable: bool
-    ttft_p99_s: float | None
-    itl_p99_s: float | None
-    decode_concurrency: float | None
-    kv_cache_usage: float | None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "start_s": self.start_s,
-            "duration_s": self.duration_s,
-            "requests_per_s": self.requests_per_s,
-            "stable": self.stable,
-            "ttft_p99_ms": _ms(self.ttft_p99_s),
-            "itl_p99_ms": _ms(self.itl_p99_s),
-            "decode_concurrency": self.decode_concurrency,
-            "kv_cache_usage": self.kv_cache_usage,
-        }
-
-
-@dataclass(frozen=True)
-class Prediction:
-    """Predictions for a deployment at one arrival rate (the peak bucket's for bucketed
-    arrivals). Latencies are None when the load is unstable: the deployment cannot serve it,
-    and `max_stable_requests_per_s` says what it can. Per-replica figures are per replica of the
-    pool they describe (decode pool for decode figures, prefill pool for TTFT when
-    disaggregated)."""
-
-    mode: Mode
-    requests_per_s: float
-    requests_per_s_per_replica: float
-    stable: bool
-    ttft_p50_s: float | None
-    ttft_p99_s: float | None
-    itl_p50_s: float | None
-    itl_p99_s: float | None
-    itl_worst_case_s: float | None
-    decode_concurrency: float | None
-    mean_step_s: float | None
-    mixed_step_fraction: float | None
-    prefill_chunk_tokens: float | None
-    prefill_utilization: float | None
-    queue_wait_mean_s: float | None
-    kv_cache_usage: float | None
-    kv_cache_tokens: int
-    preemption_risk: float | None
-    running_requests: float | None
-    gpu_utilization: float
-    mfu: float
-    max_stable_requests_per_s: float
-    deployment_max_stable_requests_per_s: float
-    usd_per_hour: float
-    usd_per_million_output_tokens: float | None
-    usd_per_million_input_tokens: float | None
-    binding_limit: StabilityLimit
-    floors: Floors
-    pools: dict[str, dict[str, Any]] = field(default_factory=dict)
-    buckets: tuple[BucketPoint, ...] | None = None
-    mean_load_usd_per_million_output_tokens: float | None = None
-    notes: tuple[str, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "mode": self.mode,
-            "requests_per_s": self.requests_per_s,
-            "requests_per_s_per_replica": self.requests_per_s_per_replica,
-            "stable": self.stable,
-            "ttft_p50_ms": _ms(self.ttft_p50_s),
-            "ttft_p99_ms": _ms(self.ttft_p99_s),
-            "itl_p50_ms": _ms(self.itl_p50_s),
-            "itl_p99_ms": _ms(self.itl_p99_s),
-            "itl_worst_case_ms": _ms(self.itl_worst_case_s),
-            "decode_concurrency": self.decode_concurrency,
-            "mean_step_ms": _ms(self.mean_step_s),
-            "mixed_step_fraction": self.mixed_step_fraction,
-            "prefill_chunk_tokens": self.prefill_chunk_tokens,
-            "prefill_utilization": self.prefill_utilization,
-            "queue_wait_mean_ms": _ms(self.queue_wait_mean_s),
-            "kv_cache_usage": self.kv_cache_usage,
-            "kv_cache_tokens": self.kv_cache_tokens,
-            "preemption_risk": self.preemption_risk,
-            "running_requests": self.running_requests,
-            "gpu_utilization": self.gpu_utilization,
-            "mfu": self.mfu,
-            "max_stable_requests_per_s": self.max_stable_requests_per_s,
-            "deployment_max_stable_requests_per_s": self.deployment_max_stable_requests_per_s,
-            "usd_per_hour": self.usd_per_hour,
-            "usd_per_million_output_tokens": self.usd_per_million_output_tokens,
-            "usd_per_million_input_tokens": self.usd_per_million_input_tokens,
-            "mean_load_usd_per_million_output_tokens": self.mean_load_usd_per_million_output_tokens,
-            "binding_limit": self.binding_limit,
-            "floors": self.floors.to_dict(),
-            "pools": self.pools,
-            "buckets": None if self.buckets is None else [b.to_dict() for b in self.buckets],
-            "notes": list(self.notes),
-        }
-
-
-def _ms(x: float | None) -> float | None:
-    return None if x is None else x * 1e3
 
 
 class LatencyModel:
@@ -446,8 +234,8 @@ class LatencyModel:
             "stable": p is not None,
             "max_stable_requests_per_s_per_replica": b.lam_max,
             "binding_limit": b.binding,
-            "ttft_p99_ms": None if p is None else _ms(p.ttft_p99_s),
-            "itl_p99_ms": None if p is None else _ms(p.itl_p99_s),
+            "ttft_p99_ms": None if p is None else ms(p.ttft_p99_s),
+            "itl_p99_ms": None if p is None else ms(p.itl_p99_s),
             "decode_concurrency": None if p is None or role == "prefill" else p.n,
             "kv_cache_usage": None if p is None else p.kv_cache_usage,
             "preemption_risk": None if p is None else p.preemption_risk,
@@ -563,7 +351,7 @@ class LatencyModel:
                 "are judged by the simulator",
             )
         floors = self.floors()
-        pools = {role: self._pool_capacity(role, e, slo) for role, e in self.engines.items()}
+        pools = {role: pool_capacity(role, e, slo) for role, e in self.engines.items()}
         totals = {role: self.replicas[role] * p.requests_per_s_per_replica for role, p in pools.items()}
         worst = min(totals, key=lambda r: totals[r])
         deploy = totals[worst]
@@ -583,140 +371,6 @@ class LatencyModel:
             floors=floors,
             pools=pools,
         )
-
-    def _pool_capacity(self, role: Role, e: Engine, slo: Slo) -> PoolCapacity:
-        ttft_t = slo.ttft_p99_s if e.has_prefill else None
-        itl_t = slo.itl_p99_s if e.has_decode else None
-        b = e.boundary()
-        if ttft_t is None and itl_t is None:
-            return PoolCapacity(role, b.lam_max, True, b.binding, "", None, None)
-
-        # Per point: the state and the p99 / target ratios computed there (None: not needed).
-        memo: dict[float, tuple[State, float | None, float | None]] = {}
-
-        def f(x: float) -> float:
-            st = e.state_at(x)
-            # Only the sign matters to the bracket: skip the second metric once one fails.
-            ri = e.itl_p99_s(st) / itl_t if itl_t is not None else None
-            rt = None
-            if ttft_t is not None and (ri is None or ri <= 1.0):
-                # Where a bound on TTFT p99 already sits below ITL's ratio, f is ITL's: the
-                # exact TTFT p99 (its quantiles, ~a third of a point's cost) is not needed.
-                itl_nearer = ri is not None and e.ttft_p99_at_most_s(st) * TTFT_BOUND_MARGIN / ttft_t <= ri
-                rt = None if itl_nearer else e.ttft_p99_s(st) / ttft_t
-            memo[x] = (st, ri, rt)
-            v = max(-math.inf if ri is None else ri - 1.0, -math.inf if rt is None else rt - 1.0)
-            return min(v, HUGE) if math.isfinite(v) else HUGE
-
-        where = "" if role == "colocated" else f" in the {role} pool"
-        p0 = e.zero_point()
-        rt0 = p0.ttft_p99_s / ttft_t if ttft_t is not None and p0.ttft_p99_s is not None else 0.0
-        ri0 = p0.itl_p99_s / itl_t if itl_t is not None and p0.itl_p99_s is not None else 0.0
-        if max(rt0, ri0) > 1.0:
-            parts = []
-            if rt0 > 1.0 and ttft_t is not None and p0.ttft_p99_s is not None:
-                parts.append(
-                    f"TTFT p99 target {ttft_t * 1e3:.4g} ms is below the {p0.ttft_p99_s * 1e3:.4g} ms floor"
-                    f"{where} (prefill of the p99 prompt on an idle replica)"
-                )
-            if ri0 > 1.0 and itl_t is not None and p0.itl_p99_s is not None:
-                parts.append(
-                    f"ITL p99 target {itl_t * 1e3:.4g} ms is below the {p0.itl_p99_s * 1e3:.4g} ms floor"
-                    f"{where} (a decode step of one sequence on an idle replica)"
-                )
-            floor_limit: BindingLimit = "ttft" if rt0 >= ri0 else "itl"
-            return PoolCapacity(role, 0.0, False, floor_limit, "; ".join(parts), None, None)
-        x_hi = b.n_max if e.has_decode else b.lam_max
-        f_hi = f(x_hi)
-        if f_hi <= 0:
-            return PoolCapacity(role, b.lam_max, True, b.binding, "", None, e.point(memo[x_hi][0]))
-        # Not under bursts (gaps of CV^2 > 1) below the root's precision: the model's burst
-        # factor fades as the rate vanishes (z -> 1 with n) where gamma clumps persist (P(a gap
-        # < L) ~ (k lam L)^k), so its low-rate limit is not to be trusted there: bursts that
-        # queue at any rate read as no positive rate.
-        decades = NEAR_ZERO_DECADES if e.stats.arrival_cv2 <= 1.0 else 0
-        # Decode roles search the rate axis (`Engine.concurrency_at`), the precision judged on
-        # each state's own rate: the capacity's unit, and about linear in the targets. A
-        # prefill-only engine's axis is the rate already.
-        on_rates = e.has_decode and b.lam_max > 0.0
-        axis = e.concurrency_at if on_rates else _same
-        u_hi = b.lam_max if on_rates else x_hi
-        edge = last_met(
-            lambda u: f(axis(u)),
-            0.0,
-            u_hi,
-            f_lo=max(rt0, ri0) - 1.0,
-            f_hi=f_hi,
-            xtol=CAPACITY_XTOL * u_hi,
-            rtol=CAPACITY_RTOL,
-            precision=CAPACITY_PRECISION,
-            decades=decades,
-            measure=(lambda u: e.state_at(axis(u)).lam) if on_rates else None,
-        )
-        x, x_fail = axis(edge.met), axis(edge.missed)
-        res = edge.search
-        if x <= 0.0:
-            return self._no_positive_rate(role, e, slo, res, x_fail, where)
-        st = memo[x][0] if x in memo else e.state_at(x)
-        at = e.point(st)
-        return PoolCapacity(
-            role, st.lam, True, self._failing_target(e, memo, x_fail, ttft_t, itl_t), "", res, at
-        )
-
-    @staticmethod
-    def _failing_target(
-        e: Engine,
-        memo: dict[float, tuple[State, float | None, float | None]],
-        x_fail: float,
-        ttft_t: float | None,
-        itl_t: float | None,
-    ) -> BindingLimit:
-        """The SLO that binds: the target missed at the first failing point of the root-find,
-        just above the capacity, not the one closer to its target at the capacity itself (a
-        p99 can jump in between). ITL is checked first there (as in the root-find's f): if both
-        are missed, they crossed within the root's tolerance of each other. At an exact root
-        (nothing missed) the target nearest to its limit binds."""
-        st, ri, rt = memo[x_fail] if x_fail in memo else (e.state_at(x_fail), None, None)
-        if itl_t is not None and ri is None:
-            ri = e.itl_p99_s(st) / itl_t
-        if ri is not None and ri > 1.0:
-            return "itl"
-        if ttft_t is not None and rt is None:
-            rt = e.ttft_p99_s(st) / ttft_t
-        if rt is not None and rt > 1.0:
-            return "ttft"
-        return "itl" if ri is not None and (rt is None or ri >= rt) else "ttft"
-
-    def _no_positive_rate(
-        self, role: Role, e: Engine, slo: Slo, res: RootResult, x_min: float, where: str
-    ) -> PoolCapacity:
-        """The idle replica meets the SLO but no positive load does: with bursty (gamma, k < 1)
-        arrivals, bursts of about 1/k requests queue behind each other however rare they are, so
-        the floor at a vanishing rate sits above the idle one. `x_min`: the least point tried."""
-        at = e.point(e.state_at(x_min))
-        parts = []
-        if slo.ttft_p99_s is not None and at.ttft_p99_s is not None and at.ttft_p99_s > slo.ttft_p99_s:
-            parts.append(f"TTFT p99 is {at.ttft_p99_s * 1e3:.4g} ms > {slo.ttft_p99_s * 1e3:.4g} ms")
-        if slo.itl_p99_s is not None and at.itl_p99_s is not None and at.itl_p99_s > slo.itl_p99_s:
-            parts.append(f"ITL p99 is {at.itl_p99_s * 1e3:.4g} ms > {slo.itl_p99_s * 1e3:.4g} ms")
-        k = 1.0 / e.stats.arrival_cv2 if e.stats.arrival_cv2 > 0 else math.inf
-        why = (
-            f"arrivals come in bursts (burstiness k={k:.3g}, about {1 / k:.0f} requests at once) that queue "
-            "behind each other at any rate"
-            if k < 1
-            else "the SLO sits at the idle floor"
-        )
-        reason = (
-            f"no positive arrival rate meets the SLO{where}: even at {at.lam:.3g} req/s per replica, "
-            f"{' and '.join(parts) or 'a target is missed'}; {why}"
-        )
-        binding: BindingLimit = "ttft" if parts and parts[0].startswith("TTFT") else "itl"
-        return PoolCapacity(role, 0.0, False, binding, reason, res, at)
-
-
-def _same(x: float) -> float:
-    """The identity: a search axis that is its own quantity."""
-    return x
 
 
 # ---- functional entry points -----------------------------------------------------------------

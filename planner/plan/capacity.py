@@ -21,7 +21,13 @@ from planner.deployment import MAX_NUM_SEQS, Deployment, Disaggregation, Resolve
 from planner.errors import InvalidInput
 from planner.latency import LatencyModel, Slo, WorkloadStats
 from planner.latency.engine import HUGE, Point
-from planner.latency.model import CAPACITY_PRECISION, CAPACITY_RTOL, CAPACITY_XTOL, NEAR_ZERO_DECADES
+from planner.latency.slo_capacity import (
+    CAPACITY_PRECISION,
+    CAPACITY_RTOL,
+    CAPACITY_XTOL,
+    NEAR_ZERO_DECADES,
+    pool_capacity,
+)
 from planner.schema.kinds import Role
 from planner.vllm_defaults import BLOCK_SIZE_TOKENS
 from solvers.rootfind import last_met
@@ -267,7 +273,7 @@ def evaluate_config(ctx: SearchContext, cfg: ReplicaConfig, built: Built | None 
     else:
         # One pool's root-find (LatencyModel.capacity would also size the other pool of a
         # disaggregated model, which this role does not need).
-        pool = model._pool_capacity(role, engine, slo)
+        pool = pool_capacity(role, engine, slo)
         rate, feasible, binding, reason = (
             pool.requests_per_s_per_replica,
             pool.feasible,

@@ -39,7 +39,7 @@ from dataclasses import dataclass, replace
 
 from planner import stopping
 from planner.costmodel.profile import Profile
-from planner.latency.model import CAPACITY_PRECISION
+from planner.latency.slo_capacity import CAPACITY_PRECISION
 from planner.plan.capacity import (
     CapacityPoint,
     ReplicaConfig,
