@@ -207,7 +207,7 @@ def _itl_reference(eng: Any, st: Any) -> tuple[float, float]:
 
     from planner.costmodel.steptime import step_time_s
     from planner.latency.itl import LEVELS
-    from planner.latency.queueing import SPREAD, tail_quantiles
+    from planner.latency.quantiles import SPREAD, tail_quantiles
     from planner.latency.slices import SLICE_PROBS
 
     steps = eng.steps(st)
@@ -315,7 +315,7 @@ def test_itl_p99_meets_the_idle_floor_as_load_vanishes(
 
 
 def test_decode_slice_spread_closes_with_the_slices() -> None:
-    from planner.latency.queueing import SPREAD
+    from planner.latency.quantiles import SPREAD
     from planner.latency.slices import MIN_SLICE_SPREAD, decode_slice_spread
 
     assert decode_slice_spread([5.0] * 8) == MIN_SLICE_SPREAD  # one step: (almost) an atom

@@ -25,7 +25,7 @@ from planner.latency.kv_full import (
     kv_overflow_probability,
     with_kv_full,
 )
-from planner.latency.queueing import response_quantiles_phases
+from planner.latency.quantiles import response_quantiles_phases
 from planner.latency.results import State
 from planner.simulate.run import run, scale_workload, workload_requests
 from planner.workload import Workload

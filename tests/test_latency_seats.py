@@ -19,7 +19,7 @@ from planner.deployment import Deployment
 from planner.latency import LatencyModel, Slo, WorkloadStats
 from planner.latency import seats as seats_mod
 from planner.latency.engine import Engine
-from planner.latency.queueing import response_quantiles_phases
+from planner.latency.quantiles import response_quantiles_phases
 from planner.latency.results import State
 from planner.latency.seats import SEAT_WAIT_MIN, SeatWait, erlang_c, seat_wait, seat_wait_at, with_seat_wait
 from planner.workload import Workload

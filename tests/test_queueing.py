@@ -1,4 +1,4 @@
-"""The queueing pieces of the latency model (planner/latency/queueing.py) against known results,
+"""The queueing pieces of the latency model (planner/latency/queueing.py, planner/latency/quantiles.py) against known results,
 each derived below from its textbook source, and one engine state worked out by hand.
 
 Sources (standard results; no equation numbers are relied on):
@@ -33,17 +33,19 @@ from scipy import special
 
 from planner.costmodel.steptime import StepCoefficients
 from planner.latency.engine import Engine
-from planner.latency.queueing import (
+from planner.latency.quantiles import (
     SPREAD,
+    phase_excess,
+    response_quantiles,
+    response_quantiles_phases,
+    tail_quantiles,
+)
+from planner.latency.queueing import (
     Wait,
     WaitDecayTable,
     gamma_wait_probability,
     gg1_wait,
-    phase_excess,
-    response_quantiles,
-    response_quantiles_phases,
     shift_phases,
-    tail_quantiles,
     wait_beyond,
     wait_decay_s,
     wait_phases,

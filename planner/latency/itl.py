@@ -2,7 +2,7 @@
 Decode-only steps (t_dec, or, where the decode count wanders, a lognormal of the other decodes
 in the step, `decode_count.decode_company`) and the mixed steps of the step mix (`Engine._steps`:
 full chunks, last chunks alone or with company, a backlog's full steps), each step read with a
-relative spread (`queueing.tail_quantiles`).
+relative spread (`quantiles.tail_quantiles`).
 
 Pure functions of named inputs returning immutable results; the engine gathers the step mix and
 keeps the intermediate quantiles a second level reuses (`ItlLevel`)."""
@@ -18,7 +18,7 @@ import numpy.typing as npt
 from planner.costmodel.steptime import StepCoefficients, step_time_s
 from planner.latency.decode_count import DecodeCompany
 from planner.latency.invariants import check_positive, check_time
-from planner.latency.queueing import SPREAD, tail_quantiles
+from planner.latency.quantiles import SPREAD, tail_quantiles
 from planner.latency.replica import Replica, decode_step_s
 from planner.latency.results import State, Steps
 from planner.latency.slices import (

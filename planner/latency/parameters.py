@@ -292,14 +292,14 @@ PARAMETERS: tuple[Parameter, ...] = (
         "docs/latency/prefill-queue.md",
     ),
     _p(
-        "queueing.SPREAD",
+        "quantiles.SPREAD",
         "modelling",
         "golden",
         "each mixed-step value stands for step times within +-5% of it",
         "docs/latency/itl.md; tools/earn_its_place.md: ITL spread, 190 -> 189 synthetic cells off",
     ),
     _p(
-        "queueing.NEWTON_STEPS",
+        "quantiles.NEWTON_STEPS",
         "bound",
         "free",
         "Newton steps of the response quantiles (converges in a few)",

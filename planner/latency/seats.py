@@ -160,7 +160,7 @@ def with_seat_wait(
 ) -> tuple[FloatArray, FloatArray, Phases, FloatArray]:
     """A response-time mixture (points `values` with `probs`, each waiting exponential `phases`
     in the shares `waiting`: None = every point waits every phase, 1-D per point, 2-D per point
-    and phase, as `queueing.response_quantiles_phases` reads them) with the seat queue: with
+    and phase, as `quantiles.response_quantiles_phases` reads them) with the seat queue: with
     probability P(wait) every point also waits for a seat, an exponential phase of mean m
     appended to `phases`. A copy that already waited keeps the shape of the wait of the larger
     conditional mean and adds the other's mean, so each copy's mean wait is exact and its tail

@@ -10,7 +10,7 @@ import math
 import numpy as np
 import numpy.typing as npt
 
-from planner.latency.queueing import SPREAD
+from planner.latency.quantiles import SPREAD
 from planner.latency.scipy_special import special
 
 FloatArray = npt.NDArray[np.float64]

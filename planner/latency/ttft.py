@@ -25,14 +25,8 @@ from planner.costmodel.steptime import batch_time_s
 from planner.latency.invariants import check_probability, check_time
 from planner.latency.itl import LEVELS
 from planner.latency.kv_full import KvFull, with_kv_full
-from planner.latency.queueing import (
-    NO_WAIT,
-    Phases,
-    Wait,
-    phases_mean_s,
-    response_quantiles,
-    response_quantiles_phases,
-)
+from planner.latency.quantiles import response_quantiles, response_quantiles_phases
+from planner.latency.queueing import NO_WAIT, Phases, Wait, phases_mean_s
 from planner.latency.replica import Replica
 from planner.latency.results import State, Steps, TtftMixture
 from planner.latency.seats import SeatWait, with_seat_wait
