@@ -18,7 +18,8 @@ from planner.latency import LatencyModel, WorkloadStats
 from planner.latency.engine import Engine
 from planner.latency.replica import Replica, replica_of
 from planner.latency.results import State
-from planner.latency.stability import boundary, grid, slack_of, solve
+from planner.latency.stability import boundary, grid, slack_of
+from planner.latency.stable_branch import solve
 from planner.latency.steady import build_state, chunks, merge_weight
 from planner.latency.steps import company_tokens, step_mix
 from planner.workload import Workload
@@ -50,7 +51,7 @@ def _states(replica: Replica):  # type: ignore[no-untyped-def]
 
 @pytest.mark.parametrize("burstiness", [0.25, 1.0, 4.0])
 def test_the_solved_state_is_littles_fixed_point_inside_the_boundary(burstiness: float) -> None:
-    """`stability.solve` at half the max stable rate: the state runs that rate, n = lam d t_step
+    """`stable_branch.solve` at half the max stable rate: the state runs that rate, n = lam d t_step
     (Little) with t_step = t_dec / (1 - busy), every margin positive; the boundary's end has a
     margin of at least 0 and a rate finite and >= 0."""
     r = _engine(burstiness).replica

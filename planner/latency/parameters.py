@@ -376,7 +376,7 @@ PARAMETERS: tuple[Parameter, ...] = (
         "docs/latency/stability.md",
     ),
     _p(
-        "stability.SOLVE_TOL",
+        "stable_branch.SOLVE_TOL",
         "tolerance",
         "golden",
         "the steady state's root in n, relative to n_max",
@@ -390,21 +390,21 @@ PARAMETERS: tuple[Parameter, ...] = (
         "docs/latency/stability.md",
     ),
     _p(
-        "stability.LEAST_ROOT_CHUNKS",
+        "stable_branch.LEAST_ROOT_CHUNKS",
         "bound",
         "free",
         "chunk-count changes per prompt least_root checks at most",
         "docs/latency/stability.md",
     ),
     _p(
-        "stability.DIP_SIDE",
+        "stable_branch.DIP_SIDE",
         "tolerance",
         "free",
         "least_root reads the rate this far left of a chunk-count change",
         "docs/latency/stability.md",
     ),
     _p(
-        "stability.SHARE_FLOOR",
+        "stable_branch.SHARE_FLOOR",
         "tolerance",
         "free",
         "least_root divides by a chunk share of at least this (tokens)",
