@@ -100,6 +100,18 @@ def _backlog_values(eng: engine_mod.Engine, st: Steps) -> int:
     return SLICE_PROBS.size if eng.full_step_cv2() > 0 else 1
 
 
+def _steps_without_chain(eng: engine_mod.Engine, state: Any) -> Steps:
+    """The state's step mix with the steps' chain out (`steps.step_mix(with_chain=False)`, as
+    where its states run out), from the inputs `Engine.steps` gathers: the queue's wait (the
+    chain does not move it), the service's kappa, the full steps' spread and its lognormal."""
+    cv2 = eng.full_step_cv2()
+    return steps_mod.step_mix(
+        eng.replica, state, wait=eng.steps(state).wait, service_kappa=eng.service_shape().kappa,
+        full_step_cv2=cv2, full_step_shape=np.array(lognormal_slice_list(math.sqrt(math.log1p(cv2)))),
+        with_chain=False,
+    )  # fmt: skip
+
+
 def _recorded(monkeypatch: pytest.MonkeyPatch, owner: object, name: str) -> list[Any]:
     """Records what `owner.name` returns, call by call (the engine's last pass makes the last)."""
     seen: list[Any] = []
@@ -353,22 +365,22 @@ def test_couple_by_rank_pairs_the_two_distributions_quantile_by_quantile() -> No
         assert vals == sorted(vals)  # by rank: both rise together
 
 
-def test_alike_prompts_company_before_their_step_comes_in_whole_prompts(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_alike_prompts_company_before_their_step_comes_in_whole_prompts() -> None:
     """Constant 1000-token prompts, Poisson at 20/s, budget 8192 (room for seven more beside
     one): D's company given any is whole prompts (`Engine._company_atoms`). In the decode-only
     class the step under way lasts t_dec, so K ~ Poisson(mu = 20 t_dec) and given K >= 1 the
     zero-truncated Poisson; each prompt costs the class's mean cost over E[K | K >= 1] = mu /
     (1 - e^-mu). Paired by rank with U t_dec's slices, D keeps both marginals: its mean is the
     classes' E[U L] + pi E[min(cost, cap)]. (Where the steps' chain is in, D reads it instead,
-    `Engine._delay_chain`, test_latency_shared.py: here it is taken out, as where its states run
+    `delay.delay_chain`, test_latency_shared.py: here it is taken out, as where its states run
     out.)"""
-    monkeypatch.setattr(steps_mod, "chain_steps", lambda *a: None)
     eng = _engine(1000)
     state, _ = eng.solve(20.0)
-    st = eng.steps(state)
-    idle, classes = delay.delay_classes(eng.replica, state, st, token_cost_s=ttft.token_cost_s(eng.zero()))
+    assert eng.steps(state).chain is not None  # the chain is in: this test takes it out
+    st = _steps_without_chain(eng, state)
+    assert st.chain is None
+    dc = delay.delay_classes(eng.replica, state, st, token_cost_s=ttft.token_cost_s(eng.zero()))
+    idle, classes = dc
     dec = classes[0]
     assert dec.sigma is None and dec.x_atoms is not None
     costs, probs = dec.x_atoms
@@ -383,15 +395,14 @@ def test_alike_prompts_company_before_their_step_comes_in_whole_prompts(
         dec.x_scale, rel=1e-12
     )
     assert all(cl.x_atoms is not None for cl in classes)
-    d, p = eng.delay(state)
-    cap = ttft.company_cap_s(
-        eng.zero()
-    )  # one full budget's prefill: only the last atom (8 and more) reaches it
+    cap = ttft.company_cap_s(eng.zero())  # one full budget's prefill: only the last atom (8 and more) reaches it
+    (d, p), pushed = delay.delay_at(eng.replica, state, st, classes_of=lambda: dc, company_cap_s=cap)
+    assert pushed is None
     capped = [math.fsum(q * min(c, cap) for c, q in zip(*cl.x_atoms, strict=True)) for cl in classes]
     expected = sum(cl.share * (cl.scale + cl.pi * x) for cl, x in zip(classes, capped, strict=True))
     assert float(d @ p) == pytest.approx(expected, rel=1e-9)
     assert float(p.sum()) == pytest.approx(1.0, rel=1e-12) and p[0] == idle
-    assert eng.delay_top_s(state) == pytest.approx(float(d.max()), rel=1e-12)
+    assert delay.delay_top_s(eng.replica, classes=dc, company_cap_s=cap) == pytest.approx(float(d.max()), rel=1e-12)
 
 
 def test_company_in_whole_prompts_only_where_the_room_holds_them() -> None:
@@ -409,16 +420,15 @@ def test_company_in_whole_prompts_only_where_the_room_holds_them() -> None:
         )
 
 
-def test_company_atoms_fade_in_with_the_room(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_company_atoms_fade_in_with_the_room() -> None:
     """Constant 3000-token prompts at budget 8192: the room beside one prompt holds 1.7 more
     (room / 3000 - 1 = 0.7 of the way from one prompt's room to two: `room_for_more`), so D's
     company given any is 0.7 whole prompts and 0.3 the lognormal of its two moments, merged in
     order of cost; both parts keep the class's mean cost. (Where the steps' chain is in, its D
-    takes the whole prompts' part, `Engine._delay_chain`: here it is out.)"""
-    monkeypatch.setattr(steps_mod, "chain_steps", lambda *a: None)
+    takes the whole prompts' part, `delay.delay_chain`: here it is out.)"""
     eng = _engine(3000)
     state, _ = eng.solve(5.0)
-    st = eng.steps(state)
+    st = _steps_without_chain(eng, state)
     room = room_after_tokens(eng.replica, state)
     whole = room_for_more(room, 3000.0)
     assert 0.5 < whole < 0.9 and eng.replica.atom_weight == 1.0

@@ -11,10 +11,10 @@ from typing import Any
 
 import numpy as np
 import pytest
+from ttft_helpers import ttft_mixture_with, ttft_p50_p99_with
 
 from planner.deployment import Deployment
 from planner.latency import LatencyModel, Slo, WorkloadStats
-from planner.latency import kv_full as kv_full_mod
 from planner.latency.engine import Engine
 from planner.latency.invariants import ModelInvariantError
 from planner.latency.kv_full import (
@@ -159,7 +159,18 @@ def test_the_branch_doubles_the_mixture() -> None:
     assert ph == ((1.0, 0.8),) and w[:, 0].tolist() == [0, 0, 0, 0, 1, 1, 1, 1]
 
 
-def test_the_branch_raises_the_tail_and_the_bound_holds(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_helper_is_the_engines_composition() -> None:
+    """tests/ttft_helpers.py rebuilds `Engine.ttft_mixture` from the components: with the
+    engine's own branches it reads TTFT bit for bit as `Engine.point` does, near the KV limit
+    (the branch in) and at light load."""
+    e = _model().engines["colocated"]
+    for share in (0.93, 0.2):
+        s = e.state_at(share * e.boundary().n_max)
+        fresh = e.state_at(share * e.boundary().n_max)
+        assert ttft_p50_p99_with(e, s) == _ttft_quantiles(e, fresh)
+
+
+def test_the_branch_raises_the_tail_and_the_bound_holds() -> None:
     """Where f > KV_FULL_MIN TTFT p99 rises with the branch and p50 moves only as far as the
     branch's mass allows: the mixture is (1 - f) G + f (G plus a positive wait), so its CDF is
     at most G's and at least (1 - f) times G's, and its p50 lies between G's p50 and G's
@@ -174,19 +185,18 @@ def test_the_branch_raises_the_tail_and_the_bound_holds(monkeypatch: pytest.Monk
     bound = e.ttft_p99_at_most_s(near)
     assert near.ttft_mix is not None and near.ttft_mix.waiting is not None and near.ttft_mix.waiting.ndim == 2
     assert with_branch[1] <= bound < math.inf
-    monkeypatch.setattr(kv_full_mod, "KV_FULL_MIN", 2.0)
-    m2 = _model()
-    e2 = m2.engines["colocated"]
-    near2 = e2.state_at(0.93 * e2.boundary().n_max)
-    without = _ttft_quantiles(e2, near2)
+    # The same states without the branch (its mixture given NO_KV_FULL): what the threshold
+    # KV_FULL_MIN leaves where f is below it.
+    assert e.kv_full(near).probability > KV_FULL_MIN and e.kv_full(light) == NO_KV_FULL
+    without = ttft_p50_p99_with(e, near, kv_full=NO_KV_FULL)
     assert with_branch[1] > 2.0 * without[1]
     f = e.point(near).preemption_risk
-    mix = e2.ttft_mixture(near2)
+    mix = ttft_mixture_with(e, near, kv_full=NO_KV_FULL)
     level = np.array([0.5 / (1.0 - f)])
     reach = float(response_quantiles_phases(mix.values, mix.probs, mix.phases, level, mix.waiting)[0])
     assert without[0] <= with_branch[0] <= reach * (1.0 + 1e-12)
     assert with_branch[0] < 1.2 * without[0]
-    assert _ttft_quantiles(e2, e2.state_at(0.2 * e2.boundary().n_max)) == light_ttft
+    assert ttft_p50_p99_with(e, light, kv_full=NO_KV_FULL) == light_ttft
 
 
 def test_ttft_capacity_stops_short_of_the_kv_limit_as_the_simulator_does() -> None:

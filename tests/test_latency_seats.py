@@ -13,15 +13,23 @@ from typing import Any
 
 import numpy as np
 import pytest
+from ttft_helpers import ttft_p50_p99_with
 
 from planner.costmodel.steptime import step_time_s
 from planner.deployment import Deployment
 from planner.latency import LatencyModel, Slo, WorkloadStats
-from planner.latency import seats as seats_mod
 from planner.latency.engine import Engine
 from planner.latency.quantiles import response_quantiles_phases
 from planner.latency.results import State
-from planner.latency.seats import SEAT_WAIT_MIN, SeatWait, erlang_c, seat_wait, seat_wait_at, with_seat_wait
+from planner.latency.seats import (
+    NO_SEAT_WAIT,
+    SEAT_WAIT_MIN,
+    SeatWait,
+    erlang_c,
+    seat_wait,
+    seat_wait_at,
+    with_seat_wait,
+)
 from planner.workload import Workload
 
 # Chat-like lengths (examples/chat-qwen3-8b-h100.yaml) on one H100 whose 32 seats bind first.
@@ -198,9 +206,10 @@ def test_the_engines_inputs_by_hand() -> None:
     assert w.mean_s == pytest.approx(1.0 / (32.0 / full - s.lam), rel=1e-12)
 
 
-def test_far_from_the_seats_ttft_is_unchanged(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_far_from_the_seats_ttft_is_unchanged() -> None:
     """vLLM's 1024 seats on the same replica: the seats never fill (P(wait) below SEAT_WAIT_MIN
-    up to the stability limit), and TTFT is bit for bit what it is with the seat queue off."""
+    up to the stability limit), and TTFT is bit for bit what it is with the seat queue off
+    (the mixture given NO_SEAT_WAIT, tests/ttft_helpers.py)."""
     w = Workload.from_mapping(CHAT)
     r = Deployment(**{**SEAT_BOUND, "max_num_seqs": 1024}).resolve()
     on = LatencyModel(r, WorkloadStats.of(w))
@@ -208,11 +217,7 @@ def test_far_from_the_seats_ttft_is_unchanged(monkeypatch: pytest.MonkeyPatch) -
     states = [e.state_at(f * e.boundary().n_max) for f in (0.3, 0.6, 0.9, 0.99)]
     assert all(_seat_wait(e, s).probability == 0.0 for s in states)
     got = [_ttft_quantiles(e, s) for s in states]
-    monkeypatch.setattr(seats_mod, "SEAT_WAIT_MIN", math.inf)
-    off = LatencyModel(r, WorkloadStats.of(w)).engines["colocated"]
-    assert [
-        _ttft_quantiles(off, off.state_at(f * off.boundary().n_max)) for f in (0.3, 0.6, 0.9, 0.99)
-    ] == got
+    assert [ttft_p50_p99_with(e, s, seat=NO_SEAT_WAIT) for s in states] == got
 
 
 def test_ttft_capacity_is_never_the_seat_limit() -> None:

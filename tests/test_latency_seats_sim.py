@@ -12,10 +12,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from ttft_helpers import ttft_p50_p99_with
 
 from planner.deployment import Deployment
 from planner.latency import LatencyModel, Slo, WorkloadStats
-from planner.latency import seats as seats_mod
+from planner.latency.seats import NO_SEAT_WAIT
 from planner.simulate.run import run, scale_workload, workload_requests
 from planner.workload import Workload
 
@@ -42,18 +43,18 @@ def _simulate(r: Any, w: Workload, rate: float, count: int) -> tuple[float, floa
     return res.ttft.p99_s, res.itl.p99_s
 
 
-def test_the_seats_bind_and_the_model_used_to_miss_it(
-    case: tuple[Any, Workload, LatencyModel], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_seats_bind_and_the_model_used_to_miss_it(case: tuple[Any, Workload, LatencyModel]) -> None:
     """The case is the audit's: max_num_seqs ends the stable range, and without the seat queue
-    the model's TTFT p99 at 90% of that limit reads under 0.2 s (the simulator: 3.5 s below)."""
-    r, w, m = case
+    (TTFT's mixture given NO_SEAT_WAIT, tests/ttft_helpers.py) the model's TTFT p99 at 90% of
+    that limit reads under 0.2 s (the simulator: 3.5 s below)."""
+    _, _, m = case
     limit = m.max_stable_requests_per_s()
     assert m.boundaries()["colocated"].binding == "max_num_seqs"
     assert limit == pytest.approx(7.72, rel=0.01)
-    monkeypatch.setattr(seats_mod, "SEAT_WAIT_MIN", float("inf"))
-    old = LatencyModel(r, WorkloadStats.of(w)).evaluate(0.9 * limit)
-    assert old.ttft_p99_s is not None and old.ttft_p99_s < 0.2
+    e = m.engines["colocated"]
+    solved = e.solve(0.9 * limit / m.replicas["colocated"])
+    assert solved is not None
+    assert ttft_p50_p99_with(e, solved[0], seat=NO_SEAT_WAIT)[1] < 0.2
 
 
 def test_evaluate_and_simulate_agree_up_to_the_plans_load(case: tuple[Any, Workload, LatencyModel]) -> None:

@@ -118,11 +118,13 @@ def step_mix(
     service_kappa: float,
     full_step_cv2: float,
     full_step_shape: FloatArray,
+    with_chain: bool = True,
 ) -> Steps:
     """What TTFT and ITL share at a colocated state with decodes: `wait` the prefill queue's
     (GI/G/1), `service_kappa` its service's E[X] E[X^3] / E[X^2]^2, `full_step_cv2` the
     backlog's full steps' Var T / E[T]^2 and `full_step_shape` their lognormal over the mean in
-    the probability slices."""
+    the probability slices. `with_chain` False: the steps' chain out (`chain_of_company`), as
+    where its states run out; the passes' count stays."""
     assert replica.has_decode and replica.has_prefill and s.n > 0.0, "a mix needs decodes and prompts"
     assert math.isfinite(s.lam) and s.lam > 0.0 and s.t_step > 0.0, f"a state with a rate: {s.lam}"
     first = first_mix(replica, s)
@@ -130,7 +132,7 @@ def step_mix(
     passes = company_passes(
         replica, s, first, wait=wait, service_kappa=service_kappa, full_step_cv2=full_step_cv2, token_s=tau
     )
-    chain = chain_of_company(replica, s, first, passes, token_s=tau)
+    chain = chain_of_company(replica, s, first, passes, token_s=tau, with_chain=with_chain)
     company = passes.company
     if chain.counts is not passes.counts:  # the chain's count (the passes' one gave `company`)
         company = company_tokens(replica, *passes.tokens_moments, chain.counts)
@@ -334,12 +336,16 @@ def company_tokens(replica: Replica, x1: float, x2: float, counts: Company | Non
 # ---- alike prompts: the steps' chain -----------------------------------------------------------
 
 
-def chain_of_company(replica: Replica, s: State, first: FirstMix, passes: Passes, *, token_s: float) -> Chain:
+def chain_of_company(
+    replica: Replica, s: State, first: FirstMix, passes: Passes, *, token_s: float, with_chain: bool = True
+) -> Chain:
     """Alike prompts: their count per step as the steps' chain sets it (`chain_company`);
-    without company in the passes D still reads the chain where whole prompts share steps."""
+    without company in the passes D still reads the chain where whole prompts share steps.
+    `with_chain` False: the chain out, the passes' count (what `chain_steps` gives where counts
+    past CHAIN_STATES matter)."""
     pi, counts = passes.company_any, passes.counts
     out = Chain(pi, counts, 1.0, None)
-    if not (replica.atom_weight > 0.0 and ((pi > 0.0 and counts is not None) or s.join_weight > 0.0)):
+    if not with_chain or not (replica.atom_weight > 0.0 and ((pi > 0.0 and counts is not None) or s.join_weight > 0.0)):
         return out
     w_last, vl = first.last_rates, first.chunk_steps_s[:, -1]
     wl_sum = float(np.add.reduce(w_last))
