@@ -133,7 +133,7 @@ def test_ttft_near_capacity_within_bounds_of_the_simulator(
 # full step's average (E[Delta] 5-11% high, the decodes 10-16% high at 85-90%); since whole
 # prompts open or join a step (`steady.shared_rate`, session 19) -5.7%, and on the H100 -2.1%
 # (85%) and -4.1% (90%, +17.9% on docs/accuracy.md's ten runs before). TTFT p50 there, D read
-# over the steps' chain (`Engine._delay_chain`): -1.2% (H200, 85%; -8.6% before on the ten
+# over the steps' chain (`delay.delay_chain`): -1.2% (H200, 85%; -8.6% before on the ten
 # runs), +1.0% and -1.1% (H100, 85% and 90%). Bound 8%.
 WHOLE_PROMPTS = [
     ("h200-sxm", "calibrated", 0.6, ("itl_p99",)),
@@ -144,7 +144,7 @@ WHOLE_PROMPTS = [
 
 
 # TTFT p99 at 90% load with constant lengths, where the prefill queue's wait is a mixture over
-# the decode count's wandering (`Engine._wait_environment`, session 17), against the simulator's
+# the decode count's wandering (`prefill_queue.wait_environment`, session 17), against the simulator's
 # median of ten 60,000-request runs (docs/accuracy.md: 531.9 ms and 694.7 ms, seeds 0-9; the
 # ten runs' own range 39% and 37% of it): one exponential at the stretched mean read 465.6 ms
 # (-12.5%) and 624.0 ms (-10.2%); now 488.2 ms (-8.2%) and 636.2 ms (-8.4%). Bound 10%.
@@ -165,11 +165,11 @@ def test_ttft_tail_at_90_percent_within_the_simulators_ten_run_median(
 
 
 # TTFT p99 of the same alike prompts: the company a prompt waits behind in the step under way
-# comes in whole prompts (`Engine._company_atoms`); as a lognormal of its two moments its top
+# comes in whole prompts (`delay.company_atoms`); as a lognormal of its two moments its top
 # slices read 5.7 prompts where the count reaches 4, and TTFT p99 +10.6% and +11.1% (H100
 # theoretical, 60% and 85%) in docs/accuracy.md of session 14 (60,000 requests x 10 seeds),
 # +10.5% and +7.9% on these 30,000 (seed 0); +2.5% and +4.7% then, +5.3% and -3.8% since D is read
-# over the steps' chain (`Engine._delay_chain`, session 19). Bound 6%.
+# over the steps' chain (`delay.delay_chain`, session 19). Bound 6%.
 @pytest.mark.parametrize("load", [0.6, 0.85])
 def test_ttft_of_alike_prompts_within_bounds_of_the_simulator(load: float) -> None:
     trace = acc.builtin_trace(acc.TRACE)

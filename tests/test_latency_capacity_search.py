@@ -109,7 +109,7 @@ def test_the_bound_below_one_percent_queued_is_the_mixtures_largest_unqueued_tim
     prompts: dict, burstiness: float, budget: int, slo: Slo
 ) -> None:
     """Where fewer than 1% of prompts queue beyond the next step, the bound is the largest time
-    that does not wait, read without building TTFT's mixture (`_delay_top_s` on `_delay`'s
+    that does not wait, read without building TTFT's mixture (`delay.delay_top_s` on `delay.delay_classes`'
     classes): the same number as the mixture's largest unqueued value, which the exact p99
     never exceeds (the queued 1% or less are all that can lie above it). From 1% on, or where
     an arrival may find the KV cache full (`Engine.kv_full`), the mixture's bound (bursts of

@@ -367,7 +367,7 @@ def test_couple_by_rank_pairs_the_two_distributions_quantile_by_quantile() -> No
 
 def test_alike_prompts_company_before_their_step_comes_in_whole_prompts() -> None:
     """Constant 1000-token prompts, Poisson at 20/s, budget 8192 (room for seven more beside
-    one): D's company given any is whole prompts (`Engine._company_atoms`). In the decode-only
+    one): D's company given any is whole prompts (`delay.company_atoms`). In the decode-only
     class the step under way lasts t_dec, so K ~ Poisson(mu = 20 t_dec) and given K >= 1 the
     zero-truncated Poisson; each prompt costs the class's mean cost over E[K | K >= 1] = mu /
     (1 - e^-mu). Paired by rank with U t_dec's slices, D keeps both marginals: its mean is the

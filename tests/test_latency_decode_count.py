@@ -63,7 +63,7 @@ def _step_decodes(reqs: Any, steps: list[StepTrace]) -> tuple[np.ndarray, np.nda
 
 
 def test_window_loop_amplifies_the_count_variance_by_one_over_one_minus_gain() -> None:
-    """The step `Engine._compute_decode_var` rests on: the arrivals of the last lifetime T (a
+    """The step `decode_count.decode_count_variance` rests on: the arrivals of the last lifetime T (a
     noise of spectrum T^2 sinc^2(wT/2) per unit rate) through a loop that feeds back g times the
     count's moving average over T (|K| = g sinc(wT/2), phase e^{-iwT/2}) has variance n / (1 - g),
     exactly: (1/pi) integral of sinc^2(x) / |1 - g sinc(x) e^{-ix}|^2 dx = 1 / (1 - g). An

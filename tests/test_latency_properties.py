@@ -221,7 +221,7 @@ def test_more_burstiness_never_lowers_ttft_p99(
 # of 6 ms between the idle floor (one decode step, 5.75 ms) and what the model read at every
 # positive rate (6.03 ms: the decode-only slices' 5% spread around a count that no longer
 # wanders) gave "no positive rate meets the SLO" with the floor below the target. The slices'
-# spread now closes with their range (`_decode_slice_spread`): 1.74 req/s, TTFT binding.
+# spread now closes with their range (`slices.decode_slice_spread`): 1.74 req/s, TTFT binding.
 @example(
     dep=Deployment(model="Qwen/Qwen3-8B", gpu="h200-sxm"),
     prompts={"pairs": [[1, 1.0]]},

@@ -1,7 +1,7 @@
 """Whole prompts that share steps (alike prompts with room for more beside them): a prompt opens
 its step or joins one another opened (`arrivals.join_share`, `steady.shared_rate`), the
 stability boundary stays the unshared form's (`stability.shared_boundary`), and the wait before a
-prompt's step is read over the steps' chain (`Engine._delay_chain`). Pinned to the chain's
+prompt's step is read over the steps' chain (`delay.delay_chain`). Pinned to the chain's
 stationary vector, to the step formula by hand, and to the simulator."""
 
 from __future__ import annotations
@@ -147,7 +147,7 @@ def test_spread_prompts_and_short_budgets_do_not_share() -> None:
 
 
 def test_the_wait_over_the_chain_sums_to_one_and_rises_with_load() -> None:
-    """D over the chain: probabilities sum to 1, its values ascend, its top is `_delay_top_s`'s;
+    """D over the chain: probabilities sum to 1, its values ascend, its top is `delay.delay_top_s`'s;
     its median and 99th percentile rise with the rate."""
     eng = _engine(1000)
     tops = []

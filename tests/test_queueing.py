@@ -920,7 +920,7 @@ def test_lognormal_slices_are_conditional_means(sigma: float) -> None:
 
 
 def test_wait_over_an_environment_is_the_mixture_of_its_parts() -> None:
-    """`Wait.env` (the queue under a wandering decode count, `Engine._wait_environment`): with
+    """`Wait.env` (the queue under a wandering decode count, `prefill_queue.wait_environment`): with
     probability p_i the wait is f_i times as long. Exponential service (one phase per part): P(W >
     x) = sigma sum p_i e^{-x / (m f_i)}; beyond a shift each part keeps its own memoryless phase,
     weighted by its share of P(W > shift). Parts of one scale are the plain wait."""

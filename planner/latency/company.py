@@ -14,7 +14,7 @@ from planner.latency.arrivals import CountMoments, panjer_start
 from planner.latency.scipy_special import special
 
 FloatArray = npt.NDArray[np.float64]
-COUNT_ATOMS = 8  # a company's prompt count as atoms (`_count_given_any`), for prompts of alike lengths
+COUNT_ATOMS = 8  # a company's prompt count as atoms (`count_given_any`), for prompts of alike lengths
 
 
 def count_given_any(
@@ -91,7 +91,7 @@ def room_for_more(room: float, prompt: float) -> float:
     room / prompt - 1 in [0, 1] (none below one prompt's room, fully from two). Where it holds
     under one the company overflows the step (FIFO: those before it push the prompt's last
     tokens a step later) or fits in part, and whole-prompt counts misread it; the steps' chain
-    (`Engine._chain_company`) and D's company in whole prompts (`Engine._company_atoms`) fade
+    (`steps.chain_company`) and D's company in whole prompts (`delay.company_atoms`) fade
     in by it."""
     return min(max(room / prompt - 1.0, 0.0), 1.0)
 

@@ -1,6 +1,6 @@
 """ITL (docs/latency/itl.md): the quantiles of the steps a decoder sees between its tokens.
 Decode-only steps (t_dec, or, where the decode count wanders, a lognormal of the other decodes
-in the step, `decode_count.decode_company`) and the mixed steps of the step mix (`Engine._steps`:
+in the step, `decode_count.decode_company`) and the mixed steps of the step mix (`steps.step_mix`:
 full chunks, last chunks alone or with company, a backlog's full steps), each step read with a
 relative spread (`quantiles.tail_quantiles`).
 

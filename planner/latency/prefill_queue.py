@@ -68,7 +68,7 @@ def own_stream_context(
     *, prompt_tokens: FloatArray, cached_tokens: FloatArray, full_share_tokens: float
 ) -> tuple[FloatArray, FloatArray]:
     """Per prompt of the support, a full step of a stream made of prompts like it
-    (`Engine._stream_step_s` with the prompt's own numbers): attention context p0 + Pe/2 per
+    (`steady.stream_step_s` with the prompt's own numbers): attention context p0 + Pe/2 per
     token and prefix re-read p0 + Pe/2 + s_f p0/Pe."""
     attention = cached_tokens + 0.5 * prompt_tokens
     return attention, attention + full_share_tokens * cached_tokens / prompt_tokens

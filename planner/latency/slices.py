@@ -14,7 +14,7 @@ from planner.latency.quantiles import SPREAD
 from planner.latency.scipy_special import special
 
 FloatArray = npt.NDArray[np.float64]
-MIN_SLICE_SPREAD = 1e-6  # `_decode_slice_spread`'s floor: tail_quantiles needs a width
+MIN_SLICE_SPREAD = 1e-6  # `decode_slice_spread`'s floor: tail_quantiles needs a width
 
 SLICE_EDGES = np.array([0.0, 0.25, 0.5, 0.75, 0.9, 0.95, 0.98, 0.99, 1.0])
 SLICE_PROBS = np.diff(SLICE_EDGES)
@@ -134,4 +134,4 @@ UNIFORM_SLICES = lognormal_slices(SIGMA_UNIFORM)  # U L's shape (`Engine.delay`)
 UNIFORM_SLICE_LIST = UNIFORM_SLICES.tolist()
 UNIFORM_SLICE_MEANS = 0.5 * (
     SLICE_EDGES[1:] + SLICE_EDGES[:-1]
-)  # a uniform's slice means (`Engine._delay_chain`)
+)  # a uniform's slice means (`delay.delay_chain`)
