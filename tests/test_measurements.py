@@ -241,8 +241,14 @@ def test_startup_log_v0_blocks() -> None:
 
 
 def test_startup_log_bad_args_line_names_the_line(tmp_path: Path) -> None:
-    text = (DATA / "startup_v1.log").read_text().replace("'fp8'}", "'fp8'")
-    p = _write(tmp_path, "s.log", text)
+    text = (DATA / "startup_v1.log").read_text()
+    odd = text.replace(
+        "'kv_cache_dtype': 'fp8'}", "'kv_cache_dtype': 'fp8', 'compilation_config': Config(level=3)}"
+    )
+    log = read_startup_log(_write(tmp_path, "odd.log", odd))  # a repr, not a literal: the pairs
+    assert (log.non_default_args["max_num_seqs"], log.non_default_args["kv_cache_dtype"]) == (256, "fp8")
+    assert "compilation_config" not in log.non_default_args
+    p = _write(tmp_path, "s.log", text.replace("{'model_tag'", "[oops"))
     with pytest.raises(InvalidInput, match="line 3: non-default args"):
         read_startup_log(p)
 

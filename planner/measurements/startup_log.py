@@ -33,6 +33,7 @@ _CONCURRENCY = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request:
 _BLOCKS = re.compile(r"# (\w+) blocks: (\d+), # CPU blocks: (\d+)")
 _AVAILABLE = re.compile(r"Available KV cache memory: (-?[\d.]+) GiB")
 _ARGS = re.compile(r"non-default args: (.*?)\s*$")
+_ARG_PAIR = re.compile(r"'(\w+)': ('[^'\\]*'|-?\d+(?:\.\d+)?(?:[eE]-?\d+)?|True|False|None)(?=[,}])")
 _VERSION = re.compile(r"vLLM API server version ([0-9][\w.+-]*)")
 # non-default args -> ServingRun settings (same names; dtype words mapped below)
 _ARG_SETTINGS = (
@@ -79,6 +80,8 @@ def _int(text: str) -> int:
 
 
 def _args(text: str, lineno: int, field: str) -> dict[str, Any]:
+    """The dict a `non-default args:` line prints. Some releases print values that are not
+    literals (a config object's repr); then the simple `'name': literal` pairs are kept."""
     if len(text) > MAX_ARGS_CHARS:
         raise InvalidInput(
             field, f"line {lineno}: non-default args is {len(text):,} chars; at most {MAX_ARGS_CHARS:,}"
@@ -86,9 +89,12 @@ def _args(text: str, lineno: int, field: str) -> dict[str, Any]:
     try:
         value = ast.literal_eval(text)  # literals only: no code runs
     except (ValueError, SyntaxError, MemoryError, RecursionError):
-        raise InvalidInput(
-            field, f"line {lineno}: non-default args is not a Python literal: {echo(text)}"
-        ) from None
+        pairs = _ARG_PAIR.finditer(text) if text.startswith("{") else iter(())
+        value = {m.group(1): ast.literal_eval(m.group(2)) for m in pairs}
+        if not value:
+            raise InvalidInput(
+                field, f"line {lineno}: non-default args is not a dict of literals: {echo(text)}"
+            ) from None
     if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
         raise InvalidInput(field, f"line {lineno}: non-default args is not a dict of names")
     return value
