@@ -293,6 +293,10 @@ def test_prometheus_bad_input(tmp_path: Path) -> None:
     with pytest.raises(InvalidInput, match="serves 2 models"):
         read_metrics(p)
     assert read_metrics(p, model_name="other/model").model_name == "other/model"
+    # two engines (data parallel) of one model: counts add, the usage fraction is their mean
+    dp = read_metrics(_write(tmp_path, "dp.txt", text + text.replace('engine="0"', 'engine="1"')))
+    assert dp.histograms["ttft_s"].count == 200 and dp.gauges["num_requests_running"] == 14.0
+    assert dp.gauges["kv_cache_usage_fraction"] == 0.125
 
 
 # --- detection -------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ Read with prometheus_client's parser. Histograms read: `vllm:time_to_first_token
 `vllm:num_requests_running`, `vllm:num_requests_waiting`, `vllm:kv_cache_usage_perc` (older:
 `vllm:gpu_cache_usage_perc`); counters `vllm:prompt_tokens_total`, `vllm:generation_tokens_total`,
 `vllm:request_success_total`. Series of one model (label `model_name`) are summed across their
-other labels (engine, finished_reason).
+other labels (engine, finished_reason); the KV cache usage fraction is their mean.
 
 A scrape is cumulative since the server started: its counts include warm-up. Quantiles come
 from the buckets by linear interpolation within the bucket that holds the rank (as PromQL's
@@ -189,7 +189,11 @@ def parse_metrics(text: str, model_name: str | None = None, field: str = "metric
     hist: dict[str, HistogramSummary] = {}
     gauges: dict[str, float] = {}
     counters: dict[str, float] = {}
-    for name, _, samples in families:
+    engines: dict[str, int] = {}  # series summed per figure
+    by_name: dict[str, list[tuple[str, dict[str, str], float]]] = {}
+    for name, _, samples in families:  # a family declared twice: its series together
+        by_name.setdefault(name, []).extend(samples)
+    for name, samples in by_name.items():
         mine = [s for s in samples if chosen is None or s[1].get("model_name") == chosen]
         if name in HISTOGRAMS and mine:
             hist.setdefault(HISTOGRAMS[name], _summarize(mine, name, field))
@@ -197,6 +201,9 @@ def parse_metrics(text: str, model_name: str | None = None, field: str = "metric
             for sample, _, value in mine:
                 if sample in table:
                     out[table[sample]] = out.get(table[sample], 0.0) + value
+                    engines[table[sample]] = engines.get(table[sample], 0) + 1
+    if "kv_cache_usage_fraction" in gauges:  # a fraction: the engines' mean, not their sum
+        gauges["kv_cache_usage_fraction"] /= engines["kv_cache_usage_fraction"]
     if not hist:
         raise InvalidInput(field, f"no vLLM histogram (expected one of {', '.join(sorted(HISTOGRAMS))})")
     return MetricsScrape(model_name=chosen, histograms=hist, gauges=gauges, counters=counters)

@@ -66,7 +66,7 @@ class StartupLog(BaseModel):
         out: dict[str, Any] = {k: args[k] for k in _ARG_SETTINGS if k in args}
         if "kv_cache_dtype" in out:
             out["kv_cache_dtype"] = "fp8" if str(out["kv_cache_dtype"]).startswith("fp8") else "auto"
-        if out.get("quantization") == "fp8" or args.get("quantization") == "fp8":
+        if args.get("quantization") == "fp8":
             out["weight_dtype"] = "fp8"
         if self.max_model_len is not None:
             out.setdefault("max_model_len", self.max_model_len)
