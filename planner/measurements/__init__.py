@@ -7,7 +7,7 @@ from planner.measurements.corpus import builtin_corpus, builtin_corpus_files, lo
 from planner.measurements.detect import Reading, detect_and_read
 from planner.measurements.guidellm import read_guidellm
 from planner.measurements.prometheus import HistogramSummary, MetricsScrape, histogram_quantile, read_metrics
-from planner.measurements.run import LatencySummary, Load, Measured, PerRequest, ServingRun, Settings
+from planner.measurements.serving_run import LatencySummary, Load, Measured, PerRequest, ServingRun, Settings
 from planner.measurements.startup_log import StartupLog, read_startup_log
 from planner.measurements.vllm_bench import METADATA_KEYS, METADATA_PREFIX, read_vllm_bench
 

@@ -16,8 +16,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, field_validator
 
 from planner.errors import InvalidInput
-from planner.measurements.common import latency_from_ms_keys, read_json_documents, validated
-from planner.measurements.run import Endpoint, Load, Measured, ServingRun, Settings
+from planner.measurements.reader_base import latency_from_ms_keys, read_json_documents, validated
+from planner.measurements.serving_run import Endpoint, Load, Measured, ServingRun, Settings
 
 __all__ = ["MAX_CORPUS_FILES", "CorpusFile", "builtin_corpus_files", "load_corpus", "read_corpus_file"]
 

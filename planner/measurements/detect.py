@@ -12,11 +12,11 @@ from typing import Any, Literal
 
 from planner.errors import InvalidInput
 from planner.files import MEASUREMENTS, read_text
-from planner.measurements.common import parse_json_documents
 from planner.measurements.corpus import runs_of_corpus_document
 from planner.measurements.guidellm import runs_of_guidellm
 from planner.measurements.prometheus import MetricsScrape, looks_like_metrics, parse_metrics
-from planner.measurements.run import ServingRun
+from planner.measurements.reader_base import parse_json_documents
+from planner.measurements.serving_run import ServingRun
 from planner.measurements.startup_log import StartupLog, looks_like_startup_log, parse_startup_log
 from planner.measurements.vllm_bench import runs_of_vllm_bench
 

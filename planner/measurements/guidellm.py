@@ -23,8 +23,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from planner.errors import InvalidInput
-from planner.measurements.common import apply_overrides, read_json_documents, validated
-from planner.measurements.run import LatencySummary, Load, Measured, ServingRun, Settings
+from planner.measurements.reader_base import apply_overrides, read_json_documents, validated
+from planner.measurements.serving_run import LatencySummary, Load, Measured, ServingRun, Settings
 
 __all__ = ["GuidellmReport", "read_guidellm", "runs_of_guidellm"]
 

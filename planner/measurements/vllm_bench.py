@@ -20,8 +20,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from planner.errors import InvalidInput
-from planner.measurements.common import apply_overrides, latency_from_ms_keys, read_json_documents, validated
-from planner.measurements.run import Load, Measured, PerRequest, ServingRun, Settings
+from planner.measurements.reader_base import (
+    apply_overrides,
+    latency_from_ms_keys,
+    read_json_documents,
+    validated,
+)
+from planner.measurements.serving_run import Load, Measured, PerRequest, ServingRun, Settings
 
 __all__ = ["METADATA_KEYS", "METADATA_PREFIX", "VllmBenchResult", "read_vllm_bench", "runs_of_vllm_bench"]
 

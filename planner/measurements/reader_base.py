@@ -15,7 +15,7 @@ from pydantic import BaseModel, ValidationError
 
 from planner.errors import InvalidInput, echo
 from planner.files import MEASUREMENTS, read_text
-from planner.measurements.run import LatencySummary, Load, Settings
+from planner.measurements.serving_run import LatencySummary, Load, Settings
 from planner.validation import error_to_invalid_input
 
 __all__ = [
