@@ -170,3 +170,43 @@ def test_same_input_same_bytes(capsys: pytest.CaptureFixture[str], colocated: Pl
     rc2, out2, _ = run_cli(["plan", str(EXAMPLES / "chat.yaml"), "--emit", "bench", "--workers", "1"], capsys)
     assert rc1 == rc2 == 0 and out1 == out2 == emit(colocated, "bench")
     assert out1.startswith("# ") and len(_commands(out1)) == 1
+
+
+def test_the_list_is_the_release_the_plans_target_and_the_tool_reads_it(tmp_path: Path) -> None:
+    """The data file is vLLM VLLM_RELEASE's; the extractor takes store_true as a flag, nargs
+    "*"/"+" as a list, the rest as one value, from both functions the parser is built by."""
+    import sys
+
+    from planner.vllm_defaults import VLLM_RELEASE
+
+    data = json.loads(BENCH_ARGS.read_text())
+    assert data["vllm_version"] == VLLM_RELEASE
+    sys.path.insert(0, str(ROOT / "tools"))
+    import vllm_bench_args as tool
+
+    bench = tmp_path / "vllm" / "benchmarks"
+    bench.mkdir(parents=True)
+    (tmp_path / "vllm" / "_version.py").write_text("__version__ = version = '9.9.9'\ncommit_id = 'gabc'\n")
+    (bench / "serve.py").write_text(
+        "def add_cli_args(parser):\n"
+        "    add_dataset_parser(parser)\n"
+        "    parser.add_argument('--request-rate', type=float)\n"
+        "    g = parser.add_argument_group('x')\n"
+        "    g.add_argument('--save-result', action='store_true')\n"
+        "    parser.add_argument('--metadata', nargs='*')\n"
+        "def other(parser):\n"
+        "    parser.add_argument('--not-this')\n"
+    )
+    (bench / "datasets.py").write_text(
+        "def add_dataset_parser(p):\n    p.add_argument('--num-prompts', type=int)\n"
+    )
+    out = tmp_path / "args.json"
+    assert tool.main(["--source", str(tmp_path), "--out", str(out)]) == 0
+    got = json.loads(out.read_text())
+    assert got["vllm_version"] == "9.9.9"
+    assert got["arguments"] == {
+        "--metadata": "list",
+        "--num-prompts": "value",
+        "--request-rate": "value",
+        "--save-result": "flag",
+    }
