@@ -6,6 +6,7 @@ from the plan's `vllm_args` untouched, so what runs is the operating point the p
     report = api.plan(request)
     print(export.vllm_commands(report))        # one `vllm serve` line per deployment
     print(export.k8s_yaml(report))             # Deployment + Service per deployment (+ HTTPRoute)
+    print(export.emit(report, "bench"))        # `vllm bench serve` per deployment (planner/export_bench.py)
 
 The manifests pin vLLM's image (VLLM_IMAGE), ask `nvidia.com/gpu` = tensor_parallel_size per pod
 (NVIDIA's device plugin), place pods on the catalog GPU through GPU Feature Discovery's
@@ -30,7 +31,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 
-from planner.errors import Infeasible, InvalidInput
+from planner.errors import InvalidInput
+from planner.export_bench import bench_commands, deployments_of
 from planner.export_route import (
     GATEWAY_API_VERSION,
     GATEWAY_NAME,
@@ -43,6 +45,7 @@ from planner.export_route import (
     route_rule,
     route_weights,
 )
+from planner.vllm_defaults import VLLM_RELEASE
 
 if TYPE_CHECKING:
     from planner.schema.plan_report import PlanDeployment, PlanReport
@@ -55,6 +58,7 @@ __all__ = [
     "VLLM_IMAGE",
     "VLLM_PORT",
     "Emit",
+    "deployments_of",
     "emit",
     "k8s_manifests",
     "k8s_yaml",
@@ -63,12 +67,12 @@ __all__ = [
     "vllm_commands",
 ]
 
-Emit = Literal["vllm-args", "k8s"]
+Emit = Literal["vllm-args", "k8s", "bench"]
 
 # The vLLM release the shipped calibrated profiles were measured on (docs/calibration.md: vLLM
 # 0.11.0), which serves every flag a plan emits and the metrics annotated below
 # (`vllm:inter_token_latency_seconds` is new in 0.11). Docker Hub: vllm/vllm-openai:v0.11.0.
-VLLM_IMAGE = "vllm/vllm-openai:v0.11.0"
+VLLM_IMAGE = f"vllm/vllm-openai:v{VLLM_RELEASE}"
 VLLM_PORT = 8000  # `vllm serve`'s default --port
 # NixlConnector's handshake port (VLLM_NIXL_SIDE_CHANNEL_PORT, default 5600): vLLM's
 # docs/features/nixl_connector_usage.md, "Environment Variables".
@@ -101,13 +105,6 @@ ANNOTATION_PREFIX = "capplan/"
 MAX_NAME = 63  # a Service name is a DNS-1035 label
 
 
-def _deployments(report: PlanReport) -> list[PlanDeployment]:
-    if not report.deployments:
-        why = report.infeasibility.reason if report.infeasibility is not None else "no deployment"
-        raise Infeasible(f"the plan is {report.status}: {why}; nothing to emit")
-    return list(report.deployments)
-
-
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
@@ -126,7 +123,7 @@ def vllm_commands(report: PlanReport) -> str:
     """One shell line per deployment (shlex-quoted), each after a comment naming its role, GPU
     and replicas at the peak."""
     lines = []
-    for dep in _deployments(report):
+    for dep in deployments_of(report):
         lines.append(
             f"# {dep.role}: {_plural(dep.replicas_peak, 'replica')} at the peak on {dep.gpu} x TP"
             f"{dep.tensor_parallel_size} (replicas by bucket: {_replicas_text(dep.replicas_by_bucket)})"
@@ -359,7 +356,7 @@ def k8s_manifests(
     of several parts (`route_backends`) ends with the HTTPRoute that splits the traffic by their
     capacity, attached to the Gateway `gateway` (and, beside prefill/decode pools, the Service
     its share goes to: the pools' proxy)."""
-    deps = _deployments(report)
+    deps = deployments_of(report)
     model = _slug(report.model.rsplit("/", 1)[-1])[:MAX_NAME].strip("-") or "model"
     docs: list[dict[str, Any]] = []
     for dep, name in zip(deps, _names(report), strict=True):
@@ -385,7 +382,7 @@ def _proxy_name(report: PlanReport) -> str:
 
 def route_backends(report: PlanReport) -> list[Backend]:
     """The parts that share the plan's traffic and the Services they sit behind."""
-    return backends_of(_deployments(report), _names(report), _proxy_name(report))
+    return backends_of(deployments_of(report), _names(report), _proxy_name(report))
 
 
 def _route_documents(report: PlanReport, gateway: str, model: str) -> list[dict[str, Any]]:
@@ -438,4 +435,6 @@ def k8s_yaml(report: PlanReport, *, image: str = VLLM_IMAGE, gateway: str = GATE
 def emit(report: PlanReport, kind: Emit) -> str:
     if kind == "vllm-args":
         return vllm_commands(report)
+    if kind == "bench":
+        return bench_commands(report)
     return k8s_yaml(report)

@@ -5,6 +5,11 @@ one changes a plan only through this file.
 
 from __future__ import annotations
 
+# The vLLM release a plan's flags target: the image `--emit k8s` pins (planner/export.py
+# VLLM_IMAGE), the release tests/test_vllm_args.py checks the flags against, and the one
+# `--emit bench` records as `capplan.vllm_version`.
+VLLM_RELEASE = "0.11.0"
+
 # KV cache block size in tokens: vllm/config/cache.py, CacheConfig.block_size (16 on CUDA and
 # ROCm GPUs).
 BLOCK_SIZE_TOKENS = 16

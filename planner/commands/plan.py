@@ -4,7 +4,8 @@ disaggregated, replicas per bucket, the exact `vllm serve` flags, the cost and t
 
 The file is a PlanRequest (planner/schema/plan_request.py, docs/plan.md, examples/chat.yaml). Flags
 override the file's SLOs; `planner.api.plan` answers. `--json` prints the PlanReport; `--verify`
-adds a simulation of each part at its hardest bucket; `--emit vllm-args|k8s` prints what a pipeline applies
+adds a simulation of each part at its hardest bucket; `--emit vllm-args|k8s|bench` prints what a pipeline applies
+or the benchmark that checks one replica
 (planner/export.py, docs/report.md).
 """
 
@@ -62,9 +63,10 @@ def register(sub: Any) -> None:
     c.add_json_flag(p)
     p.add_argument(
         "--emit",
-        choices=("vllm-args", "k8s"),
-        help="instead of the summary: the `vllm serve` line per deployment, or Kubernetes manifests "
-        "(Deployment + Service each) for the vLLM servers",
+        choices=("vllm-args", "k8s", "bench"),
+        help="instead of the summary: the `vllm serve` line per deployment, Kubernetes manifests "
+        "(Deployment + Service each) for the vLLM servers, or the `vllm bench serve` line that checks one "
+        "replica of each deployment at its peak load",
     )
     p.set_defaults(handler=_plan)
 
