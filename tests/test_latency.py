@@ -794,7 +794,7 @@ def test_prompts_admitted_in_the_same_step_share_its_time() -> None:
     classes_mean = sum(cl.share * (cl.scale + cl.pi * cl.x_scale) for cl in classes)
     assert classes_mean == pytest.approx(expected, rel=1e-9)
     # Whole prompts sharing steps (join_weight 1), D is read over the steps' chain itself
-    # (`Engine._delay_chain`): the step under way j with chance pi_j L_j (length-biased), U
+    # (`delay.delay_chain`): the step under way j with chance pi_j L_j (length-biased), U
     # uniform, the K others that arrived during it Poisson(20 L_j). This prompt is at a uniform
     # place among the K + 1 (FIFO); past the room's floor(R) + 1 places (R = room / 1000 whole
     # prompts) it is pushed to a later step (the queued branch), else its step carries min(K, R)
@@ -811,7 +811,7 @@ def test_prompts_admitted_in_the_same_step_share_its_time() -> None:
     pushed = np.maximum(ks - math.floor(room), 0.0) / (ks + 1.0)
     pmf = np.array([stats.poisson.pmf(ks, state.lam * el) for el in lengths])
     q_push = float(w @ (pmf @ pushed))
-    assert state.chain_push == pytest.approx(q_push, rel=1e-9) and 0.0 < q_push < 1e-3
+    assert eng.results_at(state).delay[1] == pytest.approx(q_push, rel=1e-9) and 0.0 < q_push < 1e-3
     stay = pmf * (1.0 - pushed)
     chain_mean = float(
         w @ (0.5 * lengths * stay.sum(axis=1) + state.join_cost * (stay @ np.minimum(ks, room)))

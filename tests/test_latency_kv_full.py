@@ -172,7 +172,9 @@ def test_the_branch_raises_the_tail_and_the_bound_holds(monkeypatch: pytest.Monk
     with_branch = _ttft_quantiles(e, near)
     light_ttft = _ttft_quantiles(e, light)
     bound = e.ttft_p99_at_most_s(near)
-    assert near.ttft_mix is not None and near.ttft_mix.waiting is not None and near.ttft_mix.waiting.ndim == 2
+    assert e.results_at(near).computed("ttft_mixture")
+    waiting = e.ttft_mixture(near).waiting
+    assert waiting is not None and waiting.ndim == 2
     assert with_branch[1] <= bound < math.inf
     monkeypatch.setattr(kv_full_mod, "KV_FULL_MIN", 2.0)
     m2 = _model()

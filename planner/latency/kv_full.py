@@ -3,7 +3,7 @@ may need more KV blocks than the cache holds, an arriving prompt waits for block
 that wait is a branch of TTFT's mixture.
 
 * The chance the cache is full: KV in use is the running requests' contexts, mean from the
-  load (`Engine._load`) and variance E[n] Var(context) + Var(n) cbar^2 (the decode count
+  load (`stability.load_of`) and variance E[n] Var(context) + Var(n) cbar^2 (the decode count
   wanders, `decode_count`), read as a normal (`kv_overflow_probability`).
 * The wait, given a full cache: the mean rest of the cache's busy period, the cache read as an
   M/G/1 server whose service is a request's KV token-seconds over its size (`kv_full_wait`).

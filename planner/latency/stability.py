@@ -59,21 +59,18 @@ class RateAxis(NamedTuple):
 def load_of(replica: Replica, s: State) -> tuple[float, float]:
     """Running requests (decoding + prefilling: Little, requests being prefilled hold seats
     too) and mean KV tokens in use at a state. Only the margins and the metrics read them, not
-    the root-findings over rates, so they are computed on demand, once per state: the state's
-    `load` field (the one cache this component still fills; the TTFT / ITL half reads it)."""
-    if s.load is None:
-        n = s.n
-        kv_dec = n * (replica.decode_context_tokens + replica.half_block_tokens)
-        if not replica.has_prefill:
-            s.load = (n, kv_dec)
-        else:
-            own = s.own_service
-            probs = replica.prompt_probs
-            s.load = (
-                n + s.lam * float(own.dot(probs)),
-                kv_dec + s.lam * float((own * replica.prompt_kv_tokens).dot(probs)),
-            )
-    return s.load
+    the root-findings over rates, so they are computed on demand (the metrics' once per state,
+    `at_state.StateResults.load`)."""
+    n = s.n
+    kv_dec = n * (replica.decode_context_tokens + replica.half_block_tokens)
+    if not replica.has_prefill:
+        return n, kv_dec
+    own = s.own_service
+    probs = replica.prompt_probs
+    return (
+        n + s.lam * float(own.dot(probs)),
+        kv_dec + s.lam * float((own * replica.prompt_kv_tokens).dot(probs)),
+    )
 
 
 def margins(replica: Replica, s: State) -> list[tuple[StabilityLimit, float]]:
