@@ -811,7 +811,7 @@ def test_prompts_admitted_in_the_same_step_share_its_time() -> None:
     pushed = np.maximum(ks - math.floor(room), 0.0) / (ks + 1.0)
     pmf = np.array([stats.poisson.pmf(ks, state.lam * el) for el in lengths])
     q_push = float(w @ (pmf @ pushed))
-    assert state.chain_push == pytest.approx(q_push, rel=1e-9) and 0.0 < q_push < 1e-3
+    assert eng.results_at(state).delay[1] == pytest.approx(q_push, rel=1e-9) and 0.0 < q_push < 1e-3
     stay = pmf * (1.0 - pushed)
     chain_mean = float(
         w @ (0.5 * lengths * stay.sum(axis=1) + state.join_cost * (stay @ np.minimum(ks, room)))

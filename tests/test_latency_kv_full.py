@@ -183,7 +183,9 @@ def test_the_branch_raises_the_tail_and_the_bound_holds() -> None:
     with_branch = _ttft_quantiles(e, near)
     light_ttft = _ttft_quantiles(e, light)
     bound = e.ttft_p99_at_most_s(near)
-    assert near.ttft_mix is not None and near.ttft_mix.waiting is not None and near.ttft_mix.waiting.ndim == 2
+    assert e.results_at(near).computed("ttft_mixture")
+    waiting = e.ttft_mixture(near).waiting
+    assert waiting is not None and waiting.ndim == 2
     assert with_branch[1] <= bound < math.inf
     # The same states without the branch (its mixture given NO_KV_FULL): what the threshold
     # KV_FULL_MIN leaves where f is below it.

@@ -58,15 +58,15 @@ def private_uses(source: str, private: set[str]) -> list[tuple[int, str]]:
 
 def test_the_rule_flags_private_calls_and_patches_but_not_dunders_or_helpers() -> None:
     private = _private_methods()
-    assert {"_delay_classes", "_ttft", "_compute_ttft", "_find_floors"} <= private
+    assert {"_state", "_unshared_state", "_find_floors"} <= private
     src = inspect.cleandoc(
         """
-        e._ttft(s)
-        Engine._compute_ttft
-        monkeypatch.setattr(Engine, "_compute_ttft", f)
+        e._state(1.0, None)
+        Engine._unshared_state
+        monkeypatch.setattr(Engine, "_state", f)
         e.__class__.__name__
         e.point(s).__repr__()
-        _ttft(e, s)
+        _state(e, s)
         acc._traced_run(r)
         """
     )

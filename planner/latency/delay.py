@@ -7,8 +7,8 @@
 * `delay_values`: D's points and probabilities, the classes' and the chain's blended by
   `chain_delay_weight`; `delay_top_s` its largest value without the lists.
 
-Pure functions of the replica, the state and its steps; the engine keeps their results on the
-state (`Engine.delay`, `Engine._delay_classes`)."""
+Pure functions of the replica, the state and its steps; the state's stages call them once each
+(`at_state.StateResults.delay_classes`, `.delay`)."""
 
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ class DelayChain(NamedTuple):
 
     values: FloatArray
     probs: FloatArray
-    pushed: float  # P(pushed past its step): the queued branch's share (`State.chain_push`)
+    pushed: float  # P(pushed past its step): the queued branch's share (`ttft.queued_share`)
 
 
 NO_DELAY = Delay(_ZERO, _ONE)
@@ -152,7 +152,7 @@ def delay_at(
 ) -> tuple[Delay, float | None]:
     """D at a state (`steps` its `steps.step_mix`; the classes asked only where the engine is
     busy): `delay_values` with the chain where it takes part, and the chain's pushed share
-    (`State.chain_push`, None without the chain)."""
+    (None without the chain; `ttft.queued_share` reads it)."""
     if steps.busy <= 0:
         return NO_DELAY, None
     classes = classes_of()

@@ -4,8 +4,9 @@ in the step, `decode_count.decode_company`) and the mixed steps of the step mix 
 full chunks, last chunks alone or with company, a backlog's full steps), each step read with a
 relative spread (`quantiles.tail_quantiles`).
 
-Pure functions of named inputs returning immutable results; the engine gathers the step mix and
-keeps the intermediate quantiles a second level reuses (`ItlLevel`)."""
+Pure functions of named inputs returning immutable results; the state's stages
+(`at_state.StateResults`) gather the step mix and hand one level's quantile vectors to the other
+(`ItlLevel`)."""
 
 from __future__ import annotations
 
@@ -152,14 +153,19 @@ def itl_worst_at(replica: Replica, s: State, *, prompt_p99_tokens: float) -> flo
 
 
 def itl_level_at(
-    replica: Replica, s: State, steps: Steps, *, level_index: int, decode_others: DecodeCompany | None
-) -> float:
-    """`itl_level` at the state (`steps` its `steps.step_mix`), level LEVELS[level_index]; the
-    quantile vectors it computes are kept on the state for the other level."""
-    got = itl_level(
+    replica: Replica,
+    s: State,
+    steps: Steps,
+    *,
+    level_index: int,
+    decode_others: DecodeCompany | None,
+    prior: ItlLevel | None,
+) -> ItlLevel:
+    """`itl_level` at the state (`steps` its `steps.step_mix`), level LEVELS[level_index]; `prior`:
+    the other level at the same state, whose quantile vectors this one reuses (None: none yet)."""
+    return itl_level(
         level_index=level_index, decode_step_s=s.t_dec, mixed_values=steps.values, mixed_rates=steps.rates,
         decode_others=decode_others, max_decodes=replica.decode_cap,
-        decode_step_of=lambda count: decode_step_s(replica, count), mixed=s.itl_mixed, all_steps=s.itl_all,
+        decode_step_of=lambda count: decode_step_s(replica, count),
+        mixed=prior.mixed if prior is not None else None, all_steps=prior.all_steps if prior is not None else None,
     )  # fmt: skip
-    s.itl_mixed, s.itl_all = got.mixed, got.all_steps
-    return got.itl_s

@@ -10,7 +10,6 @@ from planner.latency.queueing import Wait
 from planner.latency.replica import Replica
 from planner.latency.results import Point, State
 from planner.latency.seats import SeatWait
-from planner.latency.stability import load_of
 
 
 def point_of(
@@ -19,6 +18,7 @@ def point_of(
     *,
     ttft: npt.NDArray[np.float64] | None,
     wait: Wait,
+    load: tuple[float, float],
     itl: tuple[float, float] | None,
     itl_worst_s: float | None,
     mixed_share: float,
@@ -28,8 +28,8 @@ def point_of(
 ) -> Point:
     """The Point at state `s`: TTFT p50/p99 (`ttft`, None without a prefill) and the prefill
     queue's `wait`, ITL p50/p99 and its worst case (None without decodes), the share of steps
-    that carry prompt tokens, the KV and seat figures; seats and KV in use from `load_of`."""
-    seats, kv_mean = load_of(replica, s)
+    that carry prompt tokens, the KV and seat figures; `load`: running requests and KV tokens in use (`stability.load_of`)."""
+    seats, kv_mean = load
     return Point(
         lam=s.lam,
         n=s.n,

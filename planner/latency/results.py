@@ -12,15 +12,11 @@ import numpy as np
 import numpy.typing as npt
 
 from planner.latency.company import Sums
-from planner.latency.kv_full import KvFull
 from planner.latency.queueing import Phases, Wait, WaitDecayTable
-from planner.latency.seats import SeatWait
+from planner.schema.kinds import Role, StabilityLimit
 from solvers.rootfind import RootResult
 
 FloatArray = npt.NDArray[np.float64]
-Role = Literal["colocated", "prefill", "decode"]
-# What ends an engine's stable range (the first stability margin to run out).
-StabilityLimit = Literal["compute", "kv_capacity", "max_num_seqs", "max_num_batched_tokens"]
 
 
 class CountFeedback(NamedTuple):
@@ -92,9 +88,12 @@ class TtftMixture(NamedTuple):
     shown: Wait
 
 
-@dataclass(eq=False, slots=True)
+@dataclass(frozen=True, eq=False, slots=True, weakref_slot=True)
 class State:
-    """The engine at one concurrency n (decode roles) or one rate lam (prefill-only)."""
+    """The engine at one concurrency n (decode roles) or one rate lam (prefill-only): what
+    `steady.build_state` computes, nothing more (what the components derive from it are the
+    state's stages, `at_state.StateResults`, which the engine keeps while the state lives: hence
+    the weak reference). Compared by identity."""
 
     n: float
     lam: float
@@ -115,29 +114,13 @@ class State:
     chunk_weight: FloatArray  # chunks each representative stands for
     chunk_time: FloatArray  # (I, G+1) step time of each representative chunk (n_arr decodes)
     own_service: FloatArray  # (I,) a prompt's prefill steps when alone
-    full_time: FloatArray | None = None  # the same steps topped up by a backlog (lazily)
-    steps: Steps | None = None  # what TTFT and ITL share (lazily)
-    ttft: tuple[FloatArray, Wait] | None = None  # Engine._ttft (lazily)
-    ttft_mix: TtftMixture | None = None  # Engine.ttft_mixture (lazily)
-    itl: tuple[float, float] | None = None  # Engine._itl (lazily)
-    load: tuple[float, float] | None = None  # Engine._load: running requests, KV tokens (lazily)
-    decode_var: float | None = None  # Engine.decode_variance (lazily)
-    itl99: float | None = None  # Engine._itl_p99 (lazily)
-    itl_mixed: FloatArray | None = None  # ITL quantiles of the mixed steps alone (lazily)
-    itl_all: FloatArray | None = None  # and with the decode-only slices (lazily)
-    kv_full: KvFull | None = None  # Engine.kv_full (lazily)
-    delay_classes: DelayClasses | None = None  # `delay.delay_classes` (lazily)
-    drag: PrefillDrag | tuple[()] | None = None  # Engine._prefill_drag, () for none (lazily)
-    feedback: CountFeedback | None = None  # Engine._count_feedback (lazily)
-    join_weight: float = 0.0  # how far whole prompts share steps (`Engine._shared_rate`; 0: they do not)
+    join_weight: float = 0.0  # how far whole prompts share steps (`steady.shared_rate`; 0: they do not)
     join_cost: float = 0.0  # a further whole prompt's time in a step with one (Jc)
     joined: float = 0.0  # the share of prompts that join a step another opened (j)
-    chain_push: float | None = None  # `delay.delay_chain`: prompts pushed past their step (lazily)
-    seats: SeatWait | None = None  # Engine._seat_wait (lazily)
 
 
 class Steps(NamedTuple):
-    """Per state, what TTFT and ITL share (Engine._steps)."""
+    """Per state, what TTFT and ITL share (`steps.step_mix`, `StateResults.steps`)."""
 
     wait: Wait  # the prefill queue (GI/G/1)
     backlog: float  # P(more prompt tokens wait than the next step takes)
@@ -192,6 +175,6 @@ class Point:
     kv_cache_usage: float
     preemption_risk: float
     running_requests: float
-    kv_full_wait_s: float = 0.0  # mean wait of an arrival that finds the KV cache full (`_kv_full`)
-    seat_wait_probability: float = 0.0  # P(an arrival finds every seat taken) (`_seat_wait`)
+    kv_full_wait_s: float = 0.0  # mean wait of an arrival that finds the KV cache full (`kv_full`)
+    seat_wait_probability: float = 0.0  # P(an arrival finds every seat taken) (`seats.seat_wait_at`)
     seat_wait_s: float = 0.0  # and its mean wait for one, given that

@@ -22,14 +22,7 @@ from planner.costmodel.steptime import step_time_s
 from planner.latency.queueing import gamma_wait_probability_slope
 from planner.latency.replica import CHUNK_GROUPS, CHUNK_ROUNDING, FloatArray, Replica
 from planner.latency.results import Boundary, Grid, State
-from planner.latency.stable_branch import (  # noqa: F401 (RateAxis, concurrency_at, rate_axis, solve: re-exported)
-    SOLVE_TOL,
-    RateAxis,
-    StateOf,
-    concurrency_at,
-    rate_axis,
-    solve,
-)
+from planner.latency.stable_branch import SOLVE_TOL, StateOf
 from planner.latency.steady import merge_weight, rate_with_merging, row_sums, stream_step_s
 from planner.schema.kinds import StabilityLimit
 from solvers.rootfind import RootResult, find_root
@@ -53,21 +46,18 @@ PREFILL_BACKOFF = 1e-7  # and its boundary's root this far inside
 def load_of(replica: Replica, s: State) -> tuple[float, float]:
     """Running requests (decoding + prefilling: Little, requests being prefilled hold seats
     too) and mean KV tokens in use at a state. Only the margins and the metrics read them, not
-    the root-findings over rates, so they are computed on demand, once per state: the state's
-    `load` field (the one cache this component still fills; the TTFT / ITL half reads it)."""
-    if s.load is None:
-        n = s.n
-        kv_dec = n * (replica.decode_context_tokens + replica.half_block_tokens)
-        if not replica.has_prefill:
-            s.load = (n, kv_dec)
-        else:
-            own = s.own_service
-            probs = replica.prompt_probs
-            s.load = (
-                n + s.lam * float(own.dot(probs)),
-                kv_dec + s.lam * float((own * replica.prompt_kv_tokens).dot(probs)),
-            )
-    return s.load
+    the root-findings over rates, so they are computed on demand (the metrics' once per state,
+    `at_state.StateResults.load`)."""
+    n = s.n
+    kv_dec = n * (replica.decode_context_tokens + replica.half_block_tokens)
+    if not replica.has_prefill:
+        return n, kv_dec
+    own = s.own_service
+    probs = replica.prompt_probs
+    return (
+        n + s.lam * float(own.dot(probs)),
+        kv_dec + s.lam * float((own * replica.prompt_kv_tokens).dot(probs)),
+    )
 
 
 def margins(replica: Replica, s: State) -> list[tuple[StabilityLimit, float]]:
