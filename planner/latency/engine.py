@@ -40,7 +40,6 @@ from planner.latency.results import (
     Boundary,
     Grid,
     Point,
-    Role,
     ServiceShape,
     State,
     Steps,
@@ -53,6 +52,7 @@ from planner.latency.stats import WorkloadStats
 from planner.latency.steady import build_state
 from planner.latency.ttft import company_cap_s, token_cost_s
 from planner.scheduler_config import SchedulerConfig
+from planner.schema.kinds import Role
 from solvers.rootfind import RootResult
 
 FloatArray = npt.NDArray[np.float64]

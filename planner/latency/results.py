@@ -6,14 +6,14 @@ limits they are keyed by."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
 from planner.latency.company import Sums
 from planner.latency.queueing import Phases, Wait, WaitDecayTable
-from planner.schema.kinds import Role, StabilityLimit
+from planner.schema.kinds import StabilityLimit
 from solvers.rootfind import RootResult
 
 FloatArray = npt.NDArray[np.float64]
