@@ -34,7 +34,8 @@ exhausting memory or time, and a server inherits them):
 | bucket duration_s                       | 0.001 .. 1e7 s (~116 days)                   |
 | buckets                                 | at most 100,000 (`MAX_BUCKETS`)              |
 | burstiness k                            | 0.001 .. 1e6                                 |
-| concurrency (closed loop)               | 1 .. 100,000 clients (`MAX_CLIENT_CONCURRENCY`) |
+| concurrency (closed loop)               | 1 .. 100,000 clients                         |
+|                                         | (`MAX_CLIENT_CONCURRENCY`)                   |
 | prefix_cache_hit_fraction               | 0 .. < 1                                     |
 | sampled requests (count)                | 0 .. 10,000,000 (`MAX_SAMPLED_REQUESTS`)     |
 | sampling horizon_s                      | 0 .. 1e7 s, expecting at most 10,000,000     |
