@@ -203,7 +203,7 @@ def simulate_workload(
             f"about {cap * horizon_s:.3g} requests come due at {cap:.4g}/s over {horizon_s:.4g} s; "
             f"a simulation takes at most {MAX_SIMULATED_REQUESTS:,}",
         )
-    stream = closed_loop_requests(workload, seed, count=count, horizon_s=horizon_s)
+    stream = closed_loop_requests(workload, seed, count, horizon_s, most=MAX_SIMULATED_REQUESTS)
     try:
         result, sent, cut = run_closed_loop(
             resolved,
@@ -220,6 +220,16 @@ def simulate_workload(
         raise
     if len(sent) == 0:
         raise InvalidInput("horizon_s", f"no request comes due before {horizon_s:g} s at {cap:.4g}/s")
+    if (
+        horizon_s is not None
+        and len(sent) == MAX_SIMULATED_REQUESTS
+        and float(sent.arrival_s[-1]) < horizon_s
+    ):
+        raise InvalidInput(
+            "horizon_s",
+            f"the clients send more than {MAX_SIMULATED_REQUESTS:,} requests before {horizon_s:g} s, "
+            "more than a simulation takes; give fewer requests or a shorter horizon",
+        )
     source = {
         "source": "workload",
         "name": workload.name,

@@ -206,3 +206,13 @@ def test_cli_flag(capsys: pytest.CaptureFixture[str]) -> None:
     assert "closed loop: 8 clients:" in out
     rc, out, err = run_cli(["simulate", str(EXAMPLE), "--concurrency", "0"], capsys)
     assert rc != 0 and "--concurrency" in err
+
+
+def test_a_horizon_past_the_request_cap_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    # without a rate cap the sends before a horizon are unknown until run: bounded by the cap
+    monkeypatch.setattr(cl, "MAX_SIMULATED_REQUESTS", 50)
+    req = {"deployment": DEPLOYMENT, "workload": _workload(4).model_dump(), "horizon_s": 600.0}
+    with pytest.raises(InvalidInput) as e:
+        api.simulate(req)
+    assert e.value.field == "horizon_s" and "more than 50" in e.value.reason
+    assert api.simulate({**req, "horizon_s": 5.0}).input.requests < 50

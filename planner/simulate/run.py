@@ -139,12 +139,16 @@ def run_closed_loop(
 
 
 def closed_loop_requests(
-    workload: Workload, seed: int, count: int | None = None, horizon_s: float | None = None
+    workload: Workload,
+    seed: int,
+    count: int | None = None,
+    horizon_s: float | None = None,
+    most: int = MAX_SIM_REQUESTS,
 ) -> Iterator[RequestArrays]:
     """A closed loop's requests in due order, deterministic for the seed: with a rate cap, the
     workload's open-loop sample at it (`workload_stream`: the cap's times, same lengths); without,
     all due at 0 with the lengths an open-loop sample of the seed draws, `count` of them or
-    (`horizon_s`) as many as the loop sends before the horizon."""
+    (`horizon_s`) as many as the loop sends before the horizon, at most `most`."""
     a = workload.arrivals
     if a.requests_per_s is not None:
         return iter(
@@ -154,7 +158,7 @@ def closed_loop_requests(
     in_rng, out_rng = np.random.default_rng(in_ss), np.random.default_rng(out_ss)
 
     def chunks() -> Iterator[RequestArrays]:
-        left = MAX_SIM_REQUESTS + 1 if count is None else count  # the loop refuses more than the cap
+        left = most if count is None else count
         while left > 0:
             n = min(REQUEST_CHUNK, left)
             left -= n
