@@ -187,7 +187,7 @@ def simulate_workload(
     router: str,
     slo: Slo | None,
 ) -> tuple[SimResult, RequestArrays, int, dict[str, Any], dict[str, Any]]:
-    """The closed loop simulated (planner/simulate/closed_loop.py): `count` requests (default
+    """The closed loop simulated (planner/simulate/clients.py): `count` requests (default
     10,000) or those sent before `horizon_s`. Returns the result, the requests as sent, the
     outputs cut at max_model_len, the report's input summary and its closed-loop figures."""
     from planner.simulate.run import closed_loop_requests, run_closed_loop

@@ -20,7 +20,7 @@ import numpy.typing as npt
 from planner.deployment import ResolvedDeployment
 from planner.errors import InvalidInput, echo
 from planner.scheduler_config import SchedulerConfig
-from planner.simulate.closed_loop import simulate_closed_loop
+from planner.simulate.clients import simulate_closed_loop
 from planner.simulate.colocated import simulate
 from planner.simulate.disagg import simulate_disaggregated
 from planner.simulate.metrics import SimResult
@@ -117,7 +117,7 @@ def run_closed_loop(
     router: str | Router = "round_robin",
     slo: Slo | None = None,
 ) -> tuple[SimResult, RequestArrays, int]:
-    """`run` for a closed loop of `concurrency` clients (planner/simulate/closed_loop.py), the
+    """`run` for a closed loop of `concurrency` clients (planner/simulate/clients.py), the
     requests' arrival times being when each comes due; colocated deployments. Returns the result,
     the requests as sent and how many outputs were cut at max_model_len."""
     if resolved.disaggregated:

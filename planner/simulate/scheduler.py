@@ -243,7 +243,7 @@ class SimulatedEngine:
     def run_until_finish(self, horizon: float) -> None:
         """`run_until`, stopping after the first event (a step, or a fast-forwarded run of decode
         steps, which ends at its first completion anyway) that finishes a request: a closed
-        loop's client sends its next request then (planner/simulate/closed_loop.py)."""
+        loop's client sends its next request then (planner/simulate/clients.py)."""
         budget = self.budget
         done = self.completed
         while (self.n_d or self.explicit or self.waiting) and self.t < horizon and self.completed == done:
