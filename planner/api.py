@@ -181,11 +181,20 @@ def evaluate(request: EvaluateRequest | Mapping[str, Any], *, base_dir: BaseDir 
     req = validate_request(EvaluateRequest, request)
     base = _dir(base_dir)
     slo = _latency_slo(req.slo)
-    workload = build_workload(req.workload, "workload", base)
+    workload = build_workload(req.workload, "workload", base, closed_loop=True)
     resolved, profile = _resolve(req.deployment, req.profile, base)
-    stats = WorkloadStats.of(workload)
-    model = LatencyModel(resolved, stats)
-    pred = model.evaluate(req.requests_per_s)
+    loop = None
+    if workload.arrivals.closed_loop:
+        from planner.closed_loop import solve_workload
+
+        _no_rate_override(req.requests_per_s)
+        loop, model = solve_workload(resolved, workload)
+        stats = model.stats
+        pred = model.evaluate(loop.requests_per_s)
+    else:
+        stats = WorkloadStats.of(workload)
+        model = LatencyModel(resolved, stats)
+        pred = model.evaluate(req.requests_per_s)
     cap = model.capacity(slo) if slo is not None else None
     out: dict[str, Any] = {
         "deployment": {
@@ -228,7 +237,16 @@ def evaluate(request: EvaluateRequest | Mapping[str, Any], *, base_dir: BaseDir 
             binding_limit=cd["binding_limit"],
             capacity=cd,
         )
+    out["closed_loop"] = None if loop is None else loop.to_dict()
     return EvaluateReport.model_validate(out)
+
+
+def _no_rate_override(requests_per_s: float | None) -> None:
+    if requests_per_s is not None:
+        raise InvalidInput(
+            "requests_per_s",
+            "the workload is a closed loop (arrivals.concurrency); give its rate cap as workload.arrivals.requests_per_s",
+        )
 
 
 # --- simulate ------------------------------------------------------------------------------------
@@ -323,16 +341,16 @@ def simulate(request: SimulateRequest | Mapping[str, Any], *, base_dir: BaseDir 
     req = validate_request(SimulateRequest, request)
     req.check()
     base = _dir(base_dir)
-    workload = build_workload(req.workload, "workload", base)
+    workload = build_workload(req.workload, "workload", base, closed_loop=True)
+    closed = workload.arrivals.closed_loop
+    if closed:
+        _no_rate_override(req.requests_per_s)
+        if req.trace is not None:
+            raise InvalidInput(
+                "trace", "a trace replays its own arrival times; a closed loop samples the workload"
+            )
     resolved, profile = _resolve(req.deployment, req.profile, base)
-    reqs, source = _replayed(req, base) if req.trace is not None else _sampled(req, workload)
     hit = workload.prefix_cache_hit_fraction
-    where = "trace" if req.trace is not None else "workload"  # what a refused request came from
-    # As vLLM serves them: outputs stop at the model's context (the simulator cuts them too).
-    try:
-        reqs, cut = within_context(reqs, resolved.scheduler.max_model_len)
-    except InvalidInput as exc:
-        raise InvalidInput(where, exc.reason) from None
     t = req.slo or SloTargets.model_construct()
     targets = {
         "ttft_p99_ms": t.ttft_p99_ms,
@@ -344,12 +362,27 @@ def simulate(request: SimulateRequest | Mapping[str, Any], *, base_dir: BaseDir 
     goodput = None
     if t.ttft_p99_ms is not None or t.tpot_p99_ms is not None or t.e2el_p99_ms is not None:
         goodput = t.to_slo()
-    try:
-        result = run(resolved, reqs, prefix_cache_hit_fraction=hit, router=req.router, slo=goodput)
-    except InvalidInput as exc:
-        if exc.field == "requests":  # a request longer than a replica's KV cache
+    loop: dict[str, Any] | None = None
+    if closed:
+        from planner.closed_loop import simulate_workload
+
+        result, reqs, cut, source, loop = simulate_workload(
+            resolved, workload, req.seed, req.requests, req.horizon_s, req.router, goodput
+        )
+    else:
+        reqs, source = _replayed(req, base) if req.trace is not None else _sampled(req, workload)
+        where = "trace" if req.trace is not None else "workload"  # what a refused request came from
+        # As vLLM serves them: outputs stop at the model's context (the simulator cuts them too).
+        try:
+            reqs, cut = within_context(reqs, resolved.scheduler.max_model_len)
+        except InvalidInput as exc:
             raise InvalidInput(where, exc.reason) from None
-        raise
+        try:
+            result = run(resolved, reqs, prefix_cache_hit_fraction=hit, router=req.router, slo=goodput)
+        except InvalidInput as exc:
+            if exc.field == "requests":  # a request longer than a replica's KV cache
+                raise InvalidInput(where, exc.reason) from None
+            raise
     cfg = engine_config(resolved, hit)
     arrival = reqs.arrival_s
     span = float(arrival.max() - arrival.min()) if len(reqs) > 1 else 0.0
@@ -392,6 +425,7 @@ def simulate(request: SimulateRequest | Mapping[str, Any], *, base_dir: BaseDir 
     out.update(result.to_dict())
     if not req.series:
         out["series"] = {k: [] for k in out["series"]}
+    out["closed_loop"] = loop
     return SimulateReport.model_validate(out)
 
 

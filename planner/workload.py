@@ -34,6 +34,8 @@ exhausting memory or time, and a server inherits them):
 | bucket duration_s                       | 0.001 .. 1e7 s (~116 days)                   |
 | buckets                                 | at most 100,000 (`MAX_BUCKETS`)              |
 | burstiness k                            | 0.001 .. 1e6                                 |
+| concurrency (closed loop)               | 1 .. 100,000 clients                         |
+|                                         | (`MAX_CLIENT_CONCURRENCY`)                   |
 | prefix_cache_hit_fraction               | 0 .. < 1                                     |
 | sampled requests (count)                | 0 .. 10,000,000 (`MAX_SAMPLED_REQUESTS`)     |
 | sampling horizon_s                      | 0 .. 1e7 s, expecting at most 10,000,000     |
@@ -62,6 +64,7 @@ from planner.errors import InvalidInput, echo
 from planner.validation import validate
 
 __all__ = [
+    "MAX_CLIENT_CONCURRENCY",
     "MAX_SAMPLED_REQUESTS",
     "Arrivals",
     "Histogram",
@@ -92,6 +95,9 @@ MAX_BUCKET_DURATION_S = 1e7  # ~116 days
 MAX_BUCKETS = 100_000
 MIN_BURSTINESS = 1e-3
 MAX_BURSTINESS = 1e6
+# Clients of a closed loop (`vllm bench serve --max-concurrency`): beyond any replica set's
+# max_num_seqs x replicas a planner would consider; the simulator holds a few dict entries each.
+MAX_CLIENT_CONCURRENCY = 100_000
 MAX_SAMPLED_REQUESTS = 10_000_000
 MAX_HORIZON_S = 1e7
 # Requests are generated lazily in chunks of this many (memory: ~24 bytes a request a chunk).
@@ -628,13 +634,21 @@ class Arrivals(BaseModel):
     each gap is drawn with unit mean and stretched by the rate of the bucket it runs through,
     so every bucket gets its own rate (and Poisson arrivals stay exactly Poisson).
 
+    Closed loop (`concurrency`: C clients, `vllm bench serve --max-concurrency C`): at most C
+    requests are in flight and a client sends its next request the moment its last one is
+    answered (zero think time). Without `requests_per_s` the loop is all there is (`--request-rate
+    inf`); with it, requests come due at that rate and burstiness (a constant rate, not buckets)
+    and each waits for a free client, as vllm bench serve's semaphore does: both limits apply.
+    Only `evaluate` and `simulate` take a closed loop (planner/closed_loop.py).
+
     Ranges: `requests_per_s` 1e-7 .. 1e6 (a bucket series: its mean at least 1e-7), at most
-    100,000 buckets, `burstiness` 0.001 .. 1e6."""
+    100,000 buckets, `burstiness` 0.001 .. 1e6, `concurrency` 1 .. 100,000."""
 
     model_config = _MODEL_CONFIG
     requests_per_s: float | None = Field(default=None, ge=MIN_REQUESTS_PER_S, le=MAX_REQUESTS_PER_S)
     buckets: tuple[RateBucket, ...] | None = Field(default=None, max_length=MAX_BUCKETS)
     burstiness: float = Field(default=1.0, ge=MIN_BURSTINESS, le=MAX_BURSTINESS)
+    concurrency: int | None = Field(default=None, ge=1, le=MAX_CLIENT_CONCURRENCY)
 
     @field_validator("buckets")
     @classmethod
@@ -653,9 +667,29 @@ class Arrivals(BaseModel):
 
     @model_validator(mode="after")
     def _one_rate(self) -> Arrivals:
+        if self.concurrency is not None:
+            if self.buckets is not None:
+                raise ValueError(
+                    "a closed loop (concurrency) takes a constant requests_per_s cap or none, not buckets"
+                )
+            return self
         if (self.requests_per_s is None) == (self.buckets is None):
             raise ValueError("give exactly one of requests_per_s or buckets")
         return self
+
+    @property
+    def closed_loop(self) -> bool:
+        """True for C clients in a closed loop (`concurrency` given)."""
+        return self.concurrency is not None
+
+    def open_loop(self) -> Arrivals:
+        """The open-loop part of a closed loop's arrivals: its rate cap at its burstiness (the
+        times requests come due); InvalidInput when the loop has no rate cap."""
+        if self.requests_per_s is None and self.buckets is None:
+            raise InvalidInput(
+                "arrivals.requests_per_s", "a closed loop without a rate cap has no open-loop rate"
+            )
+        return self.model_copy(update={"concurrency": None})
 
     @classmethod
     def poisson(cls, requests_per_s: float) -> Arrivals:
@@ -675,7 +709,11 @@ class Arrivals(BaseModel):
     def mean_requests_per_s(self) -> float:
         if self.requests_per_s is not None:
             return self.requests_per_s
-        assert self.buckets is not None
+        if self.buckets is None:
+            raise InvalidInput(
+                "arrivals.concurrency",
+                "a closed loop's rate is an outcome (evaluate or simulate it), not an input",
+            )
         total = math.fsum(b.requests_per_s * b.duration_s for b in self.buckets)
         return total / math.fsum(b.duration_s for b in self.buckets)
 
@@ -683,7 +721,8 @@ class Arrivals(BaseModel):
     def peak_requests_per_s(self) -> float:
         if self.requests_per_s is not None:
             return self.requests_per_s
-        assert self.buckets is not None
+        if self.buckets is None:
+            return self.mean_requests_per_s  # refused there, with the reason
         return max(b.requests_per_s for b in self.buckets)
 
     def rate_at(self, t_s: float) -> float:
@@ -754,6 +793,10 @@ class Arrivals(BaseModel):
         10,000,000 arrivals."""
         if (horizon_s is None) == (count is None):
             raise InvalidInput("horizon_s", "give exactly one of horizon_s or count")
+        if self.requests_per_s is None and self.buckets is None:
+            raise InvalidInput(
+                "arrivals.concurrency", "a closed loop without a rate cap has no arrival times"
+            )
         if chunk_size < 1:
             raise InvalidInput("chunk_size", f"must be at least 1, got {chunk_size}")
         if count is not None:

@@ -229,6 +229,16 @@ def test_catalog_reports_round_trip(request_: dict[str, Any]) -> None:
     _round_trip("ListCatalog", api.catalog(request_))
 
 
+def test_closed_loop_reports_round_trip() -> None:
+    data = yaml.safe_load((EXAMPLES / "bench-closed-loop.yaml").read_text())
+    evaluated = api.evaluate(data, base_dir=EXAMPLES)
+    assert evaluated.closed_loop is not None and evaluated.closed_loop.limited_by == "concurrency"
+    _round_trip("Evaluate", evaluated)
+    simulated = api.simulate({**data, "requests": 200})
+    assert simulated.closed_loop is not None and simulated.closed_loop.concurrency == 32
+    _round_trip("Simulate", simulated)
+
+
 def test_simulate_report_round_trips() -> None:
     data = yaml.safe_load((EXAMPLES / "chat-qwen3-8b-h100.yaml").read_text())
     report = api.simulate({**data, "requests": 300, "slo": {"ttft_p99_ms": 1000, "tpot_p99_ms": 50}})

@@ -218,6 +218,14 @@ def add_slo_flags(p: argparse.ArgumentParser, which: Sequence[str]) -> None:
             p.add_argument(flag, help=help_)
 
 
+def add_concurrency_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--concurrency",
+        help="a closed loop of this many clients (1 .. 100000; vllm bench serve --max-concurrency): "
+        "workload.arrivals.concurrency; a requests_per_s in the file is then its rate cap",
+    )
+
+
 def put_slo_flags(args: argparse.Namespace, data: MutableMapping[str, Any], flags: Flags) -> None:
     for flag, key, _ in SLO_FLAGS:
         value = getattr(args, flag[2:].replace("-", "_"), None)

@@ -29,6 +29,7 @@ def register(sub: Any) -> None:
         help="evaluate at this arrival rate (whole deployment) instead of the workload's; "
         "a workload without arrivals: Poisson at this rate",
     )
+    c.add_concurrency_flag(p)
     c.add_price_flag(p)
     c.add_profile_flag(p, "auto")
     c.add_json_flag(p)
@@ -43,6 +44,7 @@ def request_from_args(args: argparse.Namespace) -> tuple[dict[str, Any], c.Flags
     flags = c.Flags()
     c.put_slo_flags(args, data, flags)
     flags.put(data, "requests_per_s", args.requests_per_s, "--requests-per-s")
+    flags.put(data, "workload.arrivals.concurrency", args.concurrency, "--concurrency")
     flags.put(data, "deployment.usd_per_gpu_hour", args.usd_per_gpu_hour, "--usd-per-gpu-hour")
     flags.put(data, "profile", c.cwd_path(args.profile, ("theoretical", "calibrated", "auto")), "--profile")
     return data, flags
@@ -65,6 +67,25 @@ def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{x * 100:.1f}%"
 
 
+def _closed_loop_lines(loop: dict[str, Any] | None) -> list[str]:
+    """What a closed loop runs at and why (planner/closed_loop.py)."""
+    if loop is None:
+        return []
+    cap = loop["rate_cap_requests_per_s"]
+    why = {
+        "concurrency": "the clients keep it there (Little's law on the open-loop model)",
+        "rate_cap": "requests come due no faster than the rate cap",
+        "capacity": "SATURATED: the clients want more than the stable capacity, which it runs at",
+    }[loop["limited_by"]]
+    w = loop["mean_time_in_system_ms"]
+    return [
+        f"closed loop: {loop['concurrency']:,} clients"
+        + (f", rate cap {cap:.4g} req/s" if cap is not None else "")
+        + f": {loop['requests_per_s']:.4g} req/s; {why}",
+        f"  mean time in system {_f(w)} ms, {_f(loop['in_flight'])} requests in flight",
+    ]
+
+
 def render(d: dict[str, Any]) -> str:
     dep, wl = d["deployment"], d["workload"]
     lines = [
@@ -76,6 +97,7 @@ def render(d: dict[str, Any]) -> str:
         f"(peak {wl['peak_requests_per_s']:.3g}), burstiness k={wl['burstiness']:.3g}; "
         f"input mean {wl['mean_input_tokens']:,.0f} / p99 {wl['p99_input_tokens']:,.0f} tokens, "
         f"output mean {wl['mean_output_tokens']:,.0f} / p99 {wl['p99_output_tokens']:,.0f}",
+        *_closed_loop_lines(d["closed_loop"]),
         "",
         f"at {d['requests_per_s']:.4g} req/s ({d['requests_per_s_per_replica']:.4g} per replica): "
         + ("stable" if d["stable"] else "UNSTABLE"),

@@ -50,6 +50,7 @@ def register(sub: Any) -> None:
         help="mean arrival rate (whole deployment): scales the workload, or the trace with --replay scaled; "
         "a workload without arrivals: Poisson at this rate",
     )
+    c.add_concurrency_flag(p)
     p.add_argument("--router", help="round_robin (default) or least_outstanding_tokens")
     c.add_slo_flags(p, [flag for flag, _, _ in c.SLO_FLAGS])
     c.add_profile_flag(p, "auto")
@@ -75,6 +76,7 @@ def request_from_args(args: argparse.Namespace) -> tuple[dict[str, Any], c.Flags
     flags.put(data, "trace", c.cwd_path(args.trace, tuple(BUILTIN_TRACES)), "--trace")
     flags.put(data, "replay", args.replay, "--replay")
     flags.put(data, "requests_per_s", args.requests_per_s, "--requests-per-s")
+    flags.put(data, "workload.arrivals.concurrency", args.concurrency, "--concurrency")
     flags.put(data, "router", args.router, "--router")
     flags.put(data, "profile", c.cwd_path(args.profile, ("theoretical", "calibrated", "auto")), "--profile")
     return data, flags
@@ -91,6 +93,19 @@ def _simulate(args: argparse.Namespace) -> None:
 
 def _f(x: float | None, digits: int = 1) -> str:
     return "n/a" if x is None else f"{x:,.{digits}f}"
+
+
+def _closed_loop_lines(loop: dict[str, Any] | None) -> list[str]:
+    if loop is None:
+        return []
+    cap = loop["rate_cap_requests_per_s"]
+    w = loop["mean_time_in_system_ms"]
+    return [
+        f"closed loop: {loop['concurrency']:,} clients"
+        + (f", rate cap {cap:.4g} req/s" if cap is not None else "")
+        + f": achieved {_f(loop['requests_per_s'], 3)} req/s, mean time in system {_f(w)} ms, "
+        f"{_f(loop['in_flight'])} requests in flight"
+    ]
 
 
 def render(d: dict[str, Any], series: bool) -> str:
@@ -115,6 +130,7 @@ def render(d: dict[str, Any], series: bool) -> str:
             if src["outputs_cut_at_context"]
             else []
         ),
+        *_closed_loop_lines(d["closed_loop"]),
         f"simulated {d['duration_s'] or 0.0:,.1f} s: {d['completed']:,} completed, "
         f"{_f(d['request_throughput_rps'], 3)} req/s, {_f(d['output_tokens_per_s'], 0)} output tokens/s",
         "",

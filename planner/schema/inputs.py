@@ -538,11 +538,21 @@ def resolve_trace(name_or_path: str, field: str, base_dir: Path | None = None) -
 
 
 def build_workload(
-    spec: Workload | TraceWorkload, root: str = "workload", base_dir: Path | None = None
+    spec: Workload | TraceWorkload,
+    root: str = "workload",
+    base_dir: Path | None = None,
+    *,
+    closed_loop: bool = False,
 ) -> Workload:
     """The workload itself, or the one a trace reference derives (bucket rates, burstiness and
-    length distributions from the trace)."""
+    length distributions from the trace). A closed loop (`arrivals.concurrency`) only where the
+    caller takes one (`closed_loop`: evaluate and simulate); elsewhere it is refused by name."""
     if isinstance(spec, Workload):
+        if spec.arrivals.closed_loop and not closed_loop:
+            raise InvalidInput(
+                f"{root}.arrivals.concurrency",
+                "a closed loop is for evaluate and simulate; give an open-loop requests_per_s or buckets",
+            )
         return spec
     trace = resolve_trace(spec.trace, f"{root}.trace", base_dir)
     try:

@@ -172,6 +172,25 @@ class Capacity(_Report):
     pools: dict[Role, PoolCapacity]
 
 
+ClosedLoopLimit = Literal["concurrency", "rate_cap", "capacity"]
+
+
+class ClosedLoopEvaluation(_Report):
+    """A closed loop of `concurrency` clients (`workload.arrivals.concurrency`) solved by Little's
+    law on the open-loop model (planner/closed_loop.py): the rate it runs at (whole deployment;
+    the report's latencies are at it), what limits it (the clients, the rate cap, or the
+    deployment's stable capacity, then `saturated`), the client's mean time in the system and the
+    requests in flight it implies (rate x time; C unless limited otherwise)."""
+
+    concurrency: int
+    rate_cap_requests_per_s: float | None
+    requests_per_s: float
+    limited_by: ClosedLoopLimit
+    saturated: bool
+    mean_time_in_system_ms: float | None
+    in_flight: float | None
+
+
 class EvaluateReport(_Report):
     """`capplan evaluate`: predictions at the workload's rate (its peak bucket), and with an SLO
     the capacity within it. `binding_limit` is the SLO's when one was given, else the stability
@@ -217,6 +236,7 @@ class EvaluateReport(_Report):
     max_requests_per_s_within_slo: float | None
     deployment_max_requests_per_s_within_slo: float | None
     capacity: Capacity | None
+    closed_loop: ClosedLoopEvaluation | None = None
 
 
 # --- simulate ------------------------------------------------------------------------------------
@@ -317,6 +337,19 @@ class MinuteSeries(_Report):
     prefill_tokens_per_s: list[float]
 
 
+class ClosedLoopRun(_Report):
+    """A simulated closed loop of `concurrency` clients: the rate it achieved (completed requests
+    over the run), the mean time a request spent in the system as its client saw it, and the
+    requests in flight that implies (rate x time, Little's law; C while the clients are all
+    busy)."""
+
+    concurrency: int
+    rate_cap_requests_per_s: float | None
+    requests_per_s: float | None
+    mean_time_in_system_ms: float | None
+    in_flight: float | None
+
+
 class SimulateReport(_Report):
     """`capplan simulate`: the discrete-event simulator's measurements. The flat `*_ms`
     percentiles repeat the `ttft`/`itl`/`tpot`/`e2el` summaries in milliseconds."""
@@ -355,6 +388,7 @@ class SimulateReport(_Report):
     max_queue_length: int
     replicas: list[SimulatedReplica]
     series: MinuteSeries
+    closed_loop: ClosedLoopRun | None = None
 
 
 # --- analyze -------------------------------------------------------------------------------------

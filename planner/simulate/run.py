@@ -20,6 +20,7 @@ import numpy.typing as npt
 from planner.deployment import ResolvedDeployment
 from planner.errors import InvalidInput, echo
 from planner.scheduler_config import SchedulerConfig
+from planner.simulate.clients import simulate_closed_loop
 from planner.simulate.colocated import simulate
 from planner.simulate.disagg import simulate_disaggregated
 from planner.simulate.metrics import SimResult
@@ -33,6 +34,7 @@ from planner.workload import (
     MAX_HORIZON_S,
     MAX_REQUESTS_PER_S,
     MIN_REQUESTS_PER_S,
+    REQUEST_CHUNK,
     Arrivals,
     Workload,
 )
@@ -103,6 +105,67 @@ def run(
         fast_forward=fast_forward,
         request_overhead_s=front_end_s,
     )
+
+
+def run_closed_loop(
+    resolved: ResolvedDeployment,
+    requests: Iterator[RequestArrays],
+    *,
+    concurrency: int,
+    horizon_s: float | None = None,
+    prefix_cache_hit_fraction: float = 0.0,
+    router: str | Router = "round_robin",
+    slo: Slo | None = None,
+) -> tuple[SimResult, RequestArrays, int]:
+    """`run` for a closed loop of `concurrency` clients (planner/simulate/clients.py), the
+    requests' arrival times being when each comes due; colocated deployments. Returns the result,
+    the requests as sent and how many outputs were cut at max_model_len."""
+    if resolved.disaggregated:
+        raise InvalidInput(
+            "workload.arrivals.concurrency", "the closed-loop simulation runs colocated deployments"
+        )
+    timer = resolved.replica
+    return simulate_closed_loop(
+        requests,
+        timer,
+        engine_config(resolved, prefix_cache_hit_fraction),
+        concurrency=concurrency,
+        horizon_s=horizon_s,
+        replicas=resolved.replicas,
+        router=router,
+        slo=slo,
+        request_overhead_s=timer.profile.request_overhead_s,
+    )
+
+
+def closed_loop_requests(
+    workload: Workload,
+    seed: int,
+    count: int | None = None,
+    horizon_s: float | None = None,
+    most: int = MAX_SIM_REQUESTS,
+) -> Iterator[RequestArrays]:
+    """A closed loop's requests in due order, deterministic for the seed: with a rate cap, the
+    workload's open-loop sample at it (`workload_stream`: the cap's times, same lengths); without,
+    all due at 0 with the lengths an open-loop sample of the seed draws, `count` of them or
+    (`horizon_s`) as many as the loop sends before the horizon, at most `most`."""
+    a = workload.arrivals
+    if a.requests_per_s is not None:
+        return iter(
+            workload_stream(workload.model_copy(update={"arrivals": a.open_loop()}), seed, count, horizon_s)
+        )
+    _, in_ss, out_ss = np.random.SeedSequence(int(seed)).spawn(3)
+    in_rng, out_rng = np.random.default_rng(in_ss), np.random.default_rng(out_ss)
+
+    def chunks() -> Iterator[RequestArrays]:
+        left = most if count is None else count
+        while left > 0:
+            n = min(REQUEST_CHUNK, left)
+            left -= n
+            prompts = workload.input_tokens.sample(in_rng, n)
+            yield RequestArrays(np.zeros(n), prompts, workload.output_tokens.sample(out_rng, n))
+
+    return chunks()
 
 
 # --- request streams ---------------------------------------------------------------------------

@@ -211,6 +211,7 @@ class SimulatedEngine:
         self.max_waiting = 0
         self.busy_s = 0.0
         self.steps = 0
+        self.completed = 0  # requests finished (a closed loop's clients wait on it)
 
     # --- driving ---------------------------------------------------------------------------
     def has_work(self) -> bool:
@@ -232,6 +233,20 @@ class SimulatedEngine:
         """Run every step that starts before `horizon` (math.inf: until idle)."""
         budget = self.budget
         while (self.n_d or self.explicit or self.waiting) and self.t < horizon:
+            budget.left -= 1
+            if budget.left < budget.next_check:
+                budget.tick()
+            if self.fast_forward and self.n_d and not self.explicit and self._stretch(horizon):
+                continue
+            self._step()
+
+    def run_until_finish(self, horizon: float) -> None:
+        """`run_until`, stopping after the first event (a step, or a fast-forwarded run of decode
+        steps, which ends at its first completion anyway) that finishes a request: a closed
+        loop's client sends its next request then (planner/simulate/clients.py)."""
+        budget = self.budget
+        done = self.completed
+        while (self.n_d or self.explicit or self.waiting) and self.t < horizon and self.completed == done:
             budget.left -= 1
             if budget.left < budget.next_check:
                 budget.tick()
@@ -286,6 +301,7 @@ class SimulatedEngine:
             tb.finish[rid] = t_end
             tb.release(rid)
             series.completions[series.bin(t_end)] += 1
+            self.completed += 1
 
     def _materialize(self, t: float) -> None:
         """Move the decode set into the explicit running list (admission order)."""
@@ -487,6 +503,7 @@ class SimulatedEngine:
                         series.completions[b_end] += 1
                         seq[r] = -1
                         finished.append(r)
+                        self.completed += 1
                     else:
                         seq[r] = -seq[r] - 2  # mark "joins the decode set" (decoded below)
             if left:

@@ -80,6 +80,13 @@ class BindingLimit(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     BINDING_LIMIT_MAX_NUM_SEQS: _ClassVar[BindingLimit]
     BINDING_LIMIT_MAX_NUM_BATCHED_TOKENS: _ClassVar[BindingLimit]
 
+class ClosedLoopLimit(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CLOSED_LOOP_LIMIT_UNSPECIFIED: _ClassVar[ClosedLoopLimit]
+    CLOSED_LOOP_LIMIT_CONCURRENCY: _ClassVar[ClosedLoopLimit]
+    CLOSED_LOOP_LIMIT_RATE_CAP: _ClassVar[ClosedLoopLimit]
+    CLOSED_LOOP_LIMIT_CAPACITY: _ClassVar[ClosedLoopLimit]
+
 class SimulationSource(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     SIMULATION_SOURCE_UNSPECIFIED: _ClassVar[SimulationSource]
@@ -167,6 +174,10 @@ BINDING_LIMIT_COMPUTE: BindingLimit
 BINDING_LIMIT_KV_CAPACITY: BindingLimit
 BINDING_LIMIT_MAX_NUM_SEQS: BindingLimit
 BINDING_LIMIT_MAX_NUM_BATCHED_TOKENS: BindingLimit
+CLOSED_LOOP_LIMIT_UNSPECIFIED: ClosedLoopLimit
+CLOSED_LOOP_LIMIT_CONCURRENCY: ClosedLoopLimit
+CLOSED_LOOP_LIMIT_RATE_CAP: ClosedLoopLimit
+CLOSED_LOOP_LIMIT_CAPACITY: ClosedLoopLimit
 SIMULATION_SOURCE_UNSPECIFIED: SimulationSource
 SIMULATION_SOURCE_WORKLOAD: SimulationSource
 SIMULATION_SOURCE_TRACE: SimulationSource
@@ -242,14 +253,16 @@ class RateBucket(_message.Message):
     def __init__(self, duration_s: _Optional[float] = ..., requests_per_s: _Optional[float] = ...) -> None: ...
 
 class Arrivals(_message.Message):
-    __slots__ = ("requests_per_s", "buckets", "burstiness")
+    __slots__ = ("requests_per_s", "buckets", "burstiness", "concurrency")
     REQUESTS_PER_S_FIELD_NUMBER: _ClassVar[int]
     BUCKETS_FIELD_NUMBER: _ClassVar[int]
     BURSTINESS_FIELD_NUMBER: _ClassVar[int]
+    CONCURRENCY_FIELD_NUMBER: _ClassVar[int]
     requests_per_s: float
     buckets: _containers.RepeatedCompositeFieldContainer[RateBucket]
     burstiness: float
-    def __init__(self, requests_per_s: _Optional[float] = ..., buckets: _Optional[_Iterable[_Union[RateBucket, _Mapping]]] = ..., burstiness: _Optional[float] = ...) -> None: ...
+    concurrency: int
+    def __init__(self, requests_per_s: _Optional[float] = ..., buckets: _Optional[_Iterable[_Union[RateBucket, _Mapping]]] = ..., burstiness: _Optional[float] = ..., concurrency: _Optional[int] = ...) -> None: ...
 
 class Workload(_message.Message):
     __slots__ = ("name", "arrivals", "input_tokens", "output_tokens", "prefix_cache_hit_fraction", "trace", "bucket_s", "burstiness", "bins", "requests_per_s")
@@ -813,8 +826,26 @@ class Capacity(_message.Message):
     pools: PoolCapacities
     def __init__(self, slo: _Optional[_Union[LatencyTargets, _Mapping]] = ..., slo_feasible: _Optional[bool] = ..., max_requests_per_s_within_slo: _Optional[float] = ..., deployment_max_requests_per_s_within_slo: _Optional[float] = ..., binding_limit: _Optional[_Union[BindingLimit, str]] = ..., reason: _Optional[str] = ..., floors: _Optional[_Union[Floors, _Mapping]] = ..., pools: _Optional[_Union[PoolCapacities, _Mapping]] = ...) -> None: ...
 
+class ClosedLoopEvaluation(_message.Message):
+    __slots__ = ("concurrency", "rate_cap_requests_per_s", "requests_per_s", "limited_by", "saturated", "mean_time_in_system_ms", "in_flight")
+    CONCURRENCY_FIELD_NUMBER: _ClassVar[int]
+    RATE_CAP_REQUESTS_PER_S_FIELD_NUMBER: _ClassVar[int]
+    REQUESTS_PER_S_FIELD_NUMBER: _ClassVar[int]
+    LIMITED_BY_FIELD_NUMBER: _ClassVar[int]
+    SATURATED_FIELD_NUMBER: _ClassVar[int]
+    MEAN_TIME_IN_SYSTEM_MS_FIELD_NUMBER: _ClassVar[int]
+    IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
+    concurrency: int
+    rate_cap_requests_per_s: float
+    requests_per_s: float
+    limited_by: ClosedLoopLimit
+    saturated: bool
+    mean_time_in_system_ms: float
+    in_flight: float
+    def __init__(self, concurrency: _Optional[int] = ..., rate_cap_requests_per_s: _Optional[float] = ..., requests_per_s: _Optional[float] = ..., limited_by: _Optional[_Union[ClosedLoopLimit, str]] = ..., saturated: _Optional[bool] = ..., mean_time_in_system_ms: _Optional[float] = ..., in_flight: _Optional[float] = ...) -> None: ...
+
 class EvaluateReport(_message.Message):
-    __slots__ = ("deployment", "workload", "mode", "requests_per_s", "requests_per_s_per_replica", "stable", "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "itl_worst_case_ms", "decode_concurrency", "mean_step_ms", "mixed_step_fraction", "prefill_chunk_tokens", "prefill_utilization", "queue_wait_mean_ms", "kv_cache_usage", "kv_cache_tokens", "preemption_risk", "running_requests", "gpu_utilization", "mfu", "max_stable_requests_per_s", "deployment_max_stable_requests_per_s", "usd_per_hour", "usd_per_million_output_tokens", "usd_per_million_input_tokens", "mean_load_usd_per_million_output_tokens", "binding_limit", "floors", "pools", "buckets", "notes", "stability_binding_limit", "slo", "slo_feasible", "max_requests_per_s_within_slo", "deployment_max_requests_per_s_within_slo", "capacity")
+    __slots__ = ("deployment", "workload", "mode", "requests_per_s", "requests_per_s_per_replica", "stable", "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "itl_worst_case_ms", "decode_concurrency", "mean_step_ms", "mixed_step_fraction", "prefill_chunk_tokens", "prefill_utilization", "queue_wait_mean_ms", "kv_cache_usage", "kv_cache_tokens", "preemption_risk", "running_requests", "gpu_utilization", "mfu", "max_stable_requests_per_s", "deployment_max_stable_requests_per_s", "usd_per_hour", "usd_per_million_output_tokens", "usd_per_million_input_tokens", "mean_load_usd_per_million_output_tokens", "binding_limit", "floors", "pools", "buckets", "notes", "stability_binding_limit", "slo", "slo_feasible", "max_requests_per_s_within_slo", "deployment_max_requests_per_s_within_slo", "capacity", "closed_loop")
     DEPLOYMENT_FIELD_NUMBER: _ClassVar[int]
     WORKLOAD_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
@@ -855,6 +886,7 @@ class EvaluateReport(_message.Message):
     MAX_REQUESTS_PER_S_WITHIN_SLO_FIELD_NUMBER: _ClassVar[int]
     DEPLOYMENT_MAX_REQUESTS_PER_S_WITHIN_SLO_FIELD_NUMBER: _ClassVar[int]
     CAPACITY_FIELD_NUMBER: _ClassVar[int]
+    CLOSED_LOOP_FIELD_NUMBER: _ClassVar[int]
     deployment: EvaluatedDeployment
     workload: WorkloadSummary
     mode: Mode
@@ -895,7 +927,8 @@ class EvaluateReport(_message.Message):
     max_requests_per_s_within_slo: float
     deployment_max_requests_per_s_within_slo: float
     capacity: Capacity
-    def __init__(self, deployment: _Optional[_Union[EvaluatedDeployment, _Mapping]] = ..., workload: _Optional[_Union[WorkloadSummary, _Mapping]] = ..., mode: _Optional[_Union[Mode, str]] = ..., requests_per_s: _Optional[float] = ..., requests_per_s_per_replica: _Optional[float] = ..., stable: _Optional[bool] = ..., ttft_p50_ms: _Optional[float] = ..., ttft_p99_ms: _Optional[float] = ..., itl_p50_ms: _Optional[float] = ..., itl_p99_ms: _Optional[float] = ..., itl_worst_case_ms: _Optional[float] = ..., decode_concurrency: _Optional[float] = ..., mean_step_ms: _Optional[float] = ..., mixed_step_fraction: _Optional[float] = ..., prefill_chunk_tokens: _Optional[float] = ..., prefill_utilization: _Optional[float] = ..., queue_wait_mean_ms: _Optional[float] = ..., kv_cache_usage: _Optional[float] = ..., kv_cache_tokens: _Optional[int] = ..., preemption_risk: _Optional[float] = ..., running_requests: _Optional[float] = ..., gpu_utilization: _Optional[float] = ..., mfu: _Optional[float] = ..., max_stable_requests_per_s: _Optional[float] = ..., deployment_max_stable_requests_per_s: _Optional[float] = ..., usd_per_hour: _Optional[float] = ..., usd_per_million_output_tokens: _Optional[float] = ..., usd_per_million_input_tokens: _Optional[float] = ..., mean_load_usd_per_million_output_tokens: _Optional[float] = ..., binding_limit: _Optional[_Union[BindingLimit, str]] = ..., floors: _Optional[_Union[Floors, _Mapping]] = ..., pools: _Optional[_Union[PoolPredictions, _Mapping]] = ..., buckets: _Optional[_Iterable[_Union[BucketPrediction, _Mapping]]] = ..., notes: _Optional[_Iterable[str]] = ..., stability_binding_limit: _Optional[_Union[StabilityLimit, str]] = ..., slo: _Optional[_Union[LatencyTargets, _Mapping]] = ..., slo_feasible: _Optional[bool] = ..., max_requests_per_s_within_slo: _Optional[float] = ..., deployment_max_requests_per_s_within_slo: _Optional[float] = ..., capacity: _Optional[_Union[Capacity, _Mapping]] = ...) -> None: ...
+    closed_loop: ClosedLoopEvaluation
+    def __init__(self, deployment: _Optional[_Union[EvaluatedDeployment, _Mapping]] = ..., workload: _Optional[_Union[WorkloadSummary, _Mapping]] = ..., mode: _Optional[_Union[Mode, str]] = ..., requests_per_s: _Optional[float] = ..., requests_per_s_per_replica: _Optional[float] = ..., stable: _Optional[bool] = ..., ttft_p50_ms: _Optional[float] = ..., ttft_p99_ms: _Optional[float] = ..., itl_p50_ms: _Optional[float] = ..., itl_p99_ms: _Optional[float] = ..., itl_worst_case_ms: _Optional[float] = ..., decode_concurrency: _Optional[float] = ..., mean_step_ms: _Optional[float] = ..., mixed_step_fraction: _Optional[float] = ..., prefill_chunk_tokens: _Optional[float] = ..., prefill_utilization: _Optional[float] = ..., queue_wait_mean_ms: _Optional[float] = ..., kv_cache_usage: _Optional[float] = ..., kv_cache_tokens: _Optional[int] = ..., preemption_risk: _Optional[float] = ..., running_requests: _Optional[float] = ..., gpu_utilization: _Optional[float] = ..., mfu: _Optional[float] = ..., max_stable_requests_per_s: _Optional[float] = ..., deployment_max_stable_requests_per_s: _Optional[float] = ..., usd_per_hour: _Optional[float] = ..., usd_per_million_output_tokens: _Optional[float] = ..., usd_per_million_input_tokens: _Optional[float] = ..., mean_load_usd_per_million_output_tokens: _Optional[float] = ..., binding_limit: _Optional[_Union[BindingLimit, str]] = ..., floors: _Optional[_Union[Floors, _Mapping]] = ..., pools: _Optional[_Union[PoolPredictions, _Mapping]] = ..., buckets: _Optional[_Iterable[_Union[BucketPrediction, _Mapping]]] = ..., notes: _Optional[_Iterable[str]] = ..., stability_binding_limit: _Optional[_Union[StabilityLimit, str]] = ..., slo: _Optional[_Union[LatencyTargets, _Mapping]] = ..., slo_feasible: _Optional[bool] = ..., max_requests_per_s_within_slo: _Optional[float] = ..., deployment_max_requests_per_s_within_slo: _Optional[float] = ..., capacity: _Optional[_Union[Capacity, _Mapping]] = ..., closed_loop: _Optional[_Union[ClosedLoopEvaluation, _Mapping]] = ...) -> None: ...
 
 class SimulatedDeployment(_message.Message):
     __slots__ = ("model", "gpu", "tp", "mode", "replicas", "prefill_replicas", "decode_replicas", "weight_dtype", "kv_dtype", "max_num_seqs", "max_num_batched_tokens", "long_prefill_token_threshold", "kv_cache_blocks", "block_size", "kv_cache_tokens", "profile", "router", "profile_warning")
@@ -1073,8 +1106,22 @@ class MinuteSeries(_message.Message):
     prefill_tokens_per_s: _containers.RepeatedScalarFieldContainer[float]
     def __init__(self, minute_start_s: _Optional[_Iterable[float]] = ..., arrivals: _Optional[_Iterable[int]] = ..., completions: _Optional[_Iterable[int]] = ..., mean_running: _Optional[_Iterable[float]] = ..., mean_waiting: _Optional[_Iterable[float]] = ..., output_tokens_per_s: _Optional[_Iterable[float]] = ..., prefill_tokens_per_s: _Optional[_Iterable[float]] = ...) -> None: ...
 
+class ClosedLoopRun(_message.Message):
+    __slots__ = ("concurrency", "rate_cap_requests_per_s", "requests_per_s", "mean_time_in_system_ms", "in_flight")
+    CONCURRENCY_FIELD_NUMBER: _ClassVar[int]
+    RATE_CAP_REQUESTS_PER_S_FIELD_NUMBER: _ClassVar[int]
+    REQUESTS_PER_S_FIELD_NUMBER: _ClassVar[int]
+    MEAN_TIME_IN_SYSTEM_MS_FIELD_NUMBER: _ClassVar[int]
+    IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
+    concurrency: int
+    rate_cap_requests_per_s: float
+    requests_per_s: float
+    mean_time_in_system_ms: float
+    in_flight: float
+    def __init__(self, concurrency: _Optional[int] = ..., rate_cap_requests_per_s: _Optional[float] = ..., requests_per_s: _Optional[float] = ..., mean_time_in_system_ms: _Optional[float] = ..., in_flight: _Optional[float] = ...) -> None: ...
+
 class SimulateReport(_message.Message):
-    __slots__ = ("deployment", "input", "ttft_p50_ms", "ttft_p90_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p90_ms", "itl_p99_ms", "tpot_p50_ms", "tpot_p90_ms", "tpot_p99_ms", "e2el_p50_ms", "e2el_p90_ms", "e2el_p99_ms", "slo", "slo_met", "mode", "budget_reading", "requests", "completed", "duration_s", "request_throughput_rps", "output_tokens_per_s", "ttft", "itl", "tpot", "e2el", "goodput", "preemptions", "peak_kv_blocks", "peak_kv_fraction", "max_queue_length", "replicas", "series")
+    __slots__ = ("deployment", "input", "ttft_p50_ms", "ttft_p90_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p90_ms", "itl_p99_ms", "tpot_p50_ms", "tpot_p90_ms", "tpot_p99_ms", "e2el_p50_ms", "e2el_p90_ms", "e2el_p99_ms", "slo", "slo_met", "mode", "budget_reading", "requests", "completed", "duration_s", "request_throughput_rps", "output_tokens_per_s", "ttft", "itl", "tpot", "e2el", "goodput", "preemptions", "peak_kv_blocks", "peak_kv_fraction", "max_queue_length", "replicas", "series", "closed_loop")
     DEPLOYMENT_FIELD_NUMBER: _ClassVar[int]
     INPUT_FIELD_NUMBER: _ClassVar[int]
     TTFT_P50_MS_FIELD_NUMBER: _ClassVar[int]
@@ -1109,6 +1156,7 @@ class SimulateReport(_message.Message):
     MAX_QUEUE_LENGTH_FIELD_NUMBER: _ClassVar[int]
     REPLICAS_FIELD_NUMBER: _ClassVar[int]
     SERIES_FIELD_NUMBER: _ClassVar[int]
+    CLOSED_LOOP_FIELD_NUMBER: _ClassVar[int]
     deployment: SimulatedDeployment
     input: SimulationInput
     ttft_p50_ms: float
@@ -1143,7 +1191,8 @@ class SimulateReport(_message.Message):
     max_queue_length: int
     replicas: _containers.RepeatedCompositeFieldContainer[SimulatedReplica]
     series: MinuteSeries
-    def __init__(self, deployment: _Optional[_Union[SimulatedDeployment, _Mapping]] = ..., input: _Optional[_Union[SimulationInput, _Mapping]] = ..., ttft_p50_ms: _Optional[float] = ..., ttft_p90_ms: _Optional[float] = ..., ttft_p99_ms: _Optional[float] = ..., itl_p50_ms: _Optional[float] = ..., itl_p90_ms: _Optional[float] = ..., itl_p99_ms: _Optional[float] = ..., tpot_p50_ms: _Optional[float] = ..., tpot_p90_ms: _Optional[float] = ..., tpot_p99_ms: _Optional[float] = ..., e2el_p50_ms: _Optional[float] = ..., e2el_p90_ms: _Optional[float] = ..., e2el_p99_ms: _Optional[float] = ..., slo: _Optional[_Union[SimulationTargets, _Mapping]] = ..., slo_met: _Optional[_Union[TargetsMet, _Mapping]] = ..., mode: _Optional[_Union[Mode, str]] = ..., budget_reading: _Optional[_Union[BudgetReading, str]] = ..., requests: _Optional[int] = ..., completed: _Optional[int] = ..., duration_s: _Optional[float] = ..., request_throughput_rps: _Optional[float] = ..., output_tokens_per_s: _Optional[float] = ..., ttft: _Optional[_Union[LatencySummary, _Mapping]] = ..., itl: _Optional[_Union[LatencySummary, _Mapping]] = ..., tpot: _Optional[_Union[LatencySummary, _Mapping]] = ..., e2el: _Optional[_Union[LatencySummary, _Mapping]] = ..., goodput: _Optional[_Union[Goodput, _Mapping]] = ..., preemptions: _Optional[int] = ..., peak_kv_blocks: _Optional[int] = ..., peak_kv_fraction: _Optional[float] = ..., max_queue_length: _Optional[int] = ..., replicas: _Optional[_Iterable[_Union[SimulatedReplica, _Mapping]]] = ..., series: _Optional[_Union[MinuteSeries, _Mapping]] = ...) -> None: ...
+    closed_loop: ClosedLoopRun
+    def __init__(self, deployment: _Optional[_Union[SimulatedDeployment, _Mapping]] = ..., input: _Optional[_Union[SimulationInput, _Mapping]] = ..., ttft_p50_ms: _Optional[float] = ..., ttft_p90_ms: _Optional[float] = ..., ttft_p99_ms: _Optional[float] = ..., itl_p50_ms: _Optional[float] = ..., itl_p90_ms: _Optional[float] = ..., itl_p99_ms: _Optional[float] = ..., tpot_p50_ms: _Optional[float] = ..., tpot_p90_ms: _Optional[float] = ..., tpot_p99_ms: _Optional[float] = ..., e2el_p50_ms: _Optional[float] = ..., e2el_p90_ms: _Optional[float] = ..., e2el_p99_ms: _Optional[float] = ..., slo: _Optional[_Union[SimulationTargets, _Mapping]] = ..., slo_met: _Optional[_Union[TargetsMet, _Mapping]] = ..., mode: _Optional[_Union[Mode, str]] = ..., budget_reading: _Optional[_Union[BudgetReading, str]] = ..., requests: _Optional[int] = ..., completed: _Optional[int] = ..., duration_s: _Optional[float] = ..., request_throughput_rps: _Optional[float] = ..., output_tokens_per_s: _Optional[float] = ..., ttft: _Optional[_Union[LatencySummary, _Mapping]] = ..., itl: _Optional[_Union[LatencySummary, _Mapping]] = ..., tpot: _Optional[_Union[LatencySummary, _Mapping]] = ..., e2el: _Optional[_Union[LatencySummary, _Mapping]] = ..., goodput: _Optional[_Union[Goodput, _Mapping]] = ..., preemptions: _Optional[int] = ..., peak_kv_blocks: _Optional[int] = ..., peak_kv_fraction: _Optional[float] = ..., max_queue_length: _Optional[int] = ..., replicas: _Optional[_Iterable[_Union[SimulatedReplica, _Mapping]]] = ..., series: _Optional[_Union[MinuteSeries, _Mapping]] = ..., closed_loop: _Optional[_Union[ClosedLoopRun, _Mapping]] = ...) -> None: ...
 
 class ReplicaInfo(_message.Message):
     __slots__ = ("model", "gpu", "tp", "weight_dtype", "kv_dtype", "profile", "profile_warning")
