@@ -14,6 +14,7 @@ from planner.errors import InvalidInput
 # (total, active) parameters as published on each model card, in billions
 PUBLISHED = {
     "Qwen/Qwen3-8B": (8.19, 8.19),  # card: 8.2B; the seed article uses 8.19e9
+    "Qwen/Qwen3-14B": (14.8, 14.8),  # card: 14.8B
     "Qwen/Qwen3-32B": (32.8, 32.8),
     "Qwen/Qwen3-30B-A3B": (30.5, 3.3),
     "meta-llama/Llama-3.1-8B-Instruct": (8.03, 8.03),

@@ -24,7 +24,7 @@ S = ["--model", "Qwen/Qwen3-8B", "--gpu", "h100-sxm"]
         (
             ["kv-capacity", "--model", "nope", "--gpu", "h100-sxm", "--context-tokens", "10"],
             "--model",
-            "valid: Qwen/Qwen3-30B-A3B",
+            "valid: Qwen/Qwen3-14B, Qwen/Qwen3-30B-A3B",
         ),
         (["kv-capacity", *S, "--context-tokens", "0"], "--context-tokens", "greater than or equal to 1"),
         (["kv-capacity", *S, "--context-tokens", "-5"], "--context-tokens", "greater than or equal to 1"),
