@@ -10,6 +10,7 @@ keeps the intermediate quantiles a second level reuses (`ItlLevel`)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import NamedTuple
 
 import numpy as np
@@ -159,7 +160,7 @@ def itl_level_at(
     got = itl_level(
         level_index=level_index, decode_step_s=s.t_dec, mixed_values=steps.values, mixed_rates=steps.rates,
         decode_others=decode_others, max_decodes=replica.decode_cap,
-        decode_step_of=lambda count: decode_step_s(replica, count), mixed=s.itl_mixed, all_steps=s.itl_all,
+        decode_step_of=partial(decode_step_s, replica), mixed=s.itl_mixed, all_steps=s.itl_all,
     )  # fmt: skip
     s.itl_mixed, s.itl_all = got.mixed, got.all_steps
     return got.itl_s
