@@ -65,7 +65,7 @@ def count_feedback(
         if e_q > 0.0 and queue_relaxation_s is not None:
             t_r = queue_relaxation_s
             e_q *= t_r / (t_r + lifetime_s) if lifetime_s > 0.0 else 1.0
-    return CountFeedback(keep=keep, loop=max(1.0 - e + e_q / keep, DECODE_GAIN_FLOOR))
+    return CountFeedback(keep, max(1.0 - e + e_q / keep, DECODE_GAIN_FLOOR))  # (keep, loop)
 
 
 def count_wanders(decodes: float, decode_step_s: float, busy: float) -> bool:
@@ -97,7 +97,7 @@ def decode_company(decodes: float, variance: float) -> DecodeCompany | None:
     var = variance + ratio * ratio - ratio
     if not (mean > 0.0 and var > 0.0):
         return None
-    return DecodeCompany(mean=mean, log_sd=math.sqrt(math.log1p(var / (mean * mean))))
+    return DecodeCompany(mean, math.sqrt(math.log1p(var / (mean * mean))))  # (mean, log_sd)
 
 
 def decode_slope_s(replica: Replica, s: State) -> float:

@@ -140,7 +140,7 @@ def _company_steps(
     r_pairs += s.chunk_offset[:, -1:]
     r_pairs *= r_tok  # r_tok (offset + r_tok / 2)
     dims = (n_i + 2 if n_frag else n_i, xs.size)
-    c_all, pairs_all, prefix_all = np.empty(dims), np.empty(dims), np.empty(dims)
+    c_all, pairs_all, prefix_all = np.empty((3, *dims))  # one allocation for the three
     c = c_all[:n_i]
     np.minimum(r_tok + xs, s_f, out=c)  # the last chunk and its whole company, in tokens
     xc = c - r_tok
@@ -206,6 +206,7 @@ def split_rests(
     p0_share = replica.cached_per_computed
     o_bar = p0_share * replica.mean_prefill_tokens + (s.mean_chunks - 1.0) * max(s.share_own, 1.0)
     own_pairs = r_bar * (o_bar + 0.5 * r_bar)
+    taken_f = alone_f + one_f  # the rest leaves the full steps: alone, or ahead of one newcomer
     keep: list[float] = []
     f_rest: list[float] = []
     f_pairs: list[float] = []
@@ -220,7 +221,7 @@ def split_rests(
         rest = math.fmod(g, s_f) if g > s_f else 0.0
         # the group's count its rest takes from the full steps: alone, or ahead of one
         # newcomer (with more of them it stays in the full step it overflowed)
-        cut = (alone_f + one_f) * rest / g
+        cut = taken_f * rest / g
         keep.append(pj * (1.0 - cut))
         f_rest.append(rest)  # the tail of a prompt (E_tok[Pe] on average) at its offset
         pairs_j = rest * (p_tok - 0.5 * min(rest, p_tok))

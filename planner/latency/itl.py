@@ -11,6 +11,7 @@ Pure functions of named inputs returning immutable results; the state's stages
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import NamedTuple
 
 import numpy as np
@@ -166,6 +167,6 @@ def itl_level_at(
     return itl_level(
         level_index=level_index, decode_step_s=s.t_dec, mixed_values=steps.values, mixed_rates=steps.rates,
         decode_others=decode_others, max_decodes=replica.decode_cap,
-        decode_step_of=lambda count: decode_step_s(replica, count),
+        decode_step_of=partial(decode_step_s, replica),
         mixed=prior.mixed if prior is not None else None, all_steps=prior.all_steps if prior is not None else None,
     )  # fmt: skip

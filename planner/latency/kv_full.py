@@ -103,7 +103,7 @@ def kv_full_wait(
         if rho_kv < 1.0
         else math.inf
     )
-    return KvFull(probability=f, rest_s=check_time("kv-full rest", rest))
+    return KvFull(f, check_time("kv-full rest", rest))  # (probability, rest_s)
 
 
 def with_kv_full(

@@ -163,7 +163,7 @@ def prefill_drag(
     adds its KV read to the full step); None where the boundary is not above the state."""
     room = saturated_decodes - decodes
     if room > 0.0 and saturated_service_s > mean_service_s > 0.0:
-        return PrefillDrag(per_decode=math.log(saturated_service_s / mean_service_s) / room, room=room)
+        return PrefillDrag(math.log(saturated_service_s / mean_service_s) / room, room)  # (per_decode, room)
     return None
 
 
