@@ -27,9 +27,9 @@ def ttft_mixture_with(e: Engine, s: State, *, kv_full: KvFull | None = None, sea
     engine's where not given."""
     assert e.has_prefill and e.has_decode, "a colocated engine"
     st = e.steps(s)
-    d = e.delay(s)  # D, which also sets the chain's pushed share on the state
+    d, chain_push = e.results_at(s).delay  # D, and the chain's pushed share
     w_chain = delay.chain_delay_weight(join_weight=s.join_weight, arrival_cv2=e.replica.arrival_cv2)
-    q = ttft.queued_share(st, chain_push=s.chain_push, chain_weight=w_chain)
+    q = ttft.queued_share(st, chain_push=chain_push, chain_weight=w_chain)
     return ttft.ttft_mixture(
         e.replica, s, st, delay=d, queued=q,
         own_s=ttft.own_ttft_s(s, ttft_extra_s=e.ttft_extra_s),
