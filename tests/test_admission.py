@@ -124,6 +124,17 @@ def test_a_horizon_is_admitted_iff_its_arrivals_fit(rate: float, horizon_s: floa
         policy.check("Simulate", data, limits)
 
 
+def test_a_closed_loop_horizon_without_a_rate_cap_is_refused_by_its_horizon() -> None:
+    closed = {**copy.deepcopy(CHAT["workload"]), "arrivals": {"concurrency": 8}}
+    data = _sim(workload=closed, horizon_s=10.0)
+    data.pop("requests_per_s", None)
+    assert simulated_arrivals(data) == ("horizon_s", MAX_SIMULATED_REQUESTS)
+    with pytest.raises(LimitExceeded, match=r"^horizon_s: "):
+        policy.check("Simulate", data, LIMITS)
+    capped = {**closed, "arrivals": {"concurrency": 8, "requests_per_s": 2.0}}
+    assert simulated_arrivals(_sim(workload=capped, horizon_s=10.0)) == ("horizon_s", 20)
+
+
 # --- the estimates bound the real work ----------------------------------------------------------
 
 PLANS = [

@@ -21,7 +21,8 @@ measures it; figures from the 2-core development machine):
 * Simulate: the simulated arrivals (`simulated_arrivals`): `requests`; else rate x `horizon_s`
   (the request's `requests_per_s`, else the workload's mean rate or the trace's); else one pass
   over the workload's buckets (mean rate x their span), the whole trace of a replay, or
-  planner.api's default 10,000. Measured 30 us a request with the replicas within capacity
+  planner.api's default 10,000. A closed loop (`arrivals.concurrency`) with a horizon and no rate
+  cap counts as the most a simulation takes (its sends are known only by running it). Measured 30 us a request with the replicas within capacity
   (200,000 in 6.1 s) and ~130 us overloaded (50,000 in 5.9 s; 200,000 in 26 s, 853 MiB): 200,000
   is ~26 s at worst.
 * Evaluate: analytic; at the schema's largest workload (100,000 buckets, 1,000,000 length
@@ -215,6 +216,7 @@ def simulated_arrivals(data: Mapping[str, Any]) -> tuple[str, int]:
     """The field that sets a Simulate's number of requests and an estimate of it (module
     docstring; planner.api._sampled and _replayed are what it follows)."""
     from planner.api import DEFAULT_SIMULATED_REQUESTS
+    from planner.schema.inputs import MAX_SIMULATED_REQUESTS
 
     requests, horizon_s = data.get("requests"), _number(data.get("horizon_s"))
     if isinstance(requests, int) and not isinstance(requests, bool):
@@ -229,11 +231,21 @@ def simulated_arrivals(data: Mapping[str, Any]) -> tuple[str, int]:
         return "horizon_s", _ceil((rate or t.mean_requests_per_s) * horizon_s)
     wl_rate, period_s = _workload_rate_and_period(data.get("workload"))
     rate = rate or wl_rate
+    if horizon_s is not None and rate is None and _closed_loop(data.get("workload")):
+        # C clients with no rate cap send as fast as the engine answers: how many fit in the
+        # horizon is known only by running the loop, so it counts as the most a simulation takes.
+        return "horizon_s", MAX_SIMULATED_REQUESTS
     if horizon_s is not None:
         return "horizon_s", _ceil((rate or 0.0) * horizon_s)
     if period_s is not None:  # one pass over the buckets
         return "requests", _ceil((rate or 0.0) * period_s)
     return "requests", DEFAULT_SIMULATED_REQUESTS
+
+
+def _closed_loop(w: Any) -> bool:
+    """Whether a workload's arrivals are a closed loop (`arrivals.concurrency`)."""
+    a = w.get("arrivals") if isinstance(w, Mapping) else None
+    return isinstance(a, Mapping) and a.get("concurrency") is not None
 
 
 def _ceil(x: float) -> int:
