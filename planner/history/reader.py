@@ -1,0 +1,138 @@
+"""`read_history`: one entry point for every history format (issue #36), with format detection.
+
+A history file is read whole within planner.files.HISTORY's bounds (a regular file of at most
+256 MiB) and parsed as a stream: the per-row work keeps only per-bucket sums, so memory beyond
+the file's bytes grows with the number of buckets, not rows (the plain rate CSV, itself an
+aggregate, keeps its rows). At most `MAX_HISTORY_ROWS` rows (or samples, or spans) are read.
+
+Every error is an `InvalidInput` whose field is `FIELD:line N.Column` (or `FIELD.series[i]`,
+`FIELD.spans[i]` for JSON) and whose reason starts with the file and the format it was read as.
+
+Formats (`format=`; None detects from the content):
+
+| name         | what                                                                  | module       |
+|--------------|-----------------------------------------------------------------------|--------------|
+| `csv`        | plain CSV `timestamp,requests_per_s[,prompt_tokens_mean,...]`         | rate_csv     |
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from planner.errors import InvalidInput, echo
+from planner.history.series import MAX_BUCKET_S, MIN_BUCKET_S, HistorySeries
+
+__all__ = ["FORMATS", "MAX_HISTORY_ROWS", "Source", "detect_format", "read_history"]
+
+MAX_HISTORY_ROWS = 10_000_000  # a week at ~16 requests/s; a row costs ~1 µs-10 µs to parse
+
+# name -> what the format is, in words (named in every error about a file read as it)
+FORMATS: dict[str, str] = {
+    "csv": "plain CSV timestamp,requests_per_s",
+}
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a history comes from: the caller's field, the file and the format, for errors."""
+
+    field: str
+    path: str
+    format: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.path} ({FORMATS[self.format]})"
+
+    def error(self, at: str, reason: str) -> InvalidInput:
+        """An error at `at` (":line 7.requests_per_s", ".series[2]", "" for the file) naming the
+        file and its format."""
+        return InvalidInput(f"{self.field}{at}", f"{self.name}: {reason}")
+
+
+Reader = Callable[[io.TextIOBase, float, Source], HistorySeries]
+
+
+def _readers() -> dict[str, Reader]:
+    from planner.history import rate_csv
+
+    return {"csv": rate_csv.read}
+
+
+def _first_line(head: str) -> str:
+    return head.lstrip("\ufeff").lstrip().split("\n", 1)[0].strip()
+
+
+def detect_format(head: str, path: str, field: str) -> str:
+    """The format of a file whose text starts with `head` (a few KiB): JSON by its keys, CSV by
+    its header's columns. Refused, naming the file and what it starts with, if none fits."""
+    line = _first_line(head)
+    if line.startswith("{") or line.startswith("["):
+        return _detect_json(head, line, path, field)
+    names = {c.strip().strip('"').lower() for c in line.split(",")}
+    if {"timestamp", "requests_per_s"} <= names:
+        return "csv"
+    raise InvalidInput(
+        field,
+        f"{path}: cannot tell the history format from its first line {echo(line)}; "
+        f"give format= one of {', '.join(FORMATS)}",
+    )
+
+
+def _detect_json(head: str, line: str, path: str, field: str) -> str:
+    try:
+        first = json.loads(line)
+    except ValueError:
+        first = None
+    if isinstance(first, dict) and {"timestamp", "input_length", "output_length"} <= set(first):
+        return "mooncake"
+    if '"resourceSpans"' in head:
+        return "otlp"
+    if '"resultType"' in head or '"result"' in head:
+        return "prometheus"
+    raise InvalidInput(
+        field,
+        f"{path}: JSON, but neither a Prometheus range-query result, OTLP spans nor Mooncake "
+        f"JSONL; give format= one of {', '.join(FORMATS)}",
+    )
+
+
+def _check_bucket(bucket_s: float, field: str) -> None:
+    if not (isinstance(bucket_s, int | float) and math.isfinite(bucket_s)):
+        raise InvalidInput(f"{field}.bucket_s", f"{echo(bucket_s)} is not a number of seconds")
+    if not MIN_BUCKET_S <= bucket_s <= MAX_BUCKET_S:
+        raise InvalidInput(
+            f"{field}.bucket_s", f"{bucket_s:g} s is outside {MIN_BUCKET_S:g} .. {MAX_BUCKET_S:g} s"
+        )
+
+
+def read_history(
+    path: str | Path, *, bucket_s: float, format: str | None = None, field: str = "history"
+) -> HistorySeries:
+    """The history in `path` as equal buckets of `bucket_s` seconds (series.HistorySeries).
+    `format`: one of FORMATS, or None to detect it from the content."""
+    from planner.files import HISTORY, read_bytes
+
+    _check_bucket(bucket_s, field)
+    readers = _readers()
+    if format is not None and format not in readers:
+        raise InvalidInput(
+            f"{field}.format", f"{echo(format)} is not a history format; one of {', '.join(readers)}"
+        )
+    name = str(path)
+    data = read_bytes(name, field, HISTORY)
+    if format is None:
+        format = detect_format(data[:8192].decode("utf-8", errors="replace"), name, field)
+        if format not in readers:
+            raise InvalidInput(f"{field}.format", f"{name}: detected {format}, which is not read yet")
+    source = Source(field, name, format)
+    stream = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8-sig", newline="")
+    try:
+        return readers[format](stream, float(bucket_s), source)
+    except UnicodeDecodeError as exc:
+        raise source.error("", f"is not UTF-8 text: {exc.reason}") from None
