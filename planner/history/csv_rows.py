@@ -9,7 +9,7 @@ import math
 from collections.abc import Iterator
 
 from planner.errors import echo
-from planner.history.reader import MAX_HISTORY_ROWS, Source
+from planner.history.origin import MAX_HISTORY_ROWS, Source
 from planner.traces import _parse_timestamp
 
 MAX_UNIX_S = 1e11  # year 5138: HistorySeries.start_unix_s's bound

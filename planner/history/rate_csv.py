@@ -19,7 +19,7 @@ import itertools
 import math
 
 from planner.history.csv_rows import number, rows, unix_s
-from planner.history.reader import Source
+from planner.history.origin import Source
 from planner.history.series import (
     MAX_HISTORY_BUCKETS,
     MAX_REQUESTS_PER_BUCKET,

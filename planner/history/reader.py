@@ -21,39 +21,13 @@ import io
 import json
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from planner.errors import InvalidInput, echo
+from planner.history.origin import FORMATS, MAX_HISTORY_ROWS, Source
 from planner.history.series import MAX_BUCKET_S, MIN_BUCKET_S, HistorySeries
 
 __all__ = ["FORMATS", "MAX_HISTORY_ROWS", "Source", "detect_format", "read_history"]
-
-MAX_HISTORY_ROWS = 10_000_000  # a week at ~16 requests/s; a row costs ~1 µs-10 µs to parse
-
-# name -> what the format is, in words (named in every error about a file read as it)
-FORMATS: dict[str, str] = {
-    "csv": "plain CSV timestamp,requests_per_s",
-}
-
-
-@dataclass(frozen=True)
-class Source:
-    """Where a history comes from: the caller's field, the file and the format, for errors."""
-
-    field: str
-    path: str
-    format: str
-
-    @property
-    def name(self) -> str:
-        return f"{self.path} ({FORMATS[self.format]})"
-
-    def error(self, at: str, reason: str) -> InvalidInput:
-        """An error at `at` (":line 7.requests_per_s", ".series[2]", "" for the file) naming the
-        file and its format."""
-        return InvalidInput(f"{self.field}{at}", f"{self.name}: {reason}")
-
 
 Reader = Callable[[io.TextIOBase, float, Source], HistorySeries]
 
