@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import statistics
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -243,8 +246,88 @@ def test_otlp_span_without_token_attributes_is_named(tmp_path: Path) -> None:
         ("burstgpt.csv", "burstgpt"),
         ("mooncake.jsonl", "mooncake"),
         ("otlp_spans.json", "otlp"),
+        ("prometheus_matrix.json", "prometheus"),
     ],
 )
 def test_detected_format_is_named_in_the_source(name: str, fmt: str) -> None:
     s = read_history(DATA / name, bucket_s=3600)
     assert s.source == f"{DATA / name} ({FORMATS[fmt]})"
+
+
+# --- Prometheus range query ----------------------------------------------------------------------
+
+PROM = DATA / "prometheus_matrix.json"
+
+
+def test_prometheus_counters_with_reset_gap_and_stale_series() -> None:
+    """60 s samples, 300 s buckets. Pod a's request counter grows 10/min and restarts at minute
+    10 reading 5 (counted from 0: +5); its samples at minutes 12-14 are missing (a scrape gap).
+    Pod b grows 3/min for minutes 0-5, then goes stale. Bucket 0: 5x10 + 5x3 = 65; bucket 1:
+    4x10 + 5 = 45; bucket 2: only minute 10-11 observed (60 s, under a quarter of 300 s): None;
+    bucket 3: 50. Prompt tokens: a 2000/min (1000 after the reset), b 300/min: bucket 0
+    (10,000 + 1,500) / 65; output a 500/min, b 60/min: (2,500 + 300) / 65. Bucket 1: 9,000 / 45 =
+    200 and 2,250 / 45 = 50."""
+    s = read_history(PROM, bucket_s=300)
+    assert s.start_unix_s == T0
+    assert s.requests == (65.0, 45.0, None, 50.0)
+    assert s.gap_cv2 is None and s.lengths is not None
+    b0, b1, b2, b3 = s.lengths
+    assert b0 is not None and b1 is not None and b2 is None and b3 is not None
+    assert b0.prompt_tokens_mean == pytest.approx(11_500 / 65)
+    assert b0.output_tokens_mean == pytest.approx(2_800 / 65)
+    assert (b1.prompt_tokens_mean, b1.output_tokens_mean) == (pytest.approx(200.0), pytest.approx(50.0))
+
+
+def test_prometheus_histogram_buckets_per_le() -> None:
+    """Pod a's vllm:request_prompt_tokens_bucket: le=100 0/min, le=200 6/min, le=500 and +Inf
+    10/min, halved at the restart: bucket 1 = 4 x (0, 6, 10, 10) + (0, 3, 5, 5)."""
+    s = read_history(PROM, bucket_s=300)
+    assert s.lengths is not None and s.lengths[1] is not None
+    h = s.lengths[1].prompt_histogram
+    assert h is not None
+    assert h.upper_tokens == (100.0, 200.0, 500.0, math.inf)
+    assert h.counts == (0.0, 27.0, 45.0, 45.0)
+    assert s.lengths[1].output_histogram is None  # not in the export
+
+
+def _prom(tmp_path: Path, mutate: Callable[[dict[str, Any]], None]) -> Path:
+    doc = json.loads(PROM.read_text())
+    mutate(doc)
+    return _write(tmp_path, "p.json", json.dumps(doc))
+
+
+def _set_value(doc: dict[str, Any], series: int, sample: int, value: str) -> None:
+    doc["data"]["result"][series]["values"][sample][1] = value
+
+
+@pytest.mark.parametrize(
+    ("mutate", "field", "words"),
+    [
+        (lambda d: _set_value(d, 1, 2, "NaN"), "history.result[1].values[2]", "pod='b'"),
+        (lambda d: _set_value(d, 0, 3, "-4"), "history.result[0].values[3]", "vllm:request_success_total{"),
+        (lambda d: d["data"]["result"][7]["metric"].pop("le"), "history.result[7].metric.le", "needs le"),
+        (
+            lambda d: d["data"]["result"][0]["metric"].pop("__name__"),
+            "history.result[0].metric",
+            "no __name__",
+        ),
+        (lambda d: d["data"].update(resultType="vector"), "history.data.resultType", "matrix"),
+        (
+            lambda d: d["data"]["result"].pop(0) and d["data"]["result"].pop(0),
+            "history",
+            "no vllm:request_success_total",
+        ),
+        (
+            lambda d: d["data"]["result"][1]["values"].reverse(),
+            "history.result[1].values[1]",
+            "does not follow",
+        ),
+    ],
+)
+def test_prometheus_refusals_name_the_series(
+    tmp_path: Path, mutate: Callable[[dict[str, Any]], None], field: str, words: str
+) -> None:
+    with pytest.raises(InvalidInput) as e:
+        read_history(_prom(tmp_path, mutate), bucket_s=300, format="prometheus")
+    assert e.value.field == field
+    assert words in e.value.reason and "Prometheus range-query" in e.value.reason

@@ -17,6 +17,7 @@ FORMATS: dict[str, str] = {
     "burstgpt": "BurstGPT CSV Timestamp,...,Request tokens,Response tokens",
     "mooncake": "Mooncake JSONL timestamp,input_length,output_length",
     "otlp": "OTLP JSON llm_request spans",
+    "prometheus": "Prometheus range-query matrix of vllm:* metrics",
 }
 
 

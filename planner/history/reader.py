@@ -17,6 +17,7 @@ Formats (`format=`; None detects from the content):
 | `burstgpt`   | BurstGPT `Timestamp,Model,Request tokens,Response tokens,...`         | request_logs |
 | `mooncake`   | Mooncake JSONL `{"timestamp": ms, "input_length", "output_length"}`   | request_logs |
 | `otlp`       | vLLM `llm_request` spans as OTLP JSON (`resourceSpans[]...`)          | otlp_spans   |
+| `prometheus` | a range-query result (`matrix`) of vLLM's `vllm:*` metrics            | prom_matrix  |
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ Reader = Callable[[io.TextIOBase, float, Source], HistorySeries]
 
 
 def _readers() -> dict[str, Reader]:
-    from planner.history import otlp_spans, rate_csv, request_logs
+    from planner.history import otlp_spans, prom_matrix, rate_csv, request_logs
 
     return {
         "csv": rate_csv.read,
@@ -45,6 +46,7 @@ def _readers() -> dict[str, Reader]:
         "burstgpt": request_logs.read_burstgpt,
         "mooncake": request_logs.read_mooncake,
         "otlp": otlp_spans.read,
+        "prometheus": prom_matrix.read,
     }
 
 
