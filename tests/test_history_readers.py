@@ -331,3 +331,16 @@ def test_prometheus_refusals_name_the_series(
         read_history(_prom(tmp_path, mutate), bucket_s=300, format="prometheus")
     assert e.value.field == field
     assert words in e.value.reason and "Prometheus range-query" in e.value.reason
+
+
+def test_prometheus_list_of_answers_reads_as_one(tmp_path: Path) -> None:
+    """One query per metric: the answers in a JSON list give the same series as one answer."""
+    doc = json.loads(PROM.read_text())
+    result = doc["data"]["result"]
+    answers = [
+        {"status": "success", "data": {"resultType": "matrix", "result": result[:2]}},
+        {"status": "success", "data": {"resultType": "matrix", "result": result[2:]}},
+    ]
+    split = read_history(_write(tmp_path, "split.json", json.dumps(answers)), bucket_s=300)
+    whole = read_history(PROM, bucket_s=300)
+    assert split.requests == whole.requests and split.lengths == whole.lengths

@@ -7,7 +7,7 @@ window over 14 days; an empty pattern is an idle window) and `chunk-<client>-dat
 
 This sums the clients' rates per 10-minute window (the service's arrival rate) and weighs each
 client's mean lengths (its latest 6-hour distribution) by its rate, writes that as the plain
-history CSV at 10-minute rows, reads it back with planner.history.read_history at --bucket-s
+history CSV at 10-minute rows, reads it back with planner.history.reader.read_history at --bucket-s
 (time-weighted, as every plain CSV is read) and writes the bucketed series in the same format.
 ServeGen's times are seconds from the trace's start (its dates are not published), so the
 series starts at unix 0.

@@ -1,11 +1,12 @@
 """`read_history`: one entry point for every history format (issue #36), with format detection.
 
 A history file is read whole within planner.files.HISTORY's bounds (a regular file of at most
-1 GiB) and parsed as a stream: the per-row work keeps only per-bucket sums, so memory beyond
-the file's bytes grows with the number of buckets, not rows (the plain rate CSV, itself an
-aggregate, keeps its rows). At most `MAX_HISTORY_ROWS` rows (or samples, or spans) are read.
+1 GiB). CSV and JSONL logs are parsed as a stream: the per-row work keeps only per-bucket sums,
+so memory beyond the file's bytes grows with the number of buckets, not rows. The JSON formats
+(OTLP, Prometheus) are parsed whole, and the plain rate CSV (itself an aggregate) keeps its
+rows. At most `MAX_HISTORY_ROWS` rows, spans or samples are read.
 
-Every error is an `InvalidInput` whose field is `FIELD:line N.Column` (or `FIELD.series[i]`,
+Every error is an `InvalidInput` whose field is `FIELD:line N.Column` (or `FIELD.result[i]`,
 `FIELD.spans[i]` for JSON) and whose reason starts with the file and the format it was read as.
 
 Formats (`format=`; None detects from the content):
@@ -118,8 +119,6 @@ def read_history(
     data = read_bytes(name, field, HISTORY)
     if format is None:
         format = detect_format(data[:8192].decode("utf-8", errors="replace"), name, field)
-        if format not in readers:
-            raise InvalidInput(f"{field}.format", f"{name}: detected {format}, which is not read yet")
     source = Source(field, name, format)
     stream = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8-sig", newline="")
     try:
