@@ -8,7 +8,8 @@ collector's file exporter, which writes one such object a line) holds them as
 or a number) and `attributes: [{"key": ..., "value": {"intValue": "123"}}]` (int64 values are
 strings in OTLP JSON). A span's start is the request's arrival.
 
-Spans of other names are skipped; an `llm_request` span without the two token attributes is
+Spans are taken in start order (an exporter writes them as they end). Spans of other names are
+skipped; an `llm_request` span without the two token attributes is
 refused, named by its position (`spans[i]` counts llm_request-or-not spans in file order).
 """
 
@@ -83,7 +84,7 @@ def _int(value: object, at: str, src: Source, hi: int) -> int:
 
 
 def read(stream: io.TextIOBase, bucket_s: float, src: Source) -> HistorySeries:
-    acc = ArrivalBuckets(bucket_s, src)
+    arrivals: list[tuple[float, int, int, str]] = []
     for at, span in _spans(stream.read(), src):
         if span.get("name") != SPAN_NAME:
             continue
@@ -98,5 +99,10 @@ def read(stream: io.TextIOBase, bucket_s: float, src: Source) -> HistorySeries:
         if "startTimeUnixNano" not in span:
             raise src.error(f"{at}.startTimeUnixNano", "missing")
         start_ns = _int(span["startTimeUnixNano"], f"{at}.startTimeUnixNano", src, MAX_UNIX_NS)
-        acc.add(start_ns / 1e9, tokens[0], tokens[1], at)
+        arrivals.append((start_ns / 1e9, tokens[0], tokens[1], at))
+    # an exporter writes spans as they end, not as they start: sorted, every bucket's gaps are known
+    arrivals.sort(key=lambda a: a[0])
+    acc = ArrivalBuckets(bucket_s, src)
+    for t_s, prompt, output, at in arrivals:
+        acc.add(t_s, prompt, output, at)
     return acc.series()
