@@ -344,3 +344,14 @@ def test_prometheus_list_of_answers_reads_as_one(tmp_path: Path) -> None:
     split = read_history(_write(tmp_path, "split.json", json.dumps(answers)), bucket_s=300)
     whole = read_history(PROM, bucket_s=300)
     assert split.requests == whole.requests and split.lengths == whole.lengths
+
+
+def test_missing_column_and_non_file_are_named(tmp_path: Path) -> None:
+    p = _write(tmp_path, "short.csv", "TIMESTAMP,ContextTokens\n2024-05-10 00:00:00,5\n")
+    with pytest.raises(InvalidInput) as e:
+        read_history(p, bucket_s=60, format="azure")
+    assert e.value.field == "history.GeneratedTokens"
+    assert "missing column GeneratedTokens" in e.value.reason and "Azure LLM trace CSV" in e.value.reason
+    with pytest.raises(InvalidInput, match="is a directory") as e:
+        read_history(tmp_path, bucket_s=60, field="workload.history")
+    assert e.value.field == "workload.history"
