@@ -77,7 +77,9 @@ OVER = [
 
 
 @pytest.mark.parametrize(("rpc", "data", "field", "got"), OVER, ids=[f"{o[0]}:{o[2]}" for o in OVER])
-def test_over_the_limit_is_refused_naming_the_field(rpc: str, data: dict[str, Any], field: str, got: int) -> None:
+def test_over_the_limit_is_refused_naming_the_field(
+    rpc: str, data: dict[str, Any], field: str, got: int
+) -> None:
     with pytest.raises(LimitExceeded) as e:
         policy.check(rpc, data, LIMITS)
     assert e.value.field == field
@@ -92,7 +94,10 @@ def test_over_the_limit_is_refused_naming_the_field(rpc: str, data: dict[str, An
 AT = [
     ("Plan", _plan_buckets(MAX_BUCKETS)),
     ("Plan", {**CHAT_PLAN, "workload": {"trace": "azure-conv-2023", "bucket_s": 0.4}}),  # 8,755 buckets
-    ("Plan", _plan(max_num_batched_tokens=list(range(64, 5_063)), max_num_seqs=[8, 16], disaggregation="never")),
+    (
+        "Plan",
+        _plan(max_num_batched_tokens=list(range(64, 5_063)), max_num_seqs=[8, 16], disaggregation="never"),
+    ),
     ("Simulate", _sim(requests=LIMITS.max_simulated_requests)),
     ("Simulate", _sim(requests_per_s=10.0, horizon_s=LIMITS.max_simulated_requests / 10.0)),
     ("Evaluate", {**CHAT, "workload": {**CHAT["workload"], "input_tokens": {"samples": [1] * MAX_SAMPLES}}}),
@@ -196,7 +201,9 @@ def test_the_cli_refuses_a_huge_horizon_naming_it(tmp_path: Path, capsys: pytest
     assert err.startswith("capplan: error: horizon_s: about 1.2e+07 requests"), err
 
 
-def test_the_cli_refuses_a_plan_over_the_milps_buckets(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_cli_refuses_a_plan_over_the_milps_buckets(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     f = write(tmp_path, json.dumps(_plan_buckets(MAX_BUCKETS + 1)))
     rc, _, err = run_cli(["plan", str(f), "--json", "--workers", "1"], capsys)
     assert rc == 2
@@ -225,7 +232,9 @@ def _quota(err: grpc.RpcError) -> list[tuple[str, str]]:
 GRPC_OVER = [o for o in OVER if o[0] != "Evaluate" or o[2] != "workload.input_tokens.samples"]  # 4 MiB+
 
 
-@pytest.mark.parametrize(("rpc", "data", "field", "got"), GRPC_OVER, ids=[f"{o[0]}:{o[2]}" for o in GRPC_OVER])
+@pytest.mark.parametrize(
+    ("rpc", "data", "field", "got"), GRPC_OVER, ids=[f"{o[0]}:{o[2]}" for o in GRPC_OVER]
+)
 def test_over_grpc_over_the_limit_is_resource_exhausted(
     raw: Any, rpc: str, data: dict[str, Any], field: str, got: int
 ) -> None:

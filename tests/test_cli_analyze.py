@@ -153,7 +153,10 @@ def test_default_price_comes_from_the_catalog(capsys: pytest.CaptureFixture[str]
     from planner.catalog.gpus import get_gpu
 
     twice = f"{2 * get_gpu('h100-sxm').price:g}"  # the default price list's, doubled
-    assert main(["analyze", "prefill", *S, "--prompt-tokens", "1500", "--json", "--usd-per-gpu-hour", twice]) == 0
+    assert (
+        main(["analyze", "prefill", *S, "--prompt-tokens", "1500", "--json", "--usd-per-gpu-hour", twice])
+        == 0
+    )
     doubled = json.loads(capsys.readouterr().out)
     assert doubled["usd_per_million_input_tokens"] == pytest.approx(
         2 * default["usd_per_million_input_tokens"]

@@ -112,14 +112,22 @@ BOMB = "a: &a [1, 1, 1, 1, 1, 1, 1, 1, 1]\n" + "".join(
     [
         (["evaluate", "/dev/zero"], "/dev/zero", "not a regular file"),
         (["simulate", "BOMB"], "BOMB", "expands to more than 1,000,000 values"),
-        (["evaluate", "FILE", "--profile", "/dev/zero"], "--profile", "is a character device, not a regular file"),
+        (
+            ["evaluate", "FILE", "--profile", "/dev/zero"],
+            "--profile",
+            "is a character device, not a regular file",
+        ),
         (
             ["calibrate", "/dev/zero", "--model", "Qwen/Qwen3-8B", "--gpu", "h200-sxm"],
             "MEASUREMENTS",
             "not a regular",
         ),
         (["evaluate", "FILE", "--trace", "/dev/zero"], "", "unrecognized arguments"),
-        (["simulate", "FILE", "--trace", "/dev/zero"], "--trace", "is a character device, not a regular file"),
+        (
+            ["simulate", "FILE", "--trace", "/dev/zero"],
+            "--trace",
+            "is a character device, not a regular file",
+        ),
     ],
 )
 def test_files_that_never_end_are_refused(

@@ -173,7 +173,11 @@ def test_base_dir_is_validated_by_every_use_case(fn: Any) -> None:
             "deployment": {"model": "Qwen/Qwen3-8B", "gpu": "h100-sxm"},
             "workload": SMALL_PLAN["workload"],
         },
-        "analyze": {"model": "Qwen/Qwen3-8B", "gpu": "h100-sxm", "concurrency": {"context_tokens": 1000, "concurrency": [1]}},
+        "analyze": {
+            "model": "Qwen/Qwen3-8B",
+            "gpu": "h100-sxm",
+            "concurrency": {"context_tokens": 1000, "concurrency": [1]},
+        },
         "calibrate": {"measurements": {"path": "nowhere.csv"}, "model": "Qwen/Qwen3-8B", "gpu": "h100-sxm"},
         "catalog": {"kind": "gpus"},
     }
@@ -310,7 +314,9 @@ def test_client_sweep_answers_a_bad_scenario_and_solves_the_others(address: str)
     assert isinstance(results[3].error, BadRequest) and results[3].report is None
 
 
-def test_a_plan_larger_than_the_solver_takes_is_too_large_not_a_crash(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_plan_larger_than_the_solver_takes_is_too_large_not_a_crash(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """More candidates x buckets than solvers.milp_data takes (here its limit lowered to 10 cells,
     which the 24 hourly buckets of a small plan exceed with one candidate) is TooLarge naming the
     solver's limit, which the service answers RESOURCE_EXHAUSTED; it was a bare ValueError

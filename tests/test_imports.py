@@ -259,7 +259,10 @@ def test_the_adapter_rule_can_fail() -> None:
     for prefix in ADAPTERS:
         assert any(_under(m, (prefix,)) for m in graph), prefix
     assert "planner.schema.plan_request" in graph["planner.server.convert"]
-    fake = {"planner.server.convert": {"planner.plan.pipeline", "planner.api"}, "planner.api": {"planner.plan"}}
+    fake = {
+        "planner.server.convert": {"planner.plan.pipeline", "planner.api"},
+        "planner.api": {"planner.plan"},
+    }
     assert _adapters_behind_the_api(fake) == {"planner.server.convert": ["planner.plan.pipeline"]}
     # A prefix matches whole components: planner.planner_x is not under planner.plan.
     assert not _under("planner.planner_x", ("planner.plan",))

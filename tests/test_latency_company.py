@@ -395,14 +395,18 @@ def test_alike_prompts_company_before_their_step_comes_in_whole_prompts() -> Non
         dec.x_scale, rel=1e-12
     )
     assert all(cl.x_atoms is not None for cl in classes)
-    cap = ttft.company_cap_s(eng.zero())  # one full budget's prefill: only the last atom (8 and more) reaches it
+    cap = ttft.company_cap_s(
+        eng.zero()
+    )  # one full budget's prefill: only the last atom (8 and more) reaches it
     (d, p), pushed = delay.delay_at(eng.replica, state, st, classes_of=lambda: dc, company_cap_s=cap)
     assert pushed is None
     capped = [math.fsum(q * min(c, cap) for c, q in zip(*cl.x_atoms, strict=True)) for cl in classes]
     expected = sum(cl.share * (cl.scale + cl.pi * x) for cl, x in zip(classes, capped, strict=True))
     assert float(d @ p) == pytest.approx(expected, rel=1e-9)
     assert float(p.sum()) == pytest.approx(1.0, rel=1e-12) and p[0] == idle
-    assert delay.delay_top_s(eng.replica, classes=dc, company_cap_s=cap) == pytest.approx(float(d.max()), rel=1e-12)
+    assert delay.delay_top_s(eng.replica, classes=dc, company_cap_s=cap) == pytest.approx(
+        float(d.max()), rel=1e-12
+    )
 
 
 def test_company_in_whole_prompts_only_where_the_room_holds_them() -> None:

@@ -18,7 +18,7 @@ LATENCY = ROOT / "planner" / "latency"
 
 
 def numeric_constants(folder: Path = LATENCY) -> set[str]:
-    """"module.NAME" of every module-level UPPER_CASE name bound to a number literal."""
+    """ "module.NAME" of every module-level UPPER_CASE name bound to a number literal."""
     found: set[str] = set()
     for path in sorted(folder.glob("*.py")):
         for node in ast.parse(path.read_text()).body:

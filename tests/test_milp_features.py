@@ -24,7 +24,6 @@ def one_bucket(demand: float, resources, candidates, **kw) -> MilpData:
     return MilpData((Bucket(demand, 1.0),), tuple(resources), tuple(candidates), **kw)
 
 
-
 # ---------------------------------------------------------------------------------------------
 # By hand
 
@@ -305,7 +304,9 @@ def test_the_planner_adapter_passes_the_new_data_through():
 
     from planner.plan.solve import Forecast, Prices, milp_data
 
-    def point(cid: str, tp: int, rate: float, role: str = "colocated", by_bucket: Any = None) -> SimpleNamespace:
+    def point(
+        cid: str, tp: int, rate: float, role: str = "colocated", by_bucket: Any = None
+    ) -> SimpleNamespace:
         return SimpleNamespace(config=SimpleNamespace(id=cid, gpu="h100", tensor_parallel_size=tp, role=role),
                                requests_per_s=rate, capacity_by_bucket_per_s=by_bucket)  # fmt: skip
 

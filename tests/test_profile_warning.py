@@ -110,7 +110,9 @@ def test_plan_lists_it_among_its_warnings(tmp_path: Path, capsys: pytest.Capture
     assert f"  - h100-pcie: {_warning('h100-pcie')}" in out.splitlines()
 
 
-def test_plan_refuses_a_transferred_profile_unless_asked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_plan_refuses_a_transferred_profile_unless_asked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     f = write(tmp_path, PLAN.replace(", allow_transferred_profiles: true", ""))
     rc, _, err = run_cli(["plan", str(f)], capsys)
     assert rc == 2

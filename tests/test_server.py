@@ -318,7 +318,10 @@ def test_bytes_that_are_not_the_message_are_invalid_argument(address: str) -> No
 
 
 def test_a_deadline_too_short_is_deadline_exceeded(raw: Any) -> None:
-    data = {**_example("chat-qwen3-8b-h100.yaml"), "requests": 60_000}  # the service's most: seconds of simulation
+    data = {
+        **_example("chat-qwen3-8b-h100.yaml"),
+        "requests": 60_000,
+    }  # the service's most: seconds of simulation
     start = time.perf_counter()
     with pytest.raises(grpc.RpcError) as e:
         raw.Simulate(convert.to_message(data, pb.SimulateRequest), timeout=0.3)

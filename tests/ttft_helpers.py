@@ -22,7 +22,9 @@ def seat_wait_of(e: Engine, s: State) -> SeatWait:
     return seat_wait_at(e.replica, s, running_requests=running, decode_count_variance=var)
 
 
-def ttft_mixture_with(e: Engine, s: State, *, kv_full: KvFull | None = None, seat: SeatWait | None = None) -> TtftMixture:
+def ttft_mixture_with(
+    e: Engine, s: State, *, kv_full: KvFull | None = None, seat: SeatWait | None = None
+) -> TtftMixture:
     """TTFT's mixture at `s` (a colocated engine), the KV-full branch and the seat queue the
     engine's where not given."""
     assert e.has_prefill and e.has_decode, "a colocated engine"
