@@ -300,3 +300,32 @@ def test_lengths_weighted_by_requests() -> None:
     series = HistorySeries(source="s", start_unix_s=0, bucket_s=HOUR_S, requests=(1.0, 3.0), lengths=lengths)
     # (1 x 100 + 3 x 400) / 4 = 325; (1 x 10 + 3 x 40) / 4 = 32.5 -> 32 (round half to even)
     assert length_forms(series, []) == {"input_tokens": {"constant": 325}, "output_tokens": {"constant": 32}}
+
+
+def test_burstiness_and_length_histograms_from_the_history() -> None:
+    """Gap CV² 4, 2, 1: median 2, so the gamma shape k = 1/2. Prompt histograms with the same
+    bounds (100, 1000, inf) sum: cumulative (1, 3, 3) + (0, 2, 4) = (1, 5, 7), bins 1, 4 and 2
+    above 1000 tokens (dropped, with a note). Output lengths have means only: weighted by
+    requests, (3 x 30 + 4 x 60) / 7 = 47.1 -> 47."""
+    from planner.forecast.to_workload import workload_block
+    from planner.history.series import LengthHistogram
+
+    def hist(*counts: float) -> LengthHistogram:
+        return LengthHistogram(upper_tokens=(100.0, 1000.0, math.inf), counts=counts)
+
+    lengths = (
+        BucketLengths(prompt_tokens_mean=300, output_tokens_mean=30, prompt_histogram=hist(1, 3, 3)),
+        BucketLengths(prompt_tokens_mean=600, output_tokens_mean=60, prompt_histogram=hist(0, 2, 4)),
+        None,
+    )
+    series = HistorySeries(source="s", start_unix_s=0, bucket_s=HOUR_S, requests=(3.0, 4.0, 0.0),
+                           lengths=lengths, gap_cv2=(4.0, 2.0, 1.0))  # fmt: skip
+    fc = forecast(series, horizon_buckets=2, quantiles=[0.5], method="last_week_peak")
+    block, notes = workload_block(fc, 0.5, series)
+    assert block["arrivals"]["burstiness"] == 0.5
+    assert block["input_tokens"] == {"histogram": {"edges": [1.0, 100.0, 1000.0], "counts": [1, 4]}}
+    assert block["output_tokens"] == {"constant": 47}
+    assert any("2 requests above the last finite bound (1000) dropped" in n for n in notes)
+    from planner.workload import Workload
+
+    Workload.from_mapping(block)  # the workload schema takes it
