@@ -18,7 +18,7 @@ The limits (docs/plan.md, "Files"), each far above any real file of its kind:
     trace CSV              64 MiB (and 1,000,000 requests: planner.traces.MAX_TRACE_REQUESTS)
     calibration data       16 MiB (and 100,000 rows: planner.costmodel.fit_data.MAX_ROWS)
     TLS PEM (cert/key/CA)   1 MiB
-    history (metrics/logs) 256 MiB (and 10,000,000 rows: planner.history.reader.MAX_HISTORY_ROWS)
+    history (metrics/logs)   1 GiB (and 25,000,000 rows: planner.history.origin.MAX_HISTORY_ROWS)
 
 Package data read through importlib.resources is ours and is not read through here.
 """
@@ -68,8 +68,8 @@ CONFIG_JSON = FileKind("config.json", 1 * MIB)
 TRACE = FileKind("trace CSV", 64 * MIB)
 MEASUREMENTS = FileKind("measurements file", 16 * MIB)
 PEM = FileKind("PEM file", 1 * MIB)
-# a week of a busy service's request log (Azure's 2024 week-long traces are ~100-200 MB as CSV)
-HISTORY = FileKind("history file", 256 * MIB)
+# a week of a busy service's request log: Azure's 2024 week-long code trace is ~0.8 GB as CSV
+HISTORY = FileKind("history file", 1024 * MIB)
 
 
 def _not_regular(mode: int) -> str | None:

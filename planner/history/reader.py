@@ -1,7 +1,7 @@
 """`read_history`: one entry point for every history format (issue #36), with format detection.
 
 A history file is read whole within planner.files.HISTORY's bounds (a regular file of at most
-256 MiB) and parsed as a stream: the per-row work keeps only per-bucket sums, so memory beyond
+1 GiB) and parsed as a stream: the per-row work keeps only per-bucket sums, so memory beyond
 the file's bytes grows with the number of buckets, not rows (the plain rate CSV, itself an
 aggregate, keeps its rows). At most `MAX_HISTORY_ROWS` rows (or samples, or spans) are read.
 
@@ -13,6 +13,10 @@ Formats (`format=`; None detects from the content):
 | name         | what                                                                  | module       |
 |--------------|-----------------------------------------------------------------------|--------------|
 | `csv`        | plain CSV `timestamp,requests_per_s[,prompt_tokens_mean,...]`         | rate_csv     |
+| `azure`      | Azure LLM inference trace 2023/2024 `TIMESTAMP,ContextTokens,...`     | request_logs |
+| `burstgpt`   | BurstGPT `Timestamp,Model,Request tokens,Response tokens,...`         | request_logs |
+| `mooncake`   | Mooncake JSONL `{"timestamp": ms, "input_length", "output_length"}`   | request_logs |
+| `otlp`       | vLLM `llm_request` spans as OTLP JSON (`resourceSpans[]...`)          | otlp_spans   |
 """
 
 from __future__ import annotations
@@ -33,9 +37,15 @@ Reader = Callable[[io.TextIOBase, float, Source], HistorySeries]
 
 
 def _readers() -> dict[str, Reader]:
-    from planner.history import rate_csv
+    from planner.history import otlp_spans, rate_csv, request_logs
 
-    return {"csv": rate_csv.read}
+    return {
+        "csv": rate_csv.read,
+        "azure": request_logs.read_azure,
+        "burstgpt": request_logs.read_burstgpt,
+        "mooncake": request_logs.read_mooncake,
+        "otlp": otlp_spans.read,
+    }
 
 
 def _first_line(head: str) -> str:
@@ -51,6 +61,10 @@ def detect_format(head: str, path: str, field: str) -> str:
     names = {c.strip().strip('"').lower() for c in line.split(",")}
     if {"timestamp", "requests_per_s"} <= names:
         return "csv"
+    if {"timestamp", "contexttokens", "generatedtokens"} <= names:
+        return "azure"
+    if {"timestamp", "request tokens", "response tokens"} <= names:
+        return "burstgpt"
     raise InvalidInput(
         field,
         f"{path}: cannot tell the history format from its first line {echo(line)}; "

@@ -72,6 +72,9 @@ class HistorySeries(BaseModel):
     # per bucket, the squared coefficient of variation of the gaps between arrivals (1 = Poisson),
     # None where fewer than 3 requests arrived or the source has no timestamps
     gap_cv2: tuple[float | None, ...] | None = None
+    # rows of the source left out as not being requests the service served (BurstGPT's failed
+    # requests, written with 0 response tokens): counted here so a report can say so
+    dropped_requests: int = Field(default=0, ge=0)
 
     @model_validator(mode="after")
     def _aligned(self) -> HistorySeries:
