@@ -325,7 +325,34 @@ def test_burstiness_and_length_histograms_from_the_history() -> None:
     assert block["arrivals"]["burstiness"] == 0.5
     assert block["input_tokens"] == {"histogram": {"edges": [1.0, 100.0, 1000.0], "counts": [1, 4]}}
     assert block["output_tokens"] == {"constant": 47}
-    assert any("2 requests above the last finite bound (1000) dropped" in n for n in notes)
+    assert any("2 requests above the last bound kept (1000) dropped" in n for n in notes)
     from planner.workload import Workload
 
     Workload.from_mapping(block)  # the workload schema takes it
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["azure2023.csv", "azure2024.csv", "burstgpt.csv", "mooncake.jsonl", "otlp_spans.json", "rates.csv"],
+)
+def test_every_history_format_gives_a_workload_plan_takes(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The readers' fixtures (tests/data/history/, minutes long): the baseline forecast of each,
+    with the history's lengths (request logs: their summed 1-2-5 histograms, a shorter bucket's
+    bounds a prefix of the longest) and burstiness, is a workload `capplan plan` accepts."""
+    history = Path(__file__).parent / "data" / "history" / name
+    argv = ["forecast", str(history), "--bucket", "1m", "--horizon", "5m", "--method", "last_week_peak"]
+    rc, out, err = run_cli(argv, capsys)
+    assert rc == 0, err
+    block = yaml.safe_load(out)["workload"]
+    if name.endswith((".jsonl", ".json")) or name.startswith("azure"):
+        assert "histogram" in block["input_tokens"] and "histogram" in block["output_tokens"]
+    plan_file = tmp_path / "plan.yaml"
+    # Mooncake's prompts reach the 50k-100k bin: past Qwen3-8B's 40,960 context, so a 128k model
+    keys = PLAN_KEYS.replace("Qwen/Qwen3-8B", "meta-llama/Llama-3.1-8B-Instruct")
+    plan_file.write_text(keys + out)
+    rc, _, err = run_cli(["plan", str(plan_file), "--workers", "1"], capsys)
+    # Mooncake's 100k-token prompts meet no 500 ms TTFT on one H100 at TP 1: the input is
+    # accepted and the plan says INFEASIBLE (exit 3), the others plan
+    assert rc == (3 if name == "mooncake.jsonl" else 0), err

@@ -5,8 +5,8 @@ the history's per-bucket lengths where it has them.
 Burstiness: the workload's gamma shape k = 1 / CV², with CV² the median of the history's
 per-bucket gap CV² (a median, so a few bursty minutes do not set the whole horizon); 1
 (Poisson) where the history has no timestamps, said in the notes. Lengths: where every
-length-bearing bucket carries histograms with the same bounds, their summed counts as a
-`histogram` (the bucket above the last finite bound is dropped and counted in the notes);
+length-bearing bucket carries histograms on the same bounds (a shorter one a prefix), their summed counts as a
+`histogram` (requests above the last finite bound are dropped and counted in the notes);
 else the request-weighted mean as a `constant`; none where the history has no lengths.
 """
 
@@ -34,20 +34,26 @@ def burstiness(series: HistorySeries, notes: list[str]) -> float:
 
 
 def _histogram(hists: list[LengthHistogram], what: str, notes: list[str]) -> dict[str, Any] | None:
-    bounds = hists[0].upper_tokens
-    if any(h.upper_tokens != bounds for h in hists):
+    # a request log's buckets end their bounds at their own longest request (vLLM's 1-2-5
+    # series, cut): each must be a prefix of the longest, and above its last bound it holds all
+    bounds = max((h.upper_tokens for h in hists), key=len)
+    if any(h.upper_tokens != bounds[: len(h.upper_tokens)] for h in hists):
         return None
-    cum = np.sum([h.counts for h in hists], axis=0)
-    counts = np.diff(np.concatenate(([0.0], cum)))
-    finite = [i for i, b in enumerate(bounds) if b < float("inf")]
-    dropped = float(counts[len(finite) :].sum())
+    cum = np.sum([h.counts + (h.counts[-1],) * (len(bounds) - len(h.counts)) for h in hists], axis=0)
+    # the bins' upper edges: finite bounds above 1 token (lengths are >= 1, so requests at a
+    # bound <= 1 fall in the first bin [1, next bound)), capped at the workload's MAX_TOKENS
+    upper = [i for i, b in enumerate(bounds) if 1.0 < b <= MAX_TOKENS]
+    if not upper:
+        return None
+    kept_cum = [float(cum[i]) for i in upper]
+    dropped = float(cum[-1]) - kept_cum[-1]
     if dropped > 0:
         notes.append(
-            f"{what}: {dropped:g} requests above the last finite bound ({bounds[finite[-1]]:g}) dropped"
+            f"{what}: {dropped:g} requests above the last bound kept ({bounds[upper[-1]]:g}) dropped"
         )
-    edges = [1.0] + [min(float(bounds[i]), float(MAX_TOKENS)) for i in finite]
-    kept = [round(float(counts[i])) for i in finite]
-    if edges[1] <= 1.0 or sum(kept) == 0 or any(b <= a for a, b in itertools.pairwise(edges)):
+    edges = [1.0] + [float(bounds[i]) for i in upper]
+    kept = [round(c) for c in np.diff(np.concatenate(([0.0], kept_cum)))]
+    if sum(kept) == 0 or any(b <= a for a, b in itertools.pairwise(edges)):
         return None
     return {"histogram": {"edges": edges, "counts": kept}}
 
