@@ -4,6 +4,7 @@ imports (scipy, numpy) inside its handler so `capplan --help` and `analyze` stay
 # Order is the order `capplan --help` lists them.
 COMMAND_MODULES = [
     "plan",
+    "forecast",
     "report",
     "analyze",
     "catalog",
