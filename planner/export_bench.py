@@ -51,6 +51,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from planner.errors import Infeasible
+from planner.measurements.vllm_bench import EMITTED_METADATA_KEYS, METADATA_PREFIX
 from planner.vllm_defaults import VLLM_RELEASE
 
 if TYPE_CHECKING:
@@ -75,23 +76,9 @@ MAX_PROMPTS = 10_000  # bounds the run
 MAX_RANGE_RATIO = 0.99  # vLLM 0.11 refuses r >= 1 (RandomDataset.get_sampling_params)
 UNIFORM_P99 = 0.98  # the p99 of uniform [L(1-r), L(1+r)] is L (1 + 0.98 r)
 PERCENTILES = "50,99"
-METADATA_KEYS = (
-    "capplan.gpu",
-    "capplan.model",
-    "capplan.tensor_parallel_size",
-    "capplan.max_num_seqs",
-    "capplan.max_num_batched_tokens",
-    "capplan.max_model_len",
-    "capplan.weight_dtype",
-    "capplan.kv_cache_dtype",
-    "capplan.vllm_version",
-    "capplan.role",
-    "capplan.predicted_ttft_p99_ms",
-    "capplan.predicted_itl_p99_ms",
-    "capplan.predicted_ttft_p50_ms",
-    "capplan.predicted_itl_p50_ms",
-    "capplan.rate_per_s",
-)
+# The `--metadata` keys, in the order the values below are written: defined once, with the
+# reader that takes them back (planner/measurements/vllm_bench.py).
+METADATA_KEYS = tuple(METADATA_PREFIX + k for k in EMITTED_METADATA_KEYS)
 NONE = "none"  # a metadata value the role has no figure for (prefill: ITL; decode: TTFT)
 
 

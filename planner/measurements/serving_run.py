@@ -23,6 +23,7 @@ __all__ = [
     "Load",
     "Measured",
     "PerRequest",
+    "Promised",
     "ServingRun",
     "Settings",
 ]
@@ -137,6 +138,19 @@ class Measured(_Frozen):
     per_request: PerRequest | None = None
 
 
+class Promised(_Frozen):
+    """What the plan a bench checks promised (`capplan plan --emit bench` writes it as
+    `capplan.*` metadata): the replica's role, its rate at the peak and its predicted latencies
+    in seconds (None: the role has no such figure)."""
+
+    role: Literal["colocated", "prefill", "decode"] | None = None
+    rate_per_s: float | None = Field(default=None, gt=0.0)
+    ttft_p50_s: float | None = Field(default=None, ge=0.0, le=MAX_LATENCY_S)
+    ttft_p99_s: float | None = Field(default=None, ge=0.0, le=MAX_LATENCY_S)
+    itl_p50_s: float | None = Field(default=None, ge=0.0, le=MAX_LATENCY_S)
+    itl_p99_s: float | None = Field(default=None, ge=0.0, le=MAX_LATENCY_S)
+
+
 class ServingRun(_Frozen):
     """One run: where it came from, the server, the load and what was measured."""
 
@@ -147,6 +161,7 @@ class ServingRun(_Frozen):
     settings: Settings
     load: Load
     measured: Measured
+    promised: Promised | None = None  # a bench emitted by `capplan plan --emit bench`
     notes: tuple[str, ...] = ()
 
     @property

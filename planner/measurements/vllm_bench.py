@@ -26,24 +26,47 @@ from planner.measurements.reader_base import (
     read_json_documents,
     validated,
 )
-from planner.measurements.serving_run import Load, Measured, PerRequest, ServingRun, Settings
+from planner.measurements.serving_run import Load, Measured, PerRequest, Promised, ServingRun, Settings
 
-__all__ = ["METADATA_KEYS", "METADATA_PREFIX", "VllmBenchResult", "read_vllm_bench", "runs_of_vllm_bench"]
+__all__ = [
+    "EMITTED_METADATA_KEYS",
+    "METADATA_KEYS",
+    "METADATA_PREFIX",
+    "PLAN_METADATA_KEYS",
+    "VllmBenchResult",
+    "read_vllm_bench",
+    "runs_of_vllm_bench",
+]
 
 METADATA_PREFIX = "capplan."
-# `--metadata capplan.KEY=VALUE` keys: the Settings and Load fields the result JSON lacks.
-METADATA_KEYS: tuple[str, ...] = (
-    "model",
+# `--metadata capplan.KEY=VALUE` keys, defined here once for the reader and for `capplan plan
+# --emit bench` (planner/export_bench.py writes EMITTED_METADATA_KEYS in this order). The first
+# ones are the Settings and Load fields the result JSON lacks; PLAN_METADATA_KEYS carry what the
+# plan promised (ServingRun.promised).
+PLAN_METADATA_KEYS: tuple[str, ...] = (
+    "role",
+    "predicted_ttft_p99_ms",
+    "predicted_itl_p99_ms",
+    "predicted_ttft_p50_ms",
+    "predicted_itl_p50_ms",
+    "rate_per_s",
+)
+EMITTED_METADATA_KEYS: tuple[str, ...] = (
     "gpu",
+    "model",
     "tensor_parallel_size",
-    "weight_dtype",
-    "kv_cache_dtype",
     "max_num_seqs",
     "max_num_batched_tokens",
     "max_model_len",
+    "weight_dtype",
+    "kv_cache_dtype",
+    "vllm_version",
+    *PLAN_METADATA_KEYS,
+)
+METADATA_KEYS: tuple[str, ...] = (
+    *EMITTED_METADATA_KEYS,
     "gpu_memory_utilization",
     "enable_prefix_caching",
-    "vllm_version",
     "endpoint",
     "dataset",
     "input_len",
@@ -51,6 +74,7 @@ METADATA_KEYS: tuple[str, ...] = (
     "range_ratio",
     "run_id",
 )
+NULL_VALUES = ("", "None", "null", "none")  # a metadata value that means "not stated"
 # vLLM's --backend -> the endpoint it posts to (vllm/benchmarks/lib/endpoint_request_func.py).
 _BACKEND_ENDPOINT = {
     "vllm": "/v1/completions",
@@ -102,7 +126,7 @@ def _metadata(doc: Mapping[str, Any], root: str) -> dict[str, Any]:
             raise InvalidInput(
                 _at(root, key), f"unknown capplan metadata key; known: {', '.join(METADATA_KEYS)}"
             )
-        out[name] = None if value in ("", "None", "null") else value
+        out[name] = None if value in NULL_VALUES else value
     return out
 
 
@@ -162,7 +186,7 @@ def _settings_and_load(
         "burstiness": 1.0 if r.burstiness is None else r.burstiness,
         "max_concurrency": r.max_concurrency,
     }
-    meta = {k: v for k, v in meta.items() if k != "run_id"}
+    meta = {k: v for k, v in meta.items() if k != "run_id" and k not in PLAN_METADATA_KEYS}
     apply_overrides(settings, load, meta, _at(root, "capplan"))
     apply_overrides(settings, load, overrides, "overrides")
     if settings.get("model") is None:
@@ -178,6 +202,28 @@ def _settings_and_load(
         raise InvalidInput(_at(root, exc.field), exc.reason) from None
 
 
+def _promised(meta: dict[str, Any], root: str) -> Promised | None:
+    """The plan's promise from the PLAN_METADATA_KEYS present (None when none is)."""
+    if not any(meta.get(k) is not None for k in PLAN_METADATA_KEYS):
+        return None
+    data: dict[str, Any] = {"role": meta.get("role"), "rate_per_s": meta.get("rate_per_s")}
+    for key in PLAN_METADATA_KEYS:
+        if key.startswith("predicted_") and meta.get(key) is not None:
+            where = _at(root, METADATA_PREFIX + key)
+            try:
+                ms = float(meta[key])
+            except (TypeError, ValueError):
+                raise InvalidInput(where, f"must be a number of milliseconds, got {meta[key]!r}") from None
+            if not (math.isfinite(ms) and ms >= 0.0):
+                raise InvalidInput(where, f"must be a finite number of milliseconds >= 0, got {ms}")
+            data[key.removeprefix("predicted_").replace("_ms", "_s")] = ms / 1e3
+    try:
+        return validated(Promised, data, "")
+    except InvalidInput as exc:
+        name = "rate_per_s" if exc.field.startswith("rate_per_s") else exc.field.split(".")[0]
+        raise InvalidInput(_at(root, METADATA_PREFIX + name), exc.reason) from None
+
+
 def runs_of_vllm_bench(
     doc: Mapping[str, Any], name: str, index: int | None = None, overrides: Mapping[str, Any] | None = None
 ) -> ServingRun:
@@ -189,6 +235,7 @@ def runs_of_vllm_bench(
         meta = _metadata(doc, root)
         settings, load = _settings_and_load(r, meta, overrides, root)
         measured = _measured(r, doc, root)
+        promised = _promised(meta, root)
     except InvalidInput as exc:
         field = exc.field if exc.field.startswith("overrides") else f"{name}: {exc.field}"
         raise InvalidInput(field, exc.reason) from None
@@ -200,6 +247,7 @@ def runs_of_vllm_bench(
         settings=settings,
         load=load,
         measured=measured,
+        promised=promised,
     )
 
 
