@@ -8,6 +8,7 @@ COMMAND_MODULES = [
     "analyze",
     "catalog",
     "calibrate",
+    "validate",
     "evaluate",
     "simulate",
     "serve",

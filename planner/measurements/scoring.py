@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from planner.costmodel.profile import Profile
     from planner.measurements.prediction import RunPrediction
     from planner.measurements.serving_run import ServingRun
 
@@ -34,6 +35,7 @@ __all__ = [
     "mape_by_gpu",
     "promise_checks",
     "score_run",
+    "score_runs",
 ]
 
 # Figure kinds, in report order: (kind, the measured metric, its percentile, the prediction field).
@@ -96,6 +98,8 @@ class RunScore:
     method: str
     errors: tuple[FigureError, ...]
     promise: tuple[PromiseCheck, ...] = ()
+    profile: str | None = None
+    no_prediction: str | None = None  # why capplan has no prediction for the run (then no errors)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -104,6 +108,8 @@ class RunScore:
             "model": self.model,
             "load": self.load,
             "method": self.method,
+            "profile": self.profile,
+            "no_prediction": self.no_prediction,
             "errors": [e.to_dict() for e in self.errors],
             "promise": [p.to_dict() for p in self.promise],
         }
@@ -158,7 +164,41 @@ def score_run(run: ServingRun, prediction: RunPrediction) -> RunScore:
         method=prediction.method,
         errors=tuple(errors),
         promise=promise_checks(run),
+        profile=prediction.profile,
     )
+
+
+def score_runs(
+    runs: list[ServingRun], profile: Profile | str = "auto", *, simulate: bool = False
+) -> list[RunScore]:
+    """Each run predicted (planner/measurements/prediction.py) and scored, in order. A run capplan
+    cannot predict (a prompt the modelled KV cache cannot hold, a GPU the catalog lacks) is kept
+    with the reason in `no_prediction` and no errors: it counts in no MAPE."""
+    from planner.errors import InvalidInput
+    from planner.measurements.prediction import predict_run, run_workload
+
+    out = []
+    for run in runs:
+        try:
+            out.append(score_run(run, predict_run(run, profile, simulate=simulate)))
+        except InvalidInput as exc:
+            try:
+                load: str = run_workload(run).load
+            except InvalidInput:
+                load = "unknown"
+            out.append(
+                RunScore(
+                    run_id=run.id,
+                    gpu=run.settings.gpu or "unknown",
+                    model=run.settings.model,
+                    load=load,
+                    method="simulator" if simulate else "analytic",
+                    errors=(),
+                    promise=promise_checks(run),
+                    no_prediction=f"{exc.field}: {exc.reason}",
+                )
+            )
+    return out
 
 
 def promise_checks(run: ServingRun) -> tuple[PromiseCheck, ...]:
