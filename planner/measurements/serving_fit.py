@@ -85,7 +85,13 @@ class RunFit:
             "run_id": self.run_id,
             "gpu": self.gpu,
             "figures": {
-                f: {"measured": m, "before": b, "after": a, "error_before_pct": _pct(b, m), "error_after_pct": _pct(a, m)}
+                f: {
+                    "measured": m,
+                    "before": b,
+                    "after": a,
+                    "error_before_pct": _pct(b, m),
+                    "error_after_pct": _pct(a, m),
+                }
                 for f, (m, b, a) in self.figures.items()
             },
         }
@@ -120,7 +126,9 @@ def _pct(predicted: float | None, measured: float) -> float | None:
     return None if predicted is None else 100.0 * (predicted - measured) / measured
 
 
-def predict_figures(run: ServingRun, profile: Profile, *, simulate: bool = False) -> dict[str, tuple[float, float | None]]:
+def predict_figures(
+    run: ServingRun, profile: Profile, *, simulate: bool = False
+) -> dict[str, tuple[float, float | None]]:
     """The fitted figures of `run` under `profile` (its endpoint's front end): figure ->
     (measured, predicted). TPOT p50 stands in by ITL p50 where the run printed no TPOT."""
     pred = predict_run(run, profile.for_endpoint(endpoint_of(run)), simulate=simulate)
@@ -130,7 +138,9 @@ def predict_figures(run: ServingRun, profile: Profile, *, simulate: bool = False
     return {f: (errors[f].measured, errors[f].predicted) for f in FIT_FIGURES if f in errors}
 
 
-def _free_terms(runs: Sequence[ServingRun], figures: Sequence[dict[str, tuple[float, float | None]]]) -> list[str]:
+def _free_terms(
+    runs: Sequence[ServingRun], figures: Sequence[dict[str, tuple[float, float | None]]]
+) -> list[str]:
     """The terms some fitted figure depends on (module docstring)."""
     kinds = set()
     for run, figs in zip(runs, figures, strict=True):
@@ -141,7 +151,7 @@ def _free_terms(runs: Sequence[ServingRun], figures: Sequence[dict[str, tuple[fl
     return [k for k in BOUNDS_S if k in kinds]
 
 
-def _with_terms(base: Profile, names: Sequence[str], x_s: Sequence[float], name: str) -> Profile:
+def _with_terms(base: Profile, names: Sequence[str], x_s: Sequence[float] | np.ndarray, name: str) -> Profile:
     update: dict[str, Any] = {n: float(v) for n, v in zip(names, x_s, strict=True)}
     return base.model_copy(update={**update, "name": name})
 
@@ -172,7 +182,9 @@ def _check_runs(runs: Sequence[ServingRun], base: Profile, field: str) -> None:
         raise InvalidInput(field, f"{len(runs):,} runs; a fit takes at most {MAX_RUNS}")
     gpus = {r.settings.gpu for r in runs}
     if len(gpus) != 1 or None in gpus:
-        raise InvalidInput(field, f"runs from one catalog GPU, got {sorted(str(g) for g in gpus)}: fit each GPU apart")
+        raise InvalidInput(
+            field, f"runs from one catalog GPU, got {sorted(str(g) for g in gpus)}: fit each GPU apart"
+        )
     (gpu,) = gpus
     if base.gpu is not None and base.gpu != gpu:
         raise InvalidInput("base_profile", f"the base profile is {base.gpu}'s; the runs are on {gpu}")
@@ -199,7 +211,14 @@ def fit_serving(
     label = name or f"{gpu}-serving"
     lo = np.array([BOUNDS_S[k][0] for k in free])
     hi = np.array([BOUNDS_S[k][1] for k in free])
-    x0 = np.clip([base.front_end_s("completions") if k == "completions_overhead_s" else getattr(base, k) for k in free], lo, hi)
+    x0 = np.clip(
+        [
+            base.front_end_s("completions") if k == "completions_overhead_s" else getattr(base, k)
+            for k in free
+        ],
+        lo,
+        hi,
+    )
     scale = np.array([max(1e-3 * (h - lo_), v) for lo_, h, v in zip(lo, hi, x0, strict=True)])
 
     def residuals(x_s: np.ndarray) -> np.ndarray:
