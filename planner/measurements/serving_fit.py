@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 from scipy.optimize import least_squares
 
+from planner.costmodel.fitting import MAX_FIT_MAPE  # the kernel fit's threshold: one bar for both
 from planner.costmodel.profile import Endpoint, Profile
 from planner.errors import InvalidInput
 from planner.measurements.prediction import predict_run
@@ -58,7 +59,6 @@ BOUNDS_S: dict[str, tuple[float, float]] = {
     "completions_overhead_s": (0.0, 1.0),
 }
 FIT_FIGURES = ("tpot_p50", "ttft_p50", "saturation_throughput")
-MAX_FIT_MAPE = 0.25  # as planner.costmodel.fitting's: a fit missing by more is refused unless forced
 MISS = 1.0  # the residual of a figure the trial profile cannot predict (an unstable open loop)
 MAX_RUNS = 500  # runs in one fit: bounds its time (each trial predicts every run)
 MAX_EVALUATIONS = 200  # least_squares' function evaluations
