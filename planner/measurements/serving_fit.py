@@ -197,22 +197,34 @@ def fit_serving(
     simulate: bool = False,
     force: bool = False,
     name: str | None = None,
+    kernel_step_s: float = 0.0,
+    hold: Sequence[str] = (),
     field: str = "runs",
 ) -> ServingFit:
     """Fit the serving terms of `base` to `runs` (one GPU), the kernel terms fixed (module
-    docstring). Refuses (InvalidInput naming `field`) a fit missing the figures by more than
-    MAX_FIT_MAPE on average unless `force`, and runs with nothing to fit."""
+    docstring). `kernel_step_s`: the part of the base's `step_overhead_s` its kernels take (the
+    fitted step cost is that plus an engine cost >= 0; 0 when unknown). `hold`: terms (BOUNDS_S
+    names) kept at the base's value whatever the runs show. Refuses (InvalidInput
+    naming `field`) a fit missing the figures by more than MAX_FIT_MAPE on average unless
+    `force`, and runs with nothing to fit."""
+    if not (0.0 <= kernel_step_s <= base.step_overhead_s and kernel_step_s < BOUNDS_S["step_overhead_s"][1]):
+        raise InvalidInput(
+            "kernel_step_s", f"must be in [0, the base's step_overhead_s], got {kernel_step_s:g}"
+        )
     _check_runs(runs, base, field)
     gpu = str(runs[0].settings.gpu)
     before = [predict_figures(r, base, simulate=simulate) for r in runs]
-    free = _free_terms(runs, before)
+    unknown = sorted(set(hold) - set(BOUNDS_S))
+    if unknown:
+        raise InvalidInput("hold", f"{', '.join(unknown)}: not a serving term ({', '.join(BOUNDS_S)})")
+    free = [k for k in _free_terms(runs, before) if k not in hold]
     if not free:
         raise InvalidInput(field, f"none of the runs printed {', '.join(FIT_FIGURES)}: nothing to fit")
     label = name or f"{gpu}-serving"
-    lo = np.array([BOUNDS_S[k][0] for k in free])
+    lo = np.array([kernel_step_s if k == "step_overhead_s" else BOUNDS_S[k][0] for k in free])
     hi = np.array([BOUNDS_S[k][1] for k in free])
     x0 = np.clip(
-        [
+        [  # the base's values (np.clip: inside the bounds)
             base.front_end_s("completions") if k == "completions_overhead_s" else getattr(base, k)
             for k in free
         ],
@@ -243,8 +255,10 @@ def fit_serving(
         for r, b, a in zip(runs, before, after, strict=True)
     )
     source = (
-        f"{base.source} Serving terms ({', '.join(free)}) fitted by `capplan calibrate --serving` "
-        f"({'simulator' if simulate else 'analytic model'}) to {len(runs)} runs: {', '.join(r.id for r in runs)}."
+        f"{base.source} Serving terms fitted by `capplan calibrate --serving` "
+        f"({', '.join(f'{k} = {1e3 * float(v):.3f} ms' for k, v in zip(free, res.x, strict=True))}; "
+        f"{'simulator' if simulate else 'analytic model'}, fit MAPE {100 * fit_mape:.1f}%) "
+        f"to {len(runs)} runs of the serving-run corpus: {', '.join(r.id for r in runs)}."
     ).strip()
     fitted = fitted.model_copy(update={"source": source})
     params = {k: (float(getattr(fitted, k) or 0.0), k in free) for k in BOUNDS_S}
