@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     # The reports are imported where they are built: a command imports only its own (and
     # `capplan catalog` no latency model).
     from planner.costmodel.fit_data import Measurements
-    from planner.costmodel.profile import Profile
+    from planner.costmodel.profile import Endpoint, Profile
     from planner.costmodel.roofline import Replica
     from planner.deployment import Deployment, ResolvedDeployment
     from planner.schema.catalog_reports import CatalogReport
@@ -135,21 +135,24 @@ def _model_ref(name: str, base: Path | None) -> str:
     return local_path(name, base)
 
 
-def _profile(spec: str, gpu_name: str, base: Path | None, field: str = "profile") -> Profile:
+def _profile(
+    spec: str, gpu_name: str, base: Path | None, field: str = "profile", endpoint: Endpoint = "chat"
+) -> Profile:
     from planner.costmodel.profiles import BUILTIN_NAMES, resolve_profile
 
     if spec not in BUILTIN_NAMES:
         spec = local_path(spec, base)  # read within planner.files.PROFILE's bounds
-    return resolve_profile(spec, gpu_name, field)
+    return resolve_profile(spec, gpu_name, field, endpoint)
 
 
 def _resolve(
-    deployment: Deployment, profile_spec: str, base: Path | None
+    deployment: Deployment, profile_spec: str, base: Path | None, endpoint: Endpoint = "chat"
 ) -> tuple[ResolvedDeployment, Profile]:
+    """The deployment on its profile, the front end the workload's `endpoint`'s."""
     from planner.catalog.gpus import get_gpu
 
     gpu = get_gpu(deployment.gpu, "deployment.gpu")
-    profile = _profile(profile_spec, gpu.name, base)
+    profile = _profile(profile_spec, gpu.name, base, endpoint=endpoint)
     model = _model_ref(deployment.model, base)
     if model != deployment.model:
         deployment = deployment.model_copy(update={"model": model})
@@ -182,7 +185,7 @@ def evaluate(request: EvaluateRequest | Mapping[str, Any], *, base_dir: BaseDir 
     base = _dir(base_dir)
     slo = _latency_slo(req.slo)
     workload = build_workload(req.workload, "workload", base, closed_loop=True)
-    resolved, profile = _resolve(req.deployment, req.profile, base)
+    resolved, profile = _resolve(req.deployment, req.profile, base, workload.endpoint)
     loop = None
     if workload.arrivals.closed_loop:
         from planner.closed_loop import solve_workload
@@ -349,7 +352,7 @@ def simulate(request: SimulateRequest | Mapping[str, Any], *, base_dir: BaseDir 
             raise InvalidInput(
                 "trace", "a trace replays its own arrival times; a closed loop samples the workload"
             )
-    resolved, profile = _resolve(req.deployment, req.profile, base)
+    resolved, profile = _resolve(req.deployment, req.profile, base, workload.endpoint)
     hit = workload.prefix_cache_hit_fraction
     t = req.slo or SloTargets.model_construct()
     targets = {

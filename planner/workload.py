@@ -54,7 +54,7 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Annotated, Any, Protocol
+from typing import Annotated, Any, Literal, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -876,7 +876,9 @@ class RequestSample:
 
 class Workload(BaseModel):
     """What the deployment must serve. `prefix_cache_hit_fraction` is the expected fraction of
-    each prompt's tokens found in the prefix cache (their prefill is skipped)."""
+    each prompt's tokens found in the prefix cache (their prefill is skipped). `endpoint`: the
+    route the clients call (chat: /v1/chat/completions, completions: /v1/completions), which
+    selects the profile's front-end cost per request (Profile.for_endpoint)."""
 
     model_config = _MODEL_CONFIG
     name: str | None = None
@@ -884,6 +886,7 @@ class Workload(BaseModel):
     input_tokens: LengthDistribution
     output_tokens: LengthDistribution
     prefix_cache_hit_fraction: float = Field(default=0.0, ge=0.0, lt=1.0)
+    endpoint: Literal["chat", "completions"] = "chat"
 
     @classmethod
     def from_mapping(cls, data: Any, root: str = "workload") -> Workload:

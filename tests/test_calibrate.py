@@ -107,12 +107,21 @@ def test_fit_is_stable_on_held_out_rows(seed: int) -> None:
 def test_shipped_h200_profile_equals_a_fresh_fit(fitted) -> None:
     """The shipped file is fit_builtin's profile plus the vLLM engine cost per step, with vLLM's
     decode attention term (fitted to the aiconfigurator H200 table's decode rows) in place of the
-    harness's that the fit held."""
-    from planner.costmodel.calibrated import fit_decode_attention
+    harness's that the fit held (kernel_h200_profile), its serving terms then refit to the corpus's
+    H200 runs (refit_serving: the step cost at least the kernels')."""
+    from planner.costmodel.calibrated import fit_decode_attention, kernel_h200_profile
 
     shipped = json.loads((DATA / "profiles" / "h200-sxm.json").read_text())
+    kernel = kernel_h200_profile()
+    assert kernel.step_overhead_s == fitted.profile.step_overhead_s + VLLM_ENGINE_COST_S
     fresh = builtin_h200_profile().model_dump()
-    assert fresh["step_overhead_s"] == fitted.profile.step_overhead_s + VLLM_ENGINE_COST_S
+    # the refit holds the engine terms (BUILTIN_HELD_TERMS) and fits the completions front end
+    assert fresh["step_overhead_s"] == kernel.step_overhead_s and fresh["sequence_overhead_s"] == 0.0
+    assert fresh["request_overhead_s"] == kernel.request_overhead_s
+    assert 0.0 < fresh["completions_overhead_s"] < kernel.request_overhead_s
+    for k in ("sequence_overhead_s", "completions_overhead_s", "request_overhead_s", "step_overhead_s"):
+        assert shipped[k] == pytest.approx(fresh[k], rel=1e-6, abs=1e-12), k
+    assert "calibrate --serving" in shipped["source"] and "doks-llama31-70b-fp8-h200" in shipped["source"]
     assert fitted.profile.decode_attention_items_per_sm > 0.5  # the harness's SDPA (0.81)
     assert (
         fresh["decode_attention_items_per_sm"] == fit_decode_attention().profile.decode_attention_items_per_sm

@@ -275,13 +275,17 @@ def test_request_overhead_is_the_published_ttft_beyond_one_prefill_step(kernel_f
 
 def test_the_h200_carries_the_same_engine_cost(kernel_fits: dict[str, Any]) -> None:
     """planner.costmodel.calibrated adds the engine cost to our own H200 fit as a constant (the
-    package reads no test data): it is the one this tool computes."""
+    package reads no test data): it is the one this tool computes. The shipped H200 profile then
+    refits its serving terms to the corpus's H200 runs: its step cost lies between the kernels'
+    alone and kernels + engine (tests/test_calibrate.py pins it to a fresh refit)."""
+    from planner.costmodel.calibrated import kernel_h200_profile
+
     got = tool.engine_cost(_serving(), {g: kernel_fits[g].profile for g in SHIPPED})
     assert got.seconds == pytest.approx(VLLM_ENGINE_COST_S, rel=1e-6)
+    kernel_s = fit_builtin().profile.step_overhead_s
+    assert kernel_h200_profile().step_overhead_s == pytest.approx(kernel_s + got.seconds, rel=1e-6)
     h200 = builtin_calibrated("h200-sxm")
-    assert h200.step_overhead_s == pytest.approx(
-        fit_builtin().profile.step_overhead_s + got.seconds, rel=1e-6
-    )
+    assert kernel_s * (1 - 1e-6) <= h200.step_overhead_s <= (kernel_s + got.seconds) * (1 + 1e-6)
 
 
 @pytest.mark.parametrize("gpu", SHIPPED)

@@ -5,7 +5,8 @@ planner/costmodel/fit_data.py and docs/calibration.md), fits the profile's effic
 overhead and prefix re-read passes by least squares, prints every row's measured vs fitted time
 and the MAPE, and writes the profile for `--profile PROFILE.json`. A fit the rows cannot pin is
 refused, naming the parameter; so is a poor fit (MAPE over 25%, every parameter on its bounds)
-unless `--force`. `planner.api.calibrate` fits; this writes the file. Flag names and JSON keys are
+unless `--force`. `planner.api.calibrate` fits; this writes the file. `--serving RUNS...` fits the
+serving terms to real vLLM runs instead (planner/commands/calibrate_serving.py). Flag names and JSON keys are
 a public contract.
 """
 
@@ -27,11 +28,28 @@ def register(sub: Any) -> None:
         "or CSV with columns kind,tokens,batch,ctx,prompt,chunk,decodes,ms,worst_step_ms). "
         "See docs/calibration.md.",
     )
-    p.add_argument("measurements", metavar="MEASUREMENTS", help="measured step times: .json or .csv")
     p.add_argument(
-        "--model", required=True, help="the model shape that was timed (catalog name or config.json)"
+        "measurements", nargs="?", metavar="MEASUREMENTS", help="measured step times: .json or .csv"
     )
-    p.add_argument("--gpu", required=True, help="catalog GPU the timings come from (e.g. h200-sxm)")
+    p.add_argument("--model", help="the model shape that was timed (catalog name or config.json)")
+    p.add_argument("--gpu", help="catalog GPU the timings come from (e.g. h200-sxm)")
+    p.add_argument(
+        "--serving",
+        nargs="+",
+        metavar="RUNS",
+        help="instead of step timings: fit the serving terms (per-step and per-sequence engine cost, "
+        "front end per endpoint) to measured vLLM runs of one GPU (corpus, vllm bench serve JSON, "
+        "GuideLLM files; docs/calibration.md)",
+    )
+    p.add_argument(
+        "--base-profile",
+        help="with --serving: the profile whose kernel terms stay fixed (default auto: the built-in one)",
+    )
+    p.add_argument(
+        "--simulate",
+        action="store_true",
+        help="with --serving: predict the runs with the simulator instead of the analytic model",
+    )
     p.add_argument("-o", "--output", help="write the fitted profile to this JSON file")
     p.add_argument("--name", help="profile name (default: GPU-calibrated)")
     p.add_argument(
@@ -88,6 +106,17 @@ def request_from_args(args: argparse.Namespace) -> tuple[dict[str, Any], c.Flags
 def _calibrate(args: argparse.Namespace) -> None:
     from planner import api
     from planner.costmodel.profile import save_profile_file
+
+    if args.serving:
+        from planner.commands.calibrate_serving import calibrate_serving
+
+        return calibrate_serving(args)
+    for value, flag in ((args.measurements, "MEASUREMENTS"), (args.model, "--model"), (args.gpu, "--gpu")):
+        if value is None:
+            raise InvalidInput(flag, "required (or fit serving runs with --serving RUNS...)")
+    for value, flag in ((args.base_profile, "--base-profile"), (args.simulate or None, "--simulate")):
+        if value is not None:
+            raise InvalidInput(flag, "only with --serving RUNS...")
 
     if args.output:  # checked before the fit: a profile nobody can write is not worth computing
         from planner.files import check_output_file

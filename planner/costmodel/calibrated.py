@@ -179,9 +179,39 @@ def fit_builtin(
     )
 
 
+# The serving terms a built-in refit keeps: the engine's per-step and per-sequence costs depend on
+# the vLLM release more than on the GPU (the corpus's H200 runs, vLLM 0.14.1, show ~0 engine cost
+# per step where the H100 runs that set VLLM_ENGINE_COST_S, vLLM 0.11.0, show 0.97 ms); every
+# GPU's profile carries the same engine cost, so that plans compare GPUs, not releases.
+BUILTIN_HELD_TERMS = ("step_overhead_s", "sequence_overhead_s")
+
+
 def builtin_h200_profile() -> Profile:
-    """The shipped h200-sxm profile: `fit_builtin`'s, with vLLM's decode attention term (stage 1
-    on ATTENTION_MEASUREMENTS) in place of the harness's, plus VLLM_ENGINE_COST_S per step."""
+    """The shipped h200-sxm profile: `kernel_h200_profile`'s, its front ends refit to the
+    built-in corpus's h200-sxm runs (`refit_serving`)."""
+    kernel = kernel_h200_profile()
+    return refit_serving(kernel, fit_builtin().profile.step_overhead_s)
+
+
+def refit_serving(profile: Profile, kernel_step_s: float) -> Profile:
+    """`profile` with its serving terms but BUILTIN_HELD_TERMS (so: the front end of each
+    endpoint the runs used) fitted by `capplan calibrate --serving`'s fit to every run of the
+    built-in corpus (planner/data/serving_runs) on its GPU; the profile's `source` names the runs.
+    Unchanged where the corpus has none."""
+    from planner.measurements import builtin_corpus
+    from planner.measurements.serving_fit import fit_serving
+
+    runs = [r for r in builtin_corpus() if r.settings.gpu == profile.gpu]
+    if not runs:
+        return profile
+    fit = fit_serving(runs, profile, name=profile.name, kernel_step_s=kernel_step_s, hold=BUILTIN_HELD_TERMS)
+    return fit.profile
+
+
+def kernel_h200_profile() -> Profile:
+    """The h200-sxm profile before its serving refit: `fit_builtin`'s, with vLLM's decode
+    attention term (stage 1 on ATTENTION_MEASUREMENTS) in place of the harness's, plus
+    VLLM_ENGINE_COST_S per step and VLLM_REQUEST_OVERHEAD_S per request."""
     cal = fit_builtin()
     harness = cal.profile.decode_attention_items_per_sm
     stage1 = fit_decode_attention()

@@ -15,11 +15,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from planner.errors import InvalidInput, echo
+
+# The endpoint kinds a workload names (`workload.endpoint`): vLLM's OpenAI-compatible routes.
+Endpoint = Literal["chat", "completions"]
+ENDPOINTS: tuple[str, ...] = ("chat", "completions")
 
 
 class Profile(BaseModel):
@@ -60,10 +64,36 @@ class Profile(BaseModel):
     # handing the request to the engine core and streaming the first token back. A constant
     # latency: it moves no step and no other request (0 = the engine's steps alone).
     request_overhead_s: float = Field(default=0.0, ge=0, le=10)
+    # The same front-end cost on `/v1/completions` (no chat template, no message parsing): a
+    # workload's `endpoint: completions` selects it (`for_endpoint`). None = the chat endpoint's
+    # `request_overhead_s` (one front end for both, as before the field); 0 .. 10 s.
+    completions_overhead_s: float | None = Field(default=None, ge=0, le=10)
+    # Per sequence in a step, on top of the step's fixed `step_overhead_s`: what vLLM spends on
+    # each running request every step outside the GPU's kernels (scheduling it, preparing its
+    # input rows, sampling, detokenizing and streaming its token). Charged per decode in the
+    # step (n x this), added outside the roofline max like the all-reduce; a prefill chunk is
+    # not counted (the formula sees chunks only as sums, and a step carries a handful of chunks
+    # beside up to hundreds of decodes: the per-step cost covers them). 0 .. 10 ms; 0 = off.
+    sequence_overhead_s: float = Field(default=0.0, ge=0, le=0.01)
     source: str = ""
     # Set when the profile stands in for a missing one (transferred from another GPU): callers
     # show it beside every number the profile produced.
     warning: str | None = None
+
+    def front_end_s(self, endpoint: Endpoint = "chat") -> float:
+        """The front end's per-request seconds on `endpoint` (chat: /v1/chat/completions,
+        completions: /v1/completions)."""
+        if endpoint == "completions" and self.completions_overhead_s is not None:
+            return self.completions_overhead_s
+        return self.request_overhead_s
+
+    def for_endpoint(self, endpoint: Endpoint = "chat") -> Profile:
+        """This profile with `request_overhead_s` the front end of `endpoint`: what every
+        consumer of the profile (latency model, simulator, plan) then adds per request."""
+        front_s = self.front_end_s(endpoint)
+        if front_s == self.request_overhead_s:
+            return self
+        return self.model_copy(update={"request_overhead_s": front_s})
 
 
 THEORETICAL = Profile(
@@ -85,6 +115,8 @@ OPTIONAL_FILE_FIELDS = (
     "sampled_logits",
     "activation_passes",
     "request_overhead_s",
+    "completions_overhead_s",
+    "sequence_overhead_s",
 )
 REQUIRED_FILE_FIELDS = tuple(k for k in Profile.model_fields if k not in OPTIONAL_FILE_FIELDS)
 
@@ -124,8 +156,9 @@ def profile_to_json(profile: Profile) -> str:
     """The file format `load_profile_file` reads back: every field (a warning only when set),
     floats at full precision."""
     data = profile.model_dump()
-    if data["warning"] is None:
-        del data["warning"]
+    for key in ("warning", "completions_overhead_s"):  # None: not set, left out
+        if data[key] is None:
+            del data[key]
     return json.dumps(data, indent=2) + "\n"
 
 

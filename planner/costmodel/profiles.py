@@ -32,6 +32,7 @@ from planner.catalog.gpus import GpuSpec, get_gpu
 from planner.costmodel.profile import (
     BUILTIN_NAMES,
     THEORETICAL,
+    Endpoint,
     Profile,
     load_profile_file,
     profile_from_data,
@@ -168,8 +169,13 @@ def transferred_profile(gpu_name: str, field: str = "profile") -> Profile:
     )
 
 
-def resolve_profile(spec: str, gpu_name: str, field: str = "profile") -> Profile:
-    """The profile `spec` means on `gpu_name` (module docstring); errors name `field`."""
+def resolve_profile(spec: str, gpu_name: str, field: str = "profile", endpoint: Endpoint = "chat") -> Profile:
+    """The profile `spec` means on `gpu_name` (module docstring), its front end the one of
+    `endpoint` (Profile.for_endpoint: what a workload's `endpoint` selects); errors name `field`."""
+    return _resolve_profile(spec, gpu_name, field).for_endpoint(endpoint)
+
+
+def _resolve_profile(spec: str, gpu_name: str, field: str) -> Profile:
     if spec == "theoretical":
         return THEORETICAL
     if spec == "calibrated":

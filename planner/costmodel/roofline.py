@@ -133,7 +133,8 @@ class Replica:
             compute_s=k.linear_s_per_token * tokens
             + k.attention_s_per_pair * (pairs + s)
             + (k.linear_phantom_s + k.sampled_s_per_decode * decode_count),
-            overhead_s=k.overhead_s,
+            # the fixed per-step cost and the per-decode one (Profile.sequence_overhead_s)
+            overhead_s=k.overhead_s + k.sequence_s * decode_count,
             prefix_reread_s=k.prefix_reread_s_per_token * prefix,
             time_s=batch_time_s(k, decode_count, s, c_sum, pairs, kv, prefix),
             elementwise_s=k.elementwise_s_per_token * tokens,

@@ -9,11 +9,13 @@ the re-read of prefill chunks' prefix KV (../../../shared/DESIGN.md, "The roofli
     tokens  = C + n
     memory  = (W(tokens) + (S + sum (p + c)) KV) / BW
     compute = 2 P tokens / F_lin + 4 L d_q (sum c (p + c/2) + S) / F_attn
-    time    = max(memory, compute) + all-reduce(tokens) + overhead + passes sum max(p, 0) KV / BW
+    time    = max(memory, compute) + all-reduce(tokens) + overhead + sequence n
+              + passes sum max(p, 0) KV / BW
               (+ e L h 2 tokens / BW, calibrated: below)
 
 for n decodes over a total context of S tokens and prefill chunks of c tokens at offset p
-(C = sum c). Everything is per GPU of the TP group; a step of no tokens takes 0 s.
+(C = sum c); `sequence` is the profile's `sequence_overhead_s`, the engine's cost per decode in
+the step (0 by default). Everything is per GPU of the TP group; a step of no tokens takes 0 s.
 
 Calibrated profiles refine three terms (each off, i.e. exactly the above, at its default):
 
@@ -93,6 +95,9 @@ class StepCoefficients:
     # GEMMs, per token, added like the all-reduce (0 = off)
     elementwise_s_per_token: float
     overhead_s: float
+    # The profile's sequence_overhead_s: engine seconds per decode in the step, beside the
+    # fixed overhead_s (0 = off)
+    sequence_s: float
     # passes x KV (prefix_query_kv_passes: x G) / achieved bandwidth, per offset token
     prefix_reread_s_per_token: float
     # N0: decodes whose (sequence x KV head) items fill the GPU's SMs (SMs x a / KV heads per GPU);
@@ -207,6 +212,7 @@ def step_coefficients(
         * ACTIVATION_BYTES
         / bw,
         overhead_s=profile.step_overhead_s,
+        sequence_s=profile.sequence_overhead_s,
         prefix_reread_s_per_token=passes * kv / bw,
         decode_kv_full_decodes=decode_kv_full_decodes(model, gpu, profile, tp),
         linear_phantom_s=profile.matmul_phantom_tokens * (linear_flops / matmul),
@@ -242,6 +248,7 @@ def linear_layers_coefficients(
         allreduce_s=0.0,
         elementwise_s_per_token=0.0,
         overhead_s=0.0,
+        sequence_s=0.0,
         prefix_reread_s_per_token=0.0,
         decode_kv_full_decodes=0.0,
         linear_phantom_s=profile.matmul_phantom_tokens * (linear_flops / matmul),
@@ -278,6 +285,7 @@ def _scalar(k: StepCoefficients, n: float, s: float, c: float, a: float, kv: flo
         + ((k.allreduce_s_per_token + k.elementwise_s_per_token) * tokens + k.allreduce_s)
         + k.overhead_s
         + k.prefix_reread_s_per_token * r
+        + (k.sequence_s * n if k.sequence_s else 0.0)
     )
 
 
@@ -348,6 +356,8 @@ def _array(
     out = np.maximum(mem, cmp)
     if k.allreduce_s_per_token or k.elementwise_s_per_token:
         out += kc.per_token * tokens
+    if k.sequence_s:
+        out += k.sequence_s * n
     if kc.fixed is not None:
         out += kc.fixed
     if k.prefix_reread_s_per_token:
@@ -384,7 +394,7 @@ def _array_one_decode_batch(
     per_token = k.allreduce_s_per_token + k.elementwise_s_per_token
     if per_token:
         out += c * kc.per_token
-    const = per_token * n + kc.fixed_s
+    const = (per_token + k.sequence_s) * n + kc.fixed_s
     if const:
         out += const
     if k.prefix_reread_s_per_token:
@@ -519,7 +529,8 @@ def decode_run_time_s(k: StepCoefficients, decodes: int, context: float, steps: 
     b_mem = k.kv_bytes_per_token * k.s_per_byte * k.decode_kv_factor(n)
     a_cmp = k.linear_s_per_token * n + k.linear_phantom_s + k.sampled_s_per_decode * n
     b_cmp = k.attention_s_per_pair
-    fixed = (k.allreduce_s_per_token + k.elementwise_s_per_token) * n + k.allreduce_s + k.overhead_s
+    per_decode = k.allreduce_s_per_token + k.elementwise_s_per_token + k.sequence_s
+    fixed = per_decode * n + k.allreduce_s + k.overhead_s
     s0 = float(context)
 
     def series(a: float, b: float, j0: int, j1: int) -> float:

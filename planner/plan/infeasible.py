@@ -66,7 +66,9 @@ def other_points(pl: Planning) -> list[CapacityPoint]:
         return []
     from planner.costmodel.profiles import resolve_profile
 
-    ctx2 = replace(pl.ctx, profiles=tuple((g, resolve_profile(pl.req.profile, g)) for g in sorted(others)))
+    endpoint = pl.req.workload.endpoint
+    profiles = tuple((g, resolve_profile(pl.req.profile, g, "profile", endpoint)) for g in sorted(others))
+    ctx2 = replace(pl.ctx, profiles=profiles)
     with CapacityPool(ctx2, 1) as pool2:
         return pool2.evaluate(explain.floor_probes(others, pl.req.candidates.tensor_parallel_sizes, 16384))
 

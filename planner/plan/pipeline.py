@@ -116,7 +116,8 @@ def _context(
     from planner.schema.inputs import local_path
 
     spec = req.profile if req.profile in BUILTIN_NAMES else local_path(req.profile, base)
-    profiles = tuple((g, resolve_profile(spec, g, "profile")) for g in sorted(gpus))
+    endpoint = req.workload.endpoint  # its front end per request (Profile.for_endpoint)
+    profiles = tuple((g, resolve_profile(spec, g, "profile", endpoint)) for g in sorted(gpus))
     s, c = req.slo, req.candidates
     return SearchContext(
         model=model,

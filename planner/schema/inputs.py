@@ -17,6 +17,7 @@ A workload is the schema of planner/workload.py or a trace reference:
       bins: null                    # null: exact empirical lengths; N: N-bin histograms
       requests_per_s: null          # rescale the trace's time to this mean rate
       prefix_cache_hit_fraction: 0
+      endpoint: chat                # chat (/v1/chat/completions) | completions (/v1/completions)
 """
 
 from __future__ import annotations
@@ -101,6 +102,7 @@ class TraceWorkload(BaseModel):
     bins: int | None = Field(default=None, ge=1, le=MAX_TRACE_BINS)
     requests_per_s: float | None = Field(default=None, gt=0, le=MAX_REQUESTS_PER_S)
     prefix_cache_hit_fraction: float = Field(default=0.0, ge=0.0, lt=1.0)
+    endpoint: Literal["chat", "completions"] = "chat"  # as Workload.endpoint
     name: str | None = None
 
     @field_validator("burstiness", mode="before")
@@ -569,6 +571,8 @@ def build_workload(
     except InvalidInput as exc:
         f = exc.field if exc.field.startswith(root) else f"{root}.{exc.field}"
         raise InvalidInput(f, exc.reason) from None
+    if spec.endpoint != w.endpoint:
+        w = w.model_copy(update={"endpoint": spec.endpoint})
     if not isinstance(spec.burstiness, str):
         arr = w.arrivals.model_dump()
         arr["burstiness"] = spec.burstiness

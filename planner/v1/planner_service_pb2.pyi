@@ -34,6 +34,12 @@ class Router(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ROUTER_ROUND_ROBIN: _ClassVar[Router]
     ROUTER_LEAST_OUTSTANDING_TOKENS: _ClassVar[Router]
 
+class Endpoint(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ENDPOINT_UNSPECIFIED: _ClassVar[Endpoint]
+    ENDPOINT_CHAT: _ClassVar[Endpoint]
+    ENDPOINT_COMPLETIONS: _ClassVar[Endpoint]
+
 class Replay(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     REPLAY_UNSPECIFIED: _ClassVar[Replay]
@@ -146,6 +152,9 @@ ROLE_DECODE: Role
 ROUTER_UNSPECIFIED: Router
 ROUTER_ROUND_ROBIN: Router
 ROUTER_LEAST_OUTSTANDING_TOKENS: Router
+ENDPOINT_UNSPECIFIED: Endpoint
+ENDPOINT_CHAT: Endpoint
+ENDPOINT_COMPLETIONS: Endpoint
 REPLAY_UNSPECIFIED: Replay
 REPLAY_RECORDED: Replay
 REPLAY_SCALED: Replay
@@ -265,7 +274,7 @@ class Arrivals(_message.Message):
     def __init__(self, requests_per_s: _Optional[float] = ..., buckets: _Optional[_Iterable[_Union[RateBucket, _Mapping]]] = ..., burstiness: _Optional[float] = ..., concurrency: _Optional[int] = ...) -> None: ...
 
 class Workload(_message.Message):
-    __slots__ = ("name", "arrivals", "input_tokens", "output_tokens", "prefix_cache_hit_fraction", "trace", "bucket_s", "burstiness", "bins", "requests_per_s")
+    __slots__ = ("name", "arrivals", "input_tokens", "output_tokens", "prefix_cache_hit_fraction", "trace", "bucket_s", "burstiness", "bins", "requests_per_s", "endpoint")
     NAME_FIELD_NUMBER: _ClassVar[int]
     ARRIVALS_FIELD_NUMBER: _ClassVar[int]
     INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
@@ -276,6 +285,7 @@ class Workload(_message.Message):
     BURSTINESS_FIELD_NUMBER: _ClassVar[int]
     BINS_FIELD_NUMBER: _ClassVar[int]
     REQUESTS_PER_S_FIELD_NUMBER: _ClassVar[int]
+    ENDPOINT_FIELD_NUMBER: _ClassVar[int]
     name: str
     arrivals: Arrivals
     input_tokens: LengthDistribution
@@ -286,7 +296,8 @@ class Workload(_message.Message):
     burstiness: _struct_pb2.Value
     bins: int
     requests_per_s: float
-    def __init__(self, name: _Optional[str] = ..., arrivals: _Optional[_Union[Arrivals, _Mapping]] = ..., input_tokens: _Optional[_Union[LengthDistribution, _Mapping]] = ..., output_tokens: _Optional[_Union[LengthDistribution, _Mapping]] = ..., prefix_cache_hit_fraction: _Optional[float] = ..., trace: _Optional[str] = ..., bucket_s: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., burstiness: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., bins: _Optional[int] = ..., requests_per_s: _Optional[float] = ...) -> None: ...
+    endpoint: Endpoint
+    def __init__(self, name: _Optional[str] = ..., arrivals: _Optional[_Union[Arrivals, _Mapping]] = ..., input_tokens: _Optional[_Union[LengthDistribution, _Mapping]] = ..., output_tokens: _Optional[_Union[LengthDistribution, _Mapping]] = ..., prefix_cache_hit_fraction: _Optional[float] = ..., trace: _Optional[str] = ..., bucket_s: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., burstiness: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., bins: _Optional[int] = ..., requests_per_s: _Optional[float] = ..., endpoint: _Optional[_Union[Endpoint, str]] = ...) -> None: ...
 
 class Disaggregation(_message.Message):
     __slots__ = ("prefill_replicas", "decode_replicas", "kv_transfer_bandwidth_bytes_per_s", "kv_transfer_latency_s")
@@ -1385,7 +1396,7 @@ class Ceiling(_message.Message):
     def __init__(self, value: _Optional[float] = ..., fraction_of_datasheet: _Optional[float] = ..., fitted_eta: _Optional[float] = ...) -> None: ...
 
 class Profile(_message.Message):
-    __slots__ = ("name", "gpu", "eta_bandwidth", "eta_matmul", "eta_attention", "step_overhead_s", "prefix_kv_passes", "source", "warning", "decode_attention_items_per_sm", "prefix_query_kv_passes", "matmul_phantom_tokens", "sampled_logits", "activation_passes", "request_overhead_s")
+    __slots__ = ("name", "gpu", "eta_bandwidth", "eta_matmul", "eta_attention", "step_overhead_s", "prefix_kv_passes", "source", "warning", "decode_attention_items_per_sm", "prefix_query_kv_passes", "matmul_phantom_tokens", "sampled_logits", "activation_passes", "request_overhead_s", "completions_overhead_s", "sequence_overhead_s")
     NAME_FIELD_NUMBER: _ClassVar[int]
     GPU_FIELD_NUMBER: _ClassVar[int]
     ETA_BANDWIDTH_FIELD_NUMBER: _ClassVar[int]
@@ -1401,6 +1412,8 @@ class Profile(_message.Message):
     SAMPLED_LOGITS_FIELD_NUMBER: _ClassVar[int]
     ACTIVATION_PASSES_FIELD_NUMBER: _ClassVar[int]
     REQUEST_OVERHEAD_S_FIELD_NUMBER: _ClassVar[int]
+    COMPLETIONS_OVERHEAD_S_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_OVERHEAD_S_FIELD_NUMBER: _ClassVar[int]
     name: str
     gpu: str
     eta_bandwidth: float
@@ -1416,7 +1429,9 @@ class Profile(_message.Message):
     sampled_logits: bool
     activation_passes: float
     request_overhead_s: float
-    def __init__(self, name: _Optional[str] = ..., gpu: _Optional[str] = ..., eta_bandwidth: _Optional[float] = ..., eta_matmul: _Optional[float] = ..., eta_attention: _Optional[float] = ..., step_overhead_s: _Optional[float] = ..., prefix_kv_passes: _Optional[float] = ..., source: _Optional[str] = ..., warning: _Optional[str] = ..., decode_attention_items_per_sm: _Optional[float] = ..., prefix_query_kv_passes: _Optional[float] = ..., matmul_phantom_tokens: _Optional[float] = ..., sampled_logits: _Optional[bool] = ..., activation_passes: _Optional[float] = ..., request_overhead_s: _Optional[float] = ...) -> None: ...
+    completions_overhead_s: float
+    sequence_overhead_s: float
+    def __init__(self, name: _Optional[str] = ..., gpu: _Optional[str] = ..., eta_bandwidth: _Optional[float] = ..., eta_matmul: _Optional[float] = ..., eta_attention: _Optional[float] = ..., step_overhead_s: _Optional[float] = ..., prefix_kv_passes: _Optional[float] = ..., source: _Optional[str] = ..., warning: _Optional[str] = ..., decode_attention_items_per_sm: _Optional[float] = ..., prefix_query_kv_passes: _Optional[float] = ..., matmul_phantom_tokens: _Optional[float] = ..., sampled_logits: _Optional[bool] = ..., activation_passes: _Optional[float] = ..., request_overhead_s: _Optional[float] = ..., completions_overhead_s: _Optional[float] = ..., sequence_overhead_s: _Optional[float] = ...) -> None: ...
 
 class CalibrateReport(_message.Message):
     __slots__ = ("model", "gpu", "measurements", "rows", "mape_percent", "max_abs_error_percent", "theoretical_mape_percent", "parameters", "ceilings", "profile", "output")

@@ -1,0 +1,169 @@
+"""`capplan calibrate --serving` (planner/measurements/serving_fit.py): the serving terms fitted to
+real vLLM runs, the base profile's kernel terms fixed.
+
+* The fitter recovers terms it is handed: runs whose measured figures are capplan's own
+  predictions under known terms give those terms back.
+* Held out (issue 35): fitted on half of a GPU's corpus runs (every other run, by id), the
+  profile predicts the other half within TPOT p50 MAPE <= 10%, TTFT p50 <= 25%, saturation
+  throughput <= 20%. Where the corpus cannot get there with these terms the test is a strict
+  xfail that says why (it fails the day it passes: update the reason and the figures then).
+* A fit the terms cannot make good is refused, naming the 25% threshold.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from planner import api
+from planner.costmodel.profile import load_profile_file
+from planner.costmodel.profiles import resolve_profile
+from planner.errors import InvalidInput
+from planner.measurements import builtin_corpus
+from planner.measurements.serving_fit import MAX_FIT_MAPE, fit_serving, predict_figures
+from planner.measurements.serving_run import LatencySummary, ServingRun
+from tests.cli_helpers import run_cli
+
+TARGET_PCT = {"tpot_p50": 10.0, "ttft_p50": 25.0, "saturation_throughput": 20.0}  # the issue's
+
+
+def _corpus(gpu: str) -> list[ServingRun]:
+    return sorted((r for r in builtin_corpus() if r.settings.gpu == gpu), key=lambda r: r.id)
+
+
+def _h200_runs() -> list[ServingRun]:
+    return _corpus("h200-sxm")
+
+
+def _as_measured(run: ServingRun, ttft_s: float, tpot_s: float) -> ServingRun:
+    m = run.measured.model_copy(
+        update={"ttft": LatencySummary(median_s=ttft_s), "tpot": LatencySummary(median_s=tpot_s), "itl": None}
+    )
+    return run.model_copy(update={"measured": m})
+
+
+def test_the_fit_recovers_the_terms_the_runs_were_made_with() -> None:
+    base = resolve_profile("auto", "h200-sxm")
+    truth = base.model_copy(
+        update={"step_overhead_s": 0.004, "sequence_overhead_s": 2e-4, "completions_overhead_s": 0.020}
+    )
+    runs = []
+    for run in _h200_runs():
+        figs = predict_figures(run, truth)
+        ttft, tpot = figs["ttft_p50"][1], figs["tpot_p50"][1]
+        assert ttft is not None and tpot is not None
+        runs.append(_as_measured(run, ttft, tpot))
+    fit = fit_serving(runs, base)
+    assert fit.fit_mape_pct < 0.5
+    assert fit.profile.completions_overhead_s == pytest.approx(0.020, rel=0.05)
+    assert fit.profile.step_overhead_s == pytest.approx(0.004, rel=0.2)
+    assert fit.parameters["request_overhead_s"] == (base.request_overhead_s, False)  # no chat run: held
+    # the kernel terms are the base's
+    for key in ("eta_bandwidth", "eta_matmul", "eta_attention", "matmul_phantom_tokens", "activation_passes"):
+        assert getattr(fit.profile, key) == getattr(base, key)
+
+
+def _held_out_mape(gpu: str) -> dict[str, float]:
+    runs = [r for r in _corpus(gpu) if _predictable(r)]
+    fit_half, held = runs[0::2], runs[1::2]
+    fit = fit_serving(fit_half, resolve_profile("auto", gpu), force=True)
+    from planner.measurements.serving_fit import _mape_pct
+
+    return _mape_pct([predict_figures(r, fit.profile) for r in held])
+
+
+def _predictable(run: ServingRun) -> bool:
+    try:
+        predict_figures(run, resolve_profile("auto", str(run.settings.gpu)))
+    except InvalidInput:  # e.g. a prompt the modelled KV cache cannot hold
+        return False
+    return True
+
+
+_MISSING = (
+    "saturation throughput of bursts (hundreds to 1,000 prompts, outputs of 4-200 tokens): the "
+    "per-sequence term that fits them (1-1.5 ms a decode) breaks light-load TPOT; the front end's "
+    "per-request CPU time, serial in a burst, and the rig (Lambda's v0.5.4 runs are ~4.5x slow at "
+    "every burst size) are not in the model"
+)
+
+
+@pytest.mark.parametrize(
+    "gpu",
+    [
+        "h200-sxm",
+        pytest.param("h100-sxm", marks=pytest.mark.xfail(strict=True, reason=_MISSING)),
+        pytest.param("a100-80gb-sxm", marks=pytest.mark.xfail(strict=True, reason=_MISSING)),
+    ],
+)
+def test_a_fit_on_half_the_runs_predicts_the_other_half(gpu: str) -> None:
+    mape = _held_out_mape(gpu)
+    assert mape, "no figure held out"
+    for figure, got in mape.items():
+        assert got <= TARGET_PCT[figure], f"{gpu} {figure}: held-out MAPE {got:.1f}% > {TARGET_PCT[figure]}%"
+
+
+def test_a_fit_the_terms_cannot_make_good_is_refused_naming_the_threshold() -> None:
+    lambda_runs = [r for r in _corpus("h100-sxm") if r.id.startswith("lambda-")]
+    with pytest.raises(InvalidInput) as err:
+        fit_serving(lambda_runs, resolve_profile("auto", "h100-sxm"), field="--serving")
+    assert err.value.field == "--serving"
+    assert f"over {100 * MAX_FIT_MAPE:.0f}%" in err.value.reason
+    forced = fit_serving(lambda_runs, resolve_profile("auto", "h100-sxm"), force=True)
+    assert forced.fit_mape_pct > 100 * MAX_FIT_MAPE
+
+
+def test_runs_of_two_gpus_are_refused() -> None:
+    runs = _corpus("h200-sxm")[:1] + _corpus("a100-80gb-sxm")[:1]
+    with pytest.raises(InvalidInput, match="fit each GPU apart"):
+        fit_serving(runs, resolve_profile("auto", "h200-sxm"))
+
+
+H200_FILE = "planner/data/serving_runs/doks-gtc2026-phase0-llama31-70b-fp8-h200.json"
+
+
+def test_the_command_writes_a_profile_evaluate_takes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "h200-serving.json"
+    rc, stdout, stderr = run_cli(["calibrate", "--serving", H200_FILE, "-o", str(out), "--json"], capsys)
+    assert rc == 0, stderr
+    report = json.loads(stdout)
+    assert report["max_fit_mape_pct"] == 25.0
+    assert report["parameters"]["completions_overhead_s"]["fitted"] is True
+    run = report["runs"][0]["figures"]["ttft_p50"]
+    assert abs(run["error_after_pct"]) < abs(run["error_before_pct"])
+    prof = load_profile_file(out)
+    assert prof.completions_overhead_s == pytest.approx(report["profile"]["completions_overhead_s"])
+    request = {
+        "deployment": {
+            "model": "meta-llama/Llama-3.1-70B-Instruct",
+            "gpu": "h200-sxm",
+            "weight_dtype": "fp8",
+        },
+        "workload": {
+            "arrivals": {"requests_per_s": 1.0},
+            "input_tokens": {"constant": 200},
+            "output_tokens": {"constant": 200},
+            "endpoint": "completions",
+        },
+        "profile": str(out),
+    }
+    chat = {**request, "workload": {**request["workload"], "endpoint": "chat"}}
+    gap_ms = (
+        api.evaluate(chat).model_dump()["ttft_p50_ms"] - api.evaluate(request).model_dump()["ttft_p50_ms"]
+    )
+    assert gap_ms == pytest.approx(
+        1e3 * (prof.request_overhead_s - prof.front_end_s("completions")), abs=1e-6
+    )
+
+
+def test_the_command_refuses_mixed_modes(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, _, err = run_cli(["calibrate", "x.csv", "--serving", H200_FILE], capsys)
+    assert rc != 0 and "MEASUREMENTS" in err
+    rc, _, err = run_cli(
+        ["calibrate", "x.csv", "--model", "Qwen/Qwen3-8B", "--gpu", "h100-sxm", "--simulate"], capsys
+    )
+    assert rc != 0 and "--simulate" in err
