@@ -33,8 +33,8 @@ ANALYTIC: dict[str, dict[str, tuple[float, int]]] = {
         "saturation_throughput": (1185.1, 24),
     },
     "h200-sxm": {
-        "ttft_p50": (64.1, 8),
-        "ttft_p99": (63.1, 8),
+        "ttft_p50": (5.4, 8),
+        "ttft_p99": (20.5, 8),
         "tpot_p50": (8.7, 8),
         "itl_p50": (7.2, 8),
         "itl_p99": (45.4, 8),
@@ -53,8 +53,8 @@ SIMULATOR: dict[str, dict[str, tuple[float, int]]] = {
         "saturation_throughput": (267.8, 23),  # one 32k-token burst does not fit the modelled KV cache
     },
     "h200-sxm": {
-        "ttft_p50": (62.8, 8),
-        "ttft_p99": (61.4, 8),
+        "ttft_p50": (4.0, 8),
+        "ttft_p99": (18.8, 8),
         "tpot_p50": (8.7, 8),
         "itl_p50": (7.2, 8),
         "itl_p99": (45.1, 8),

@@ -38,12 +38,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from planner.costmodel.profile import Endpoint, Profile
 from planner.deployment import Deployment
 from planner.errors import InvalidInput
 from planner.workload import Arrivals, Histogram, LengthDistribution, Workload
 
 if TYPE_CHECKING:
-    from planner.costmodel.profile import Profile
     from planner.deployment import ResolvedDeployment
     from planner.measurements.serving_run import ServingRun
     from planner.simulate.metrics import SimResult
@@ -150,6 +150,12 @@ def _deployment(run: ServingRun) -> Deployment:
     return Deployment(**args)
 
 
+def endpoint_of(run: ServingRun) -> Endpoint:
+    """The run's endpoint kind: /v1/completions is `completions`, anything else (the chat route,
+    or unstated) `chat`, the workload's default."""
+    return "completions" if run.settings.endpoint == "/v1/completions" else "chat"
+
+
 def run_workload(run: ServingRun) -> RunInputs:
     """The deployment (one replica) and workload a run stands for (module docstring)."""
     prompts = run.load.num_prompts or DEFAULT_PROMPTS
@@ -160,6 +166,7 @@ def run_workload(run: ServingRun) -> RunInputs:
         arrivals=_arrivals(run, kind, prompts),
         input_tokens=_lengths(run, ld.input_len, run.mean_input_tokens, "input_len"),
         output_tokens=_lengths(run, ld.output_len, run.mean_output_tokens, "output_len"),
+        endpoint=endpoint_of(run),
     )
     return RunInputs(_deployment(run), workload, kind, prompts)
 
@@ -170,8 +177,8 @@ def _resolve(run: ServingRun, inputs: RunInputs, profile: Profile | str) -> Reso
 
         assert run.settings.gpu is not None
         profile = resolve_profile(profile, run.settings.gpu, "profile")
-    try:
-        return inputs.deployment.resolve(profile)
+    try:  # the run's endpoint picks the front end (Profile.for_endpoint), as the workload's does in api
+        return inputs.deployment.resolve(profile.for_endpoint(inputs.workload.endpoint))
     except InvalidInput as exc:
         raise InvalidInput(_where(run, exc.field), exc.reason) from None
 

@@ -34,9 +34,9 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from planner.costmodel.fitting import MAX_FIT_MAPE  # the kernel fit's threshold: one bar for both
-from planner.costmodel.profile import Endpoint, Profile
+from planner.costmodel.profile import Profile
 from planner.errors import InvalidInput
-from planner.measurements.prediction import predict_run
+from planner.measurements.prediction import endpoint_of, predict_run
 from planner.measurements.scoring import score_run
 from planner.measurements.serving_run import ServingRun
 
@@ -63,12 +63,6 @@ MISS = 1.0  # the residual of a figure the trial profile cannot predict (an unst
 MAX_RUNS = 500  # runs in one fit: bounds its time (each trial predicts every run)
 MAX_EVALUATIONS = 200  # least_squares' function evaluations
 DIFF_STEP = 1e-2  # relative finite-difference step: the forward model is piecewise smooth
-
-
-def endpoint_of(run: ServingRun) -> Endpoint:
-    """The run's endpoint kind: /v1/completions is `completions`, anything else (the chat route,
-    or unstated) `chat`, the workload's default."""
-    return "completions" if run.settings.endpoint == "/v1/completions" else "chat"
 
 
 @dataclass(frozen=True)
@@ -131,7 +125,7 @@ def predict_figures(
 ) -> dict[str, tuple[float, float | None]]:
     """The fitted figures of `run` under `profile` (its endpoint's front end): figure ->
     (measured, predicted). TPOT p50 stands in by ITL p50 where the run printed no TPOT."""
-    pred = predict_run(run, profile.for_endpoint(endpoint_of(run)), simulate=simulate)
+    pred = predict_run(run, profile, simulate=simulate)  # the run's endpoint picks the front end
     errors = {e.figure: e for e in score_run(run, pred).errors}
     if "tpot_p50" not in errors and "itl_p50" in errors:
         errors["tpot_p50"] = errors["itl_p50"]
