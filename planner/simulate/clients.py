@@ -147,7 +147,7 @@ def _run(
             others = busy[0][0] + overhead_s if busy else math.inf
             e = engines[i]
             done = e.completed
-            e.run_until_finish(max(min(send_t, others), math.nextafter(e.t, math.inf)))
+            e.run_until(max(min(send_t, others), math.nextafter(e.t, math.inf)), first_finish=True)
             for _ in range(e.completed - done):
                 heapq.heappush(free, e.t + overhead_s)
             if e.has_work():

@@ -229,24 +229,16 @@ class SimulatedEngine:
         self.outstanding_tokens += p + tb.target[rid] - min(tb.comp[rid], p) - tb.out[rid]
         self.assigned += 1
 
-    def run_until(self, horizon: float) -> None:
-        """Run every step that starts before `horizon` (math.inf: until idle)."""
-        budget = self.budget
-        while (self.n_d or self.explicit or self.waiting) and self.t < horizon:
-            budget.left -= 1
-            if budget.left < budget.next_check:
-                budget.tick()
-            if self.fast_forward and self.n_d and not self.explicit and self._stretch(horizon):
-                continue
-            self._step()
-
-    def run_until_finish(self, horizon: float) -> None:
-        """`run_until`, stopping after the first event (a step, or a fast-forwarded run of decode
-        steps, which ends at its first completion anyway) that finishes a request: a closed
-        loop's client sends its next request then (planner/simulate/clients.py)."""
+    def run_until(self, horizon: float, *, first_finish: bool = False) -> None:
+        """Run every step that starts before `horizon` (math.inf: until idle). `first_finish`:
+        stop after the first event (a step, or a fast-forwarded run of decode steps, which ends
+        at its first completion anyway) that finishes a request: a closed loop's client sends
+        its next request then (planner/simulate/clients.py)."""
         budget = self.budget
         done = self.completed
-        while (self.n_d or self.explicit or self.waiting) and self.t < horizon and self.completed == done:
+        while (self.n_d or self.explicit or self.waiting) and self.t < horizon:
+            if first_finish and self.completed != done:
+                break
             budget.left -= 1
             if budget.left < budget.next_check:
                 budget.tick()
