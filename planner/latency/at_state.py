@@ -63,11 +63,17 @@ class EngineInputs(Protocol):
     stats: WorkloadStats
     ttft_extra_s: FloatArray | None
 
+    @property
     def service_shape(self) -> ServiceShape: ...
+    @property
     def full_step_cv2(self) -> float: ...
+    @property
     def full_step_shape(self) -> FloatArray: ...
+    @property
     def saturated(self) -> State: ...
+    @property
     def idle_token_cost_s(self) -> float: ...
+    @property
     def idle_company_cap_s(self) -> float: ...
     def prompt_cost_slope_s(self, s: State) -> float: ...
 
@@ -104,7 +110,7 @@ class StateResults:
     @once
     def drag(self) -> PrefillDrag | None:
         """`prefill_queue.prefill_drag_at` against the stability boundary's end."""
-        return prefill_drag_at(self.replica, self.state, end=self.engine.saturated())
+        return prefill_drag_at(self.replica, self.state, end=self.engine.saturated)
 
     @once
     def feedback(self) -> CountFeedback:
@@ -113,7 +119,7 @@ class StateResults:
         r, e, s = self.replica, self.engine, self.state
         return count_feedback_at(
             r, s, drag=self.drag if r.has_prefill and r.has_decode else None,
-            prompt_cost_slope_of=lambda: e.prompt_cost_slope_s(s), service_cv2_of=lambda: e.service_shape().cv2,
+            prompt_cost_slope_of=lambda: e.prompt_cost_slope_s(s), service_cv2_of=lambda: e.service_shape.cv2,
         )  # fmt: skip
 
     @once
@@ -134,7 +140,7 @@ class StateResults:
         """`prefill_queue.queue_wait_at`: the drag and the decode count read only where the
         backlog's drain stretches the wait."""
         return queue_wait_at(
-            self.replica, self.state, shape=self.engine.service_shape(), drag_of=lambda: self.drag,
+            self.replica, self.state, shape=self.engine.service_shape, drag_of=lambda: self.drag,
             count_of=lambda: (self.decode_variance, self.feedback.loop),
         )  # fmt: skip
 
@@ -146,8 +152,8 @@ class StateResults:
         if not (r.has_decode and r.has_prefill) or s.n <= 0:
             return no_mix(self.queue_wait)
         return step_mix(
-            r, s, wait=self.queue_wait, service_kappa=e.service_shape().kappa,
-            full_step_cv2=e.full_step_cv2(), full_step_shape=e.full_step_shape(),
+            r, s, wait=self.queue_wait, service_kappa=e.service_shape.kappa,
+            full_step_cv2=e.full_step_cv2, full_step_shape=e.full_step_shape,
         )  # fmt: skip
 
     @once
@@ -195,7 +201,7 @@ class StateResults:
     def delay_classes(self) -> DelayClasses:
         """`delay.delay_classes`: the step under way as an unqueued prompt sees it."""
         return delay_classes(
-            self.replica, self.state, self.steps, token_cost_s=self.engine.idle_token_cost_s()
+            self.replica, self.state, self.steps, token_cost_s=self.engine.idle_token_cost_s
         )
 
     @once
@@ -204,7 +210,7 @@ class StateResults:
         without the chain; `ttft_mixture` reads it)."""
         return delay_at(
             self.replica, self.state, self.steps, classes_of=lambda: self.delay_classes,
-            company_cap_s=self.engine.idle_company_cap_s(),
+            company_cap_s=self.engine.idle_company_cap_s,
         )  # fmt: skip
 
     @once
@@ -218,7 +224,7 @@ class StateResults:
             and chain_delay_weight(join_weight=self.state.join_weight, arrival_cv2=r.arrival_cv2) > 0.0
         ):
             return float(self.delay[0].values[-1])
-        return delay_top_s(r, classes=self.delay_classes, company_cap_s=self.engine.idle_company_cap_s())
+        return delay_top_s(r, classes=self.delay_classes, company_cap_s=self.engine.idle_company_cap_s)
 
     @once
     def ttft_mixture(self) -> TtftMixture:

@@ -172,66 +172,52 @@ class Engine:
         return self.point(self.zero())
 
     @once
-    def _end(self) -> State:
-        return self._state(self.boundary().n_max, None)
-
     def saturated(self) -> State:
         """The state at the stability boundary's end (decode roles), kept once per engine: the
         queue's stretch and service shape read it at every state, and the state cache may have
         dropped it."""
-        return self._end
+        return self._state(self.boundary().n_max, None)
 
     # ---- once per engine: the prefill queue's shape, the idle state's costs -------------------
 
     @once
-    def _shape(self) -> ServiceShape:
-        at = None
-        if self.has_prefill:
-            at = self.saturated() if self.has_decode else self._state(0.0, 0.0)
-        return service_shape_at(self.replica, at=at, prefill_cv2=self.stats.prefill_cv2)
-
     def service_shape(self) -> ServiceShape:
         """`prefill_queue.service_shape_at`, once per engine, at the stability boundary (decode
         roles; the queue's shape matters where it is long, near capacity, and the decodes there
         dilute the prompts' differences the least of any point where it is long); from the token
         counts alone without a prefill (no step to time them)."""
-        return self._shape
+        at = None
+        if self.has_prefill:
+            at = self.saturated if self.has_decode else self._state(0.0, 0.0)
+        return service_shape_at(self.replica, at=at, prefill_cv2=self.stats.prefill_cv2)
 
     @once
-    def _full_cv2(self) -> float:
-        return full_step_cv2_at(self.replica, self.saturated())
-
     def full_step_cv2(self) -> float:
         """`prefill_queue.full_step_cv2_at`, once per engine, at the stability boundary's end
         (colocated engines only, `Engine.steps`)."""
-        return self._full_cv2
+        return full_step_cv2_at(self.replica, self.saturated)
 
     @once
-    def _full_shape(self) -> FloatArray:
-        return np.array(lognormal_slice_list(math.sqrt(math.log1p(self.full_step_cv2()))))
-
     def full_step_shape(self) -> FloatArray:
         """The backlog's full steps over their mean: `full_step_cv2`'s lognormal in the
         probability slices (scale 1: times the mean step, `lognormal_slice_list`'s own
         product), once per engine."""
-        return self._full_shape
+        return np.array(lognormal_slice_list(math.sqrt(math.log1p(self.full_step_cv2))))
 
     @once
-    def _token_cost(self) -> float:
-        return token_cost_s(self.zero())
-
     def idle_token_cost_s(self) -> float:
         """`ttft.token_cost_s` of the idle state, once per engine."""
-        return self._token_cost
+        return token_cost_s(self.zero())
 
+    @once
     def idle_company_cap_s(self) -> float:
-        """`ttft.company_cap_s` of the idle state."""
+        """`ttft.company_cap_s` of the idle state, once per engine."""
         return company_cap_s(self.zero())
 
     @once
     def _cost_slope(self) -> tuple[list[float], list[float]]:
         b = self.boundary()
-        return slope_points(self.replica, grid_n=b.grid_n, grid_cost_slope=b.grid_cost_slope, end_of=self.saturated)
+        return slope_points(self.replica, grid_n=b.grid_n, grid_cost_slope=b.grid_cost_slope, end_of=lambda: self.saturated)
 
     def prompt_cost_slope_s(self, s: State) -> float:
         """E[Delta]' at the state (`cost_slope`): linear in n between the stability scan's points
