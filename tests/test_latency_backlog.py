@@ -116,7 +116,7 @@ def _stretch(e, load: float) -> tuple[float, float]:
     lam = load * e.boundary().lam_max
     s, _ = e.solve(lam)
     q = e.replica.mean_prefill_tokens * s.t_full / max(s.share_full, 1.0)
-    shape = e.service_shape()
+    shape = e.service_shape
     base = gg1_wait(s.rho, q, e.replica.arrival_cv2, shape.cv2)
     return e.steps(s).wait.mean_if_waiting_s / base.mean_if_waiting_s, s.rho
 
@@ -157,7 +157,7 @@ def test_no_stretch_without_decodes_to_accumulate() -> None:
     e = m.engines["prefill"]
     s = e.state_lam(20.0)
     q = e.replica.mean_prefill_tokens * s.t_full / s.share_full
-    shape = e.service_shape()
+    shape = e.service_shape
     w = gg1_wait(s.rho, q, e.replica.arrival_cv2, shape.cv2)
     got = e.steps(s).wait
     assert got == w and math.isfinite(got.mean_if_waiting_s)
@@ -171,7 +171,7 @@ def test_light_waits_carry_the_exact_tail_stretched_like_the_mean(load: float) -
     e = _engine(gpu="h100-sxm", budget=512, hit=0.0, profile=THEORETICAL, lengths="constant")
     s, _ = e.solve(load * e.boundary().lam_max)
     q = e.replica.mean_prefill_tokens * s.t_full / s.share_full
-    shape = e.service_shape()
+    shape = e.service_shape
     assert shape.kappa == pytest.approx(1.0) and shape.decay is not None
     base = gg1_wait(s.rho, q, e.replica.arrival_cv2, shape.cv2)
     got = e.steps(s).wait
@@ -205,7 +205,7 @@ def test_full_steps_spread_over_chunk_offsets_by_hand() -> None:
     a lognormal of that spread in the probability slices, around the same mean. Prompts of one
     size within the budget: no spread."""
     within = _engine(gpu="h100-sxm", budget=2048, hit=0.0, profile=THEORETICAL, lengths="constant")
-    assert within.full_step_cv2() == 0.0  # 1,155-token prompts, budget 2,048
+    assert within.full_step_cv2 == 0.0  # 1,155-token prompts, budget 2,048
     dep = Deployment(model="Qwen/Qwen3-8B", gpu="h100-sxm", max_num_batched_tokens=1024, max_num_seqs=256)
     wl = Workload.from_mapping(
         {"arrivals": {"requests_per_s": 1.0}, "input_tokens": 6000, "output_tokens": 200}
@@ -226,7 +226,7 @@ def test_full_steps_spread_over_chunk_offsets_by_hand() -> None:
     mean = sum(times) / len(times)
     want = sum((t / mean - 1.0) ** 2 for t in times) / len(times)
     assert want > 1e-4  # the deepest chunk's attention costs visibly more than the first's
-    assert e.full_step_cv2() == pytest.approx(want, rel=1e-9)
+    assert e.full_step_cv2 == pytest.approx(want, rel=1e-9)
     s, _ = e.solve(0.9 * e.boundary().lam_max)
     st = e.steps(s)
     assert st.backlog > 0.0

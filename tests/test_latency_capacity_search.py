@@ -145,3 +145,31 @@ def test_ttft_bound_invariants() -> None:
     assert bound_past_waits(top_s=0.3, queued_s=0.2, slowest_phase_s=math.inf, waiting_mass=0.5) == math.inf
     with pytest.raises(ModelInvariantError, match="slowest_phase_s"):
         bound_past_waits(top_s=0.3, queued_s=0.2, slowest_phase_s=math.nan, waiting_mass=0.5)
+
+
+def test_a_states_stages_live_with_the_state_and_form_no_cycle() -> None:
+    """What a stage computed stays with its state while the state lives, also once the engine's
+    state cache (`engine.STATE_CACHE`) has been cleared: the capacity search holds states across
+    that and `ttft_p99_at_most_s` reuses an exact p99 computed there. And the stages' store holds
+    no state, engine or view, so the collector finds no cycle to free after an evaluation."""
+    import gc
+
+    from planner.latency.engine import STATE_CACHE
+
+    e = _model(SPREAD, 1.0, 4096).engines["colocated"]
+    n_max = e.boundary().n_max
+    held = e.state_at(0.5 * n_max)
+    exact = e.ttft_p99_s(held)
+    for i in range(STATE_CACHE + 1):  # more states than the cache keeps: it is cleared
+        e.state_at((i + 1) / (STATE_CACHE + 2) * 0.9 * n_max)
+    assert e.state_at(0.5 * n_max) is not held  # the cache no longer has it
+    assert e.results_at(held).computed("ttft") and e.ttft_p99_at_most_s(held) == exact
+    assert not e.results_at(e.state_at(0.5 * n_max)).computed("ttft")  # a new state: its own stages
+
+    gc.collect()
+    gc.disable()
+    try:
+        _model(SPREAD, 1.0, 4096).evaluate()
+        assert gc.collect() == 0
+    finally:
+        gc.enable()

@@ -97,16 +97,16 @@ def _backlog_values(eng: engine_mod.Engine, st: Steps) -> int:
     """The backlog's full steps at the mix's end: none, one, or their spread in slices."""
     if st.backlog <= 0:
         return 0
-    return SLICE_PROBS.size if eng.full_step_cv2() > 0 else 1
+    return SLICE_PROBS.size if eng.full_step_cv2 > 0 else 1
 
 
 def _steps_without_chain(eng: engine_mod.Engine, state: Any) -> Steps:
     """The state's step mix with the steps' chain out (`steps.step_mix(with_chain=False)`, as
     where its states run out), from the inputs `Engine.steps` gathers: the queue's wait (the
     chain does not move it), the service's kappa, the full steps' spread and its lognormal."""
-    cv2 = eng.full_step_cv2()
+    cv2 = eng.full_step_cv2
     return steps_mod.step_mix(
-        eng.replica, state, wait=eng.steps(state).wait, service_kappa=eng.service_shape().kappa,
+        eng.replica, state, wait=eng.steps(state).wait, service_kappa=eng.service_shape.kappa,
         full_step_cv2=cv2, full_step_shape=np.array(lognormal_slice_list(math.sqrt(math.log1p(cv2)))),
         with_chain=False,
     )  # fmt: skip

@@ -384,3 +384,16 @@ def test_itl_component_invariants() -> None:
     for i in (0, 1):
         got = itl_level(level_index=i, decode_step_s=0.012, mixed_rates=np.array([0.0]), **common)
         assert got.itl_s == 0.012 and got.mixed is None and got.all_steps is None
+    # the decode-only slices' steps each divide their share: every one finite and > 0
+    from planner.latency.decode_count import DecodeCompany
+
+    wander = {**common, "decode_others": DecodeCompany(8.0, 0.5)}
+    for bad in (0.0, math.inf, math.nan):
+
+        def broken(count: float, bad: float = bad) -> float:
+            return bad if count > 8.0 else step(count)  # one slice's step out of range
+
+        with pytest.raises(ModelInvariantError, match="decode-only step"):
+            itl_level(
+                level_index=0, decode_step_s=0.01, mixed_rates=np.array([0.0]), **{**wander, "decode_step_of": broken}
+            )

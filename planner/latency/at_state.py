@@ -1,19 +1,17 @@
 """The latency model's stages at one steady state: `StateResults`, one per state an engine built
-(`Engine.results_at`), each stage a `functools.cached_property` that calls one component with
+(`Engine.results_at`), each stage a `once` (computed on first read) that calls one component with
 explicit inputs (the replica, the state, other stages' results and the engine's own once-per-engine
 results, `EngineInputs`) and returns that component's immutable result. A stage runs on demand,
 once: the capacity search reads ITL p99 and a TTFT bound at most states and never builds the TTFT
 mixture there (`ttft_p99_at_most_s`), `Engine.point` reads them all.
 
-Adding a stage: a `cached_property` here calling its component function, its inputs read from
+Adding a stage: a `once` here calling its component function, its inputs read from
 other stages (never written from elsewhere), and a one-line `Engine` method where callers outside
 the engine read it (docs/latency/engine.md)."""
 
 from __future__ import annotations
 
 import math
-import weakref
-from functools import cached_property
 from typing import Protocol
 
 import numpy as np
@@ -34,6 +32,7 @@ from planner.latency.kv_full import (
     kv_overflow_probability,
     kv_tokens_variance,
 )
+from planner.latency.once import once
 from planner.latency.point import point_of
 from planner.latency.prefill_queue import PrefillDrag, prefill_drag_at, queue_wait_at
 from planner.latency.queueing import NO_WAIT, Wait
@@ -64,32 +63,37 @@ class EngineInputs(Protocol):
     stats: WorkloadStats
     ttft_extra_s: FloatArray | None
 
+    @property
     def service_shape(self) -> ServiceShape: ...
+    @property
     def full_step_cv2(self) -> float: ...
+    @property
     def full_step_shape(self) -> FloatArray: ...
+    @property
     def saturated(self) -> State: ...
+    @property
     def idle_token_cost_s(self) -> float: ...
+    @property
     def idle_company_cap_s(self) -> float: ...
     def prompt_cost_slope_s(self, s: State) -> float: ...
 
 
 class StateResults:
-    """The stages at the state `state_ref` refers to, of `engine`, each computed once, on first
-    read. The state is held weakly: the engine keeps a state's results exactly as long as the
-    state lives (a caller holding a state across the engine's state cache being cleared still
-    finds what was computed there, as `ttft_p99_at_most_s` must)."""
+    """The stages at `state` as `engine` computes them, each computed once, on first read, and
+    kept in the state's own store (`State.stages`, this object's `__dict__`: a stage read once is
+    a plain attribute read after, from any `StateResults` of the state). The engine makes one at
+    each read (`Engine.results_at`); the state's results live exactly as long as the state (a
+    caller holding a state across the engine's state cache being cleared still finds what was
+    computed there, as `ttft_p99_at_most_s` must). This object holds the state and the engine;
+    the store holds neither, so no reference cycle forms."""
 
-    def __init__(self, engine: EngineInputs, state_ref: weakref.ref[State]) -> None:
+    __slots__ = ("__dict__", "engine", "replica", "state")
+
+    def __init__(self, engine: EngineInputs, state: State) -> None:
         self.engine = engine
         self.replica = engine.replica
-        self._state_ref = state_ref
-
-    @property
-    def state(self) -> State:
-        """The state (alive while any stage is read: its reader holds it)."""
-        s = self._state_ref()
-        assert s is not None, "a state's results are read through the state"
-        return s
+        self.state = state
+        self.__dict__ = state.stages
 
     def computed(self, stage: str) -> bool:
         """Whether `stage` has been computed (read) already: `ttft_p99_at_most_s` takes the exact
@@ -98,27 +102,27 @@ class StateResults:
 
     # ---- the state's load and the decode count (`stability`, `prefill_queue`, `decode_count`) ----
 
-    @cached_property
+    @once
     def load(self) -> tuple[float, float]:
         """Running requests and mean KV tokens in use (`stability.load_of`)."""
         return load_of(self.replica, self.state)
 
-    @cached_property
+    @once
     def drag(self) -> PrefillDrag | None:
         """`prefill_queue.prefill_drag_at` against the stability boundary's end."""
-        return prefill_drag_at(self.replica, self.state, end=self.engine.saturated())
+        return prefill_drag_at(self.replica, self.state, end=self.engine.saturated)
 
-    @cached_property
+    @once
     def feedback(self) -> CountFeedback:
         """`decode_count.count_feedback_at` (the drag read where prompts and decodes share the
         engine; E[Delta]' and the service's c_s^2 only where the count asks)."""
         r, e, s = self.replica, self.engine, self.state
         return count_feedback_at(
             r, s, drag=self.drag if r.has_prefill and r.has_decode else None,
-            prompt_cost_slope_of=lambda: e.prompt_cost_slope_s(s), service_cv2_of=lambda: e.service_shape().cv2,
+            prompt_cost_slope_of=lambda: e.prompt_cost_slope_s(s), service_cv2_of=lambda: e.service_shape.cv2,
         )  # fmt: skip
 
-    @cached_property
+    @once
     def decode_variance(self) -> float:
         """Var n (`decode_count.decode_count_variance_at`; the feedback read where the count
         wanders): what the KV and seat waits, the prefill queue's stretch and ITL read."""
@@ -131,16 +135,16 @@ class StateResults:
 
     # ---- the prefill queue and the step mix (`prefill_queue`, `steps`) -------------------------
 
-    @cached_property
+    @once
     def queue_wait(self) -> Wait:
         """`prefill_queue.queue_wait_at`: the drag and the decode count read only where the
         backlog's drain stretches the wait."""
         return queue_wait_at(
-            self.replica, self.state, shape=self.engine.service_shape(), drag_of=lambda: self.drag,
+            self.replica, self.state, shape=self.engine.service_shape, drag_of=lambda: self.drag,
             count_of=lambda: (self.decode_variance, self.feedback.loop),
         )  # fmt: skip
 
-    @cached_property
+    @once
     def steps(self) -> Steps:
         """What TTFT and ITL share (`steps.step_mix`; `steps.no_mix` without both prompts and
         decodes)."""
@@ -148,18 +152,18 @@ class StateResults:
         if not (r.has_decode and r.has_prefill) or s.n <= 0:
             return no_mix(self.queue_wait)
         return step_mix(
-            r, s, wait=self.queue_wait, service_kappa=e.service_shape().kappa,
-            full_step_cv2=e.full_step_cv2(), full_step_shape=e.full_step_shape(),
+            r, s, wait=self.queue_wait, service_kappa=e.service_shape.kappa,
+            full_step_cv2=e.full_step_cv2, full_step_shape=e.full_step_shape,
         )  # fmt: skip
 
-    @cached_property
+    @once
     def full_time(self) -> FloatArray:
         """`ttft.full_time_s`: a prompt's steps topped up by a backlog."""
         return full_time_s(self.replica, self.state)
 
     # ---- the waits for KV blocks and sequence slots (`kv_full`, `seats`) ----------------------
 
-    @cached_property
+    @once
     def kv_overflow(self) -> float:
         """`kv_full.kv_overflow_probability` (its variance from `kv_full.kv_tokens_variance`)."""
         r, s = self.replica, self.state
@@ -171,7 +175,7 @@ class StateResults:
             kv_tokens_mean=self.load[1], kv_tokens_var=kv_var, kv_capacity_tokens=r.kv_cache_tokens
         )
 
-    @cached_property
+    @once
     def kv_full(self) -> KvFull:
         """`kv_full.kv_full_wait`: colocated engines only (a decode pool's arrivals are
         transfers, not prompts)."""
@@ -182,7 +186,7 @@ class StateResults:
             kv_capacity_tokens=r.kv_cache_tokens, mean_step_s=s.t_step, kv_token_s=self.engine.stats.kv_token_s,
         )  # fmt: skip
 
-    @cached_property
+    @once
     def seats(self) -> SeatWait:
         """`seats.seat_wait_at`: its running requests (where prompts arrive) and decode count
         variance (where decodes run)."""
@@ -193,23 +197,23 @@ class StateResults:
 
     # ---- D and TTFT (`delay`, `ttft`) ---------------------------------------------------------
 
-    @cached_property
+    @once
     def delay_classes(self) -> DelayClasses:
         """`delay.delay_classes`: the step under way as an unqueued prompt sees it."""
         return delay_classes(
-            self.replica, self.state, self.steps, token_cost_s=self.engine.idle_token_cost_s()
+            self.replica, self.state, self.steps, token_cost_s=self.engine.idle_token_cost_s
         )
 
-    @cached_property
+    @once
     def delay(self) -> tuple[Delay, float | None]:
         """`delay.delay_at`: D, and the share of prompts the chain pushes past their step (None
         without the chain; `ttft_mixture` reads it)."""
         return delay_at(
             self.replica, self.state, self.steps, classes_of=lambda: self.delay_classes,
-            company_cap_s=self.engine.idle_company_cap_s(),
+            company_cap_s=self.engine.idle_company_cap_s,
         )  # fmt: skip
 
-    @cached_property
+    @once
     def delay_top_s(self) -> float:
         """D's largest value (`delay.delay_top_s`; the chain's points read where it takes part)."""
         r, st = self.replica, self.steps
@@ -220,9 +224,9 @@ class StateResults:
             and chain_delay_weight(join_weight=self.state.join_weight, arrival_cv2=r.arrival_cv2) > 0.0
         ):
             return float(self.delay[0].values[-1])
-        return delay_top_s(r, classes=self.delay_classes, company_cap_s=self.engine.idle_company_cap_s())
+        return delay_top_s(r, classes=self.delay_classes, company_cap_s=self.engine.idle_company_cap_s)
 
-    @cached_property
+    @once
     def ttft_mixture(self) -> TtftMixture:
         """`ttft.ttft_mixture` at a colocated state: D, the queued share (the chain's pushed share
         blended in), and the topped-up steps only where prompts queue."""
@@ -235,7 +239,7 @@ class StateResults:
             full_time=self.full_time if q > 0 else None, kv_full=self.kv_full, seat=self.seats,
         )  # fmt: skip
 
-    @cached_property
+    @once
     def ttft(self) -> tuple[FloatArray, Wait]:
         """TTFT p50 and p99 and the prefill queue's wait it shows: a prefill pool's
         (`ttft.prefill_pool_ttft`), or the colocated mixture's quantiles (`ttft.ttft_quantiles`)."""
@@ -268,14 +272,14 @@ class StateResults:
 
     # ---- ITL and the point (`itl`, `point`) ---------------------------------------------------
 
-    @cached_property
+    @once
     def itl_p99(self) -> ItlLevel:
         """`itl.itl_level_at`, p99 (what the capacity search reads)."""
         s = self.state
         others = decode_company(s.n, self.decode_variance)
         return itl_level_at(self.replica, s, self.steps, level_index=1, decode_others=others, prior=None)
 
-    @cached_property
+    @once
     def itl_p50(self) -> ItlLevel:
         """`itl.itl_level_at`, p50, reusing the quantile vectors p99 computed (the level each
         needs does not depend on which ran first)."""
@@ -283,7 +287,7 @@ class StateResults:
         others = decode_company(s.n, self.decode_variance)
         return itl_level_at(self.replica, s, self.steps, level_index=0, decode_others=others, prior=p99)
 
-    @cached_property
+    @once
     def point(self) -> Point:
         """Every figure `evaluate` reports at the state (`point.point_of`)."""
         r, s = self.replica, self.state

@@ -9,7 +9,7 @@ modelling of its own; it keeps
 * the states it built (`steady.build_state`, keyed by concurrency and rate, frozen `State`s) and
   each live state's stages (`at_state.StateResults`: one component's result each, computed once
   on demand), and the once-per-engine results (the stable branch, the idle state, the prefill
-  queue's service shape, the saturated state), each a `cached_property` written in one place;
+  queue's service shape, the saturated state), each a `once` (`once.py`) written in one place;
 * the order in which components are called and what each is given:
   `replica.replica_of` (the inputs, once) -> `steady` (Little's fixed point, a state) ->
   `stability` (the stable branch, the state at a rate) -> per state (`StateResults`):
@@ -23,8 +23,6 @@ modelling of its own; it keeps
 from __future__ import annotations
 
 import math
-import weakref
-from functools import cached_property
 
 import numpy as np
 import numpy.typing as npt
@@ -34,6 +32,7 @@ from planner.latency.at_state import StateResults
 from planner.latency.cost_slope import interpolated_slope_s, prompt_cost_slope_exact_s, slope_points
 from planner.latency.delay import Delay
 from planner.latency.kv_full import KvFull
+from planner.latency.once import once
 from planner.latency.prefill_queue import full_step_cv2_at, service_shape_at
 from planner.latency.replica import replica_of
 from planner.latency.results import (
@@ -87,11 +86,6 @@ class Engine:
         self.ttft_extra_s = ttft_extra_s
         self.has_decode, self.has_prefill = r.has_decode, r.has_prefill  # the capacity search reads these
         self._states: dict[tuple[float, float | None, bool], State] = {}
-        # Each live state's stages (`results_at`): weak both ways, so that neither a state nor the
-        # engine is kept alive by the other and no reference cycle is left for the collector
-        # (the stages hold the engine through a proxy).
-        self._results: weakref.WeakKeyDictionary[State, StateResults] = weakref.WeakKeyDictionary()
-        self._proxy = weakref.proxy(self)
 
     # ---- one concurrency (hot path) -------------------------------------------------------------
 
@@ -128,13 +122,10 @@ class Engine:
         return self._state(n, lam_in, True)
 
     def results_at(self, s: State) -> StateResults:
-        """The state's stages (`at_state.StateResults`), made on first use and kept while the
-        state lives (the state cache may drop a state its caller still holds; what was computed
-        there stays with it)."""
-        got = self._results.get(s)
-        if got is None:
-            got = self._results[s] = StateResults(self._proxy, weakref.ref(s))
-        return got
+        """The state's stages (`at_state.StateResults`): what was computed there is kept in the
+        state's store while the state lives (the state cache may drop a state its caller still
+        holds; what was computed there stays with it)."""
+        return StateResults(self, s)
 
     # ---- the stability boundary and the steady state at a rate (`stability`) ------------------
 
@@ -146,7 +137,7 @@ class Engine:
         """Rates and stability margins at concurrencies `ns` (`stability.grid`)."""
         return grid(self.replica, ns)
 
-    @cached_property
+    @once
     def _boundary(self) -> Boundary:
         return boundary(self.replica, state_of=self._state, unshared_state_of=self._unshared_state)
 
@@ -154,7 +145,7 @@ class Engine:
         """The stable branch, found once (`stability.boundary`)."""
         return self._boundary
 
-    @cached_property
+    @once
     def _axis(self) -> RateAxis:
         return rate_axis(self.boundary())
 
@@ -168,7 +159,7 @@ class Engine:
         (`stability.solve`)."""
         return solve(self.replica, self.boundary(), lam, state_of=self._state, idle=self.zero)
 
-    @cached_property
+    @once
     def _zero(self) -> State:
         return self._state(0.0, None if self.has_decode else 0.0)
 
@@ -180,67 +171,53 @@ class Engine:
         """Metrics in the idle limit (the floors)."""
         return self.point(self.zero())
 
-    @cached_property
-    def _end(self) -> State:
-        return self._state(self.boundary().n_max, None)
-
+    @once
     def saturated(self) -> State:
         """The state at the stability boundary's end (decode roles), kept once per engine: the
         queue's stretch and service shape read it at every state, and the state cache may have
         dropped it."""
-        return self._end
+        return self._state(self.boundary().n_max, None)
 
     # ---- once per engine: the prefill queue's shape, the idle state's costs -------------------
 
-    @cached_property
-    def _shape(self) -> ServiceShape:
-        at = None
-        if self.has_prefill:
-            at = self.saturated() if self.has_decode else self._state(0.0, 0.0)
-        return service_shape_at(self.replica, at=at, prefill_cv2=self.stats.prefill_cv2)
-
+    @once
     def service_shape(self) -> ServiceShape:
         """`prefill_queue.service_shape_at`, once per engine, at the stability boundary (decode
         roles; the queue's shape matters where it is long, near capacity, and the decodes there
         dilute the prompts' differences the least of any point where it is long); from the token
         counts alone without a prefill (no step to time them)."""
-        return self._shape
+        at = None
+        if self.has_prefill:
+            at = self.saturated if self.has_decode else self._state(0.0, 0.0)
+        return service_shape_at(self.replica, at=at, prefill_cv2=self.stats.prefill_cv2)
 
-    @cached_property
-    def _full_cv2(self) -> float:
-        return full_step_cv2_at(self.replica, self.saturated())
-
+    @once
     def full_step_cv2(self) -> float:
         """`prefill_queue.full_step_cv2_at`, once per engine, at the stability boundary's end
         (colocated engines only, `Engine.steps`)."""
-        return self._full_cv2
+        return full_step_cv2_at(self.replica, self.saturated)
 
-    @cached_property
-    def _full_shape(self) -> FloatArray:
-        return np.array(lognormal_slice_list(math.sqrt(math.log1p(self.full_step_cv2()))))
-
+    @once
     def full_step_shape(self) -> FloatArray:
         """The backlog's full steps over their mean: `full_step_cv2`'s lognormal in the
         probability slices (scale 1: times the mean step, `lognormal_slice_list`'s own
         product), once per engine."""
-        return self._full_shape
+        return np.array(lognormal_slice_list(math.sqrt(math.log1p(self.full_step_cv2))))
 
-    @cached_property
-    def _token_cost(self) -> float:
-        return token_cost_s(self.zero())
-
+    @once
     def idle_token_cost_s(self) -> float:
         """`ttft.token_cost_s` of the idle state, once per engine."""
-        return self._token_cost
+        return token_cost_s(self.zero())
 
+    @once
     def idle_company_cap_s(self) -> float:
-        """`ttft.company_cap_s` of the idle state."""
+        """`ttft.company_cap_s` of the idle state, once per engine."""
         return company_cap_s(self.zero())
 
-    @cached_property
+    @once
     def _cost_slope(self) -> tuple[list[float], list[float]]:
         b = self.boundary()
-        return slope_points(self.replica, grid_n=b.grid_n, grid_cost_slope=b.grid_cost_slope, end_of=self.saturated)
+        return slope_points(self.replica, grid_n=b.grid_n, grid_cost_slope=b.grid_cost_slope, end_of=lambda: self.saturated)
 
     def prompt_cost_slope_s(self, s: State) -> float:
         """E[Delta]' at the state (`cost_slope`): linear in n between the stability scan's points

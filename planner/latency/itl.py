@@ -115,7 +115,10 @@ def _with_decode_slices(
     steps come more often, so each slice's share of decode-only steps is probability / time."""
     mean, sigma = decode_others
     seen = [decode_step_of(min(c + 1.0, max_decodes)) for c in lognormal_slice_list(sigma, mean)]
-    shares = [p / check_positive("decode-only step", t) for p, t in zip(SLICE_PROB_LIST, seen, strict=True)]
+    # every step finite and > 0 (each divides): the least > 0, and the sum finite (no inf, no NaN)
+    check_positive("decode-only step", min(seen))
+    check_positive("decode-only steps' sum", sum(seen))
+    shares = [p / t for p, t in zip(SLICE_PROB_LIST, seen, strict=True)]
     scale = max(1.0 - total, 0.0) / sum(shares)
     below = mixed_values * (1.0 - SPREAD) < top_s
     values = np.concatenate((mixed_values[below], seen))

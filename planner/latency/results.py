@@ -5,7 +5,7 @@ limits they are keyed by."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
@@ -88,12 +88,13 @@ class TtftMixture(NamedTuple):
     shown: Wait
 
 
-@dataclass(frozen=True, eq=False, slots=True, weakref_slot=True)
+@dataclass(frozen=True, eq=False, slots=True)
 class State:
     """The engine at one concurrency n (decode roles) or one rate lam (prefill-only): what
-    `steady.build_state` computes, nothing more (what the components derive from it are the
-    state's stages, `at_state.StateResults`, which the engine keeps while the state lives: hence
-    the weak reference). Compared by identity."""
+    `steady.build_state` computes, nothing more. Compared by identity. `stages` is where the
+    state's stages keep what they computed (`at_state.StateResults`, each written once, by its
+    stage): the store lives exactly as long as the state and holds only the stages' immutable
+    results, never a state or an engine, so no reference cycle forms."""
 
     n: float
     lam: float
@@ -117,6 +118,7 @@ class State:
     join_weight: float = 0.0  # how far whole prompts share steps (`steady.shared_rate`; 0: they do not)
     join_cost: float = 0.0  # a further whole prompt's time in a step with one (Jc)
     joined: float = 0.0  # the share of prompts that join a step another opened (j)
+    stages: dict[str, object] = field(default_factory=dict, init=False, repr=False, compare=False)
 
 
 class Steps(NamedTuple):
