@@ -70,10 +70,16 @@ def test_plan_from_history_plans_what_capplan_forecast_prints(
 
 def test_inline_points_plan_as_the_same_rows_in_a_file(tmp_path: Path) -> None:
     csv = _csv(tmp_path)
-    from_file = api.plan({**PLAN, "workload": {"history": {"path": str(csv)}, "forecast": FORECAST}}, workers=1)
-    inline = api.plan({**PLAN, "workload": {"history": {"points": _points()}, "forecast": FORECAST}}, workers=1)
+    from_file = api.plan(
+        {**PLAN, "workload": {"history": {"path": str(csv)}, "forecast": FORECAST}}, workers=1
+    )
+    inline = api.plan(
+        {**PLAN, "workload": {"history": {"points": _points()}, "forecast": FORECAST}}, workers=1
+    )
     assert from_file.model_dump_json() == inline.model_dump_json()
-    again = api.plan({**PLAN, "workload": {"history": {"points": _points()}, "forecast": FORECAST}}, workers=1)
+    again = api.plan(
+        {**PLAN, "workload": {"history": {"points": _points()}, "forecast": FORECAST}}, workers=1
+    )
     assert again.model_dump_json() == inline.model_dump_json()  # same input, same bytes
 
 
@@ -120,7 +126,9 @@ def test_plan_cli_reads_a_history_workload_relative_to_the_file(
 ) -> None:
     _csv(tmp_path)
     plan_file = tmp_path / "plan.yaml"
-    plan_file.write_text(yaml.safe_dump({**PLAN, "workload": {"history": "history.csv", "forecast": FORECAST}}))
+    plan_file.write_text(
+        yaml.safe_dump({**PLAN, "workload": {"history": "history.csv", "forecast": FORECAST}})
+    )
     rc, out, err = run_cli(["plan", str(plan_file), "--workers", "1", "--json"], capsys)
     assert rc == 0, err
     assert json.loads(out)["workload"]["buckets"] == 24

@@ -53,7 +53,9 @@ def forecast_workload(
     return ForecastWorkload(block, fc, [*fc.notes, *notes])
 
 
-def history_series(source: HistorySource, bucket_s: float, field: str, base_dir: Path | None) -> HistorySeries:
+def history_series(
+    source: HistorySource, bucket_s: float, field: str, base_dir: Path | None
+) -> HistorySeries:
     """The history a request names: its file (relative paths from `base_dir`), or its inline
     points read as the plain rate CSV's rows."""
     from planner.history import rate_csv
