@@ -114,7 +114,7 @@ def _plan(args: argparse.Namespace) -> int:
     if args.scenarios is not None:
         from planner.commands import plan_scenarios
 
-        return plan_scenarios.run(args, data, flags, workers)
+        return plan_scenarios.run(args, data, flags, workers, render, NO_PLAN_STATUSES)
     with flags.named(), c.computing():
         if args.server:
             report = _remote_plan(args.server, data, Path(args.file).parent, args.verify)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -77,9 +77,16 @@ def _inline(workload: Any, base: Path) -> Any:
     return workload
 
 
-def run(args: argparse.Namespace, data: dict[str, Any], flags: c.Flags, workers: int | None) -> int:
-    """Plan each scenario and print it as it finishes (module docstring)."""
-    from planner.commands.plan import NO_PLAN_STATUSES, render
+def run(
+    args: argparse.Namespace,
+    data: dict[str, Any],
+    flags: c.Flags,
+    workers: int | None,
+    render: Callable[[dict[str, Any]], str],
+    no_plan: Sequence[str],
+) -> int:
+    """Plan each scenario and print it as it finishes (module docstring); `render` and
+    `no_plan` are capplan plan's summary and no-plan statuses."""
     from planner.errors import InvalidInput
 
     if args.emit is not None:
@@ -90,7 +97,7 @@ def run(args: argparse.Namespace, data: dict[str, Any], flags: c.Flags, workers:
         answers = _remote(pairs, base, args.server) if args.server else _local(pairs, base, args, workers)
         failed = 0
         for s, report in answers:
-            failed += report.status in NO_PLAN_STATUSES
+            failed += report.status in no_plan
             if args.json:
                 line = {"scenario": s.name, "quantile": s.quantile, "growth": s.growth,
                         "report": report.model_dump(mode="json")}  # fmt: skip

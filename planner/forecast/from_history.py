@@ -7,7 +7,6 @@ workload `capplan forecast` prints (docs/forecast.md "Planning from history").
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from planner.errors import InvalidInput
@@ -53,20 +52,15 @@ def forecast_workload(
     return ForecastWorkload(block, fc, [*fc.notes, *notes])
 
 
-def history_series(
-    source: HistorySource, bucket_s: float, field: str, base_dir: Path | None
-) -> HistorySeries:
-    """The history a request names: its file (relative paths from `base_dir`), or its inline
-    points read as the plain rate CSV's rows."""
+def history_series(source: HistorySource, bucket_s: float, field: str) -> HistorySeries:
+    """The history a request names: its file (the caller resolved a relative path), or its
+    inline points read as the plain rate CSV's rows."""
     from planner.history import rate_csv
     from planner.history.origin import Source
     from planner.history.reader import read_history
-    from planner.schema.inputs import local_path
 
     if source.path is not None:
-        return read_history(
-            local_path(source.path, base_dir), bucket_s=bucket_s, format=source.format, field=f"{field}.path"
-        )
+        return read_history(source.path, bucket_s=bucket_s, format=source.format, field=f"{field}.path")
     assert source.points is not None
     rows: list[rate_csv.Row] = []
     for i, p in enumerate(source.points):
@@ -79,12 +73,13 @@ def history_series(
 _FLAG_FIELDS = {"--horizon": "horizon", "--quantile": "quantile", "--method": "method", "--growth": "growth"}
 
 
-def build_history_workload(spec: HistoryWorkload, root: str, base_dir: Path | None) -> Workload:
-    """The workload a `{history, forecast}` request forecasts; errors named under `root`."""
+def build_history_workload(spec: HistoryWorkload, root: str) -> Workload:
+    """The workload a `{history, forecast}` request forecasts (a file path as given: the caller
+    resolves a relative one); errors named under `root`."""
     from planner.workload import Workload
 
     f = spec.forecast
-    series = history_series(spec.history, f.bucket_s(), f"{root}.history", base_dir)
+    series = history_series(spec.history, f.bucket_s(), f"{root}.history")
     try:
         fw = forecast_workload(
             series,

@@ -563,7 +563,11 @@ def build_workload(
     if isinstance(spec, HistoryWorkload):
         from planner.forecast.from_history import build_history_workload
 
-        return build_history_workload(spec, root, base_dir)
+        path = spec.history.path
+        if path is not None:
+            history = spec.history.model_copy(update={"path": local_path(path, base_dir)})
+            spec = spec.model_copy(update={"history": history})
+        return build_history_workload(spec, root)
     trace = resolve_trace(spec.trace, f"{root}.trace", base_dir)
     try:
         if spec.requests_per_s is not None:

@@ -152,9 +152,9 @@ def forecast_units(w: Mapping[str, Any]) -> int:
     h, f = w.get("history"), w.get("forecast")
     points = h.get("points") if isinstance(h, Mapping) else None
     bucket_s = _duration_s((f if isinstance(f, Mapping) else {}).get("bucket", "1h"))
-    stamps = [p.get("timestamp") for p in points or () if isinstance(p, Mapping)]
+    raw = [p.get("timestamp") for p in points or () if isinstance(p, Mapping)]
     stamps = [
-        t for t in stamps if isinstance(t, int | float) and not isinstance(t, bool) and math.isfinite(t)
+        float(t) for t in raw if isinstance(t, int | float) and not isinstance(t, bool) and math.isfinite(t)
     ]
     if bucket_s is None or not stamps:
         return 0
