@@ -79,10 +79,9 @@ def _plan_file(args: argparse.Namespace) -> dict[str, Any] | None:
 def _forecast(args: argparse.Namespace) -> int:
     if args.backtest:
         return _backtest(args)
-    from planner.forecast import forecast
     from planner.forecast.backtest import with_workload
-    from planner.forecast.growth import parse_duration_s, parse_growth
-    from planner.forecast.to_workload import workload_block
+    from planner.forecast.from_history import forecast_workload
+    from planner.forecast.growth import parse_duration_s
 
     series = _read(args)
     plan_request = _plan_file(args)
@@ -91,13 +90,14 @@ def _forecast(args: argparse.Namespace) -> int:
         from planner.errors import InvalidInput
 
         raise InvalidInput("--quantile", "one quantile (the backtest takes several: --quantiles)")
-    horizon = round(parse_duration_s(args.horizon, "--horizon") / series.bucket_s)
-    growth = None if args.growth is None else parse_growth(args.growth)
+    horizon_s = parse_duration_s(args.horizon, "--horizon")
     with c.computing():
-        fc = forecast(series, horizon_buckets=horizon, quantiles=quantile, method=args.method, growth=growth)
-    block, notes = workload_block(fc, quantile[0], series)
+        fw = forecast_workload(
+            series, horizon_s=horizon_s, quantile=quantile[0], method=args.method, growth=args.growth
+        )
+    block, fc, notes = fw.block, fw.forecast, fw.notes
     out = {"workload": block} if plan_request is None else with_workload(plan_request, block)
-    for note in [*fc.notes, *notes]:
+    for note in notes:
         print(f"capplan forecast: {note}", file=sys.stderr)
     if args.json:
         sys.stdout.write(json.dumps(out, indent=2) + "\n")

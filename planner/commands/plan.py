@@ -68,6 +68,12 @@ def register(sub: Any) -> None:
         "(Deployment + Service each) for the vLLM servers, or the `vllm bench serve` line that checks one "
         "replica of each deployment at its peak load",
     )
+    p.add_argument(
+        "--scenarios",
+        metavar="SET",
+        help='a forecast scenario set, one plan each, printed as each finishes: "quantiles=0.5,0.9,0.99 '
+        'growth=0%%,10%%/month" (the workload must be {history, forecast}; docs/forecast.md)',
+    )
     p.set_defaults(handler=_plan)
 
 
@@ -105,6 +111,10 @@ def _plan(args: argparse.Namespace) -> int:
         from planner.errors import InvalidInput
 
         raise InvalidInput("--emit", "prints manifests or command lines, not JSON: drop --json")
+    if args.scenarios is not None:
+        from planner.commands import plan_scenarios
+
+        return plan_scenarios.run(args, data, flags, workers, render, NO_PLAN_STATUSES)
     with flags.named(), c.computing():
         if args.server:
             report = _remote_plan(args.server, data, Path(args.file).parent, args.verify)
@@ -128,13 +138,17 @@ def _remote_plan(server: str, data: dict[str, Any], base: Path, verify: bool) ->
     import os
 
     from planner.client import PlannerClient
+    from planner.schema.history_workload import HistoryWorkload
     from planner.schema.inputs import TraceWorkload, build_workload
     from planner.schema.plan_request import parse_plan_request
     from planner.traces import BUILTIN_TRACES
 
     request = parse_plan_request(data)
-    if isinstance(request.workload, TraceWorkload) and request.workload.trace not in BUILTIN_TRACES:
-        request = request.model_copy(update={"workload": build_workload(request.workload, "workload", base)})
+    wl = request.workload
+    if (isinstance(wl, TraceWorkload) and wl.trace not in BUILTIN_TRACES) or (
+        isinstance(wl, HistoryWorkload) and wl.history.path is not None
+    ):  # a history file is read and forecast here, as a trace CSV is
+        request = request.model_copy(update={"workload": build_workload(wl, "workload", base)})
     token = os.environ.get("CAPPLAN_AUTH_TOKEN")  # for a server started with --auth-token-file
     with PlannerClient([a.strip() for a in server.split(",")], timeout_s=None, auth_token=token) as client:
         return client.plan(request, verify=verify)

@@ -33,11 +33,11 @@ MAX_RATE_PER_S = 1e7
 MAX_MEAN_TOKENS = 1e7
 MAX_GAP_CV2 = 1e6
 
-_Row = tuple[float, float, float | None, float | None, float | None]
+Row = tuple[float, float, float | None, float | None, float | None]
 
 
-def _read_rows(stream: io.TextIOBase, src: Source) -> list[_Row]:
-    out: list[_Row] = []
+def _read_rows(stream: io.TextIOBase, src: Source) -> list[Row]:
+    out: list[Row] = []
     for line, row in rows(stream, (TIME, RATE), (PROMPT, OUTPUT, CV2), src):
         at = f":line {line}"
         t = unix_s(row[TIME], f"{at}.{TIME}", src)
@@ -55,7 +55,13 @@ def _read_rows(stream: io.TextIOBase, src: Source) -> list[_Row]:
 
 def read(stream: io.TextIOBase, bucket_s: float, src: Source) -> HistorySeries:
     """The plain CSV as a HistorySeries (module docstring)."""
-    data = _read_rows(stream, src)
+    return bucketed(_read_rows(stream, src), bucket_s, src)
+
+
+def bucketed(data: list[Row], bucket_s: float, src: Source) -> HistorySeries:
+    """Rows (unix s, requests/s, prompt mean, output mean, gap CV²), in increasing time, as
+    buckets of `bucket_s` (module docstring); the inline `history.points` of a plan request
+    (planner/forecast/from_history.py) come here too."""
     step = min((b[0] - a[0] for a, b in itertools.pairwise(data)), default=bucket_s)
     start = math.floor(data[0][0] / bucket_s) * bucket_s
     n = math.ceil((data[-1][0] + step - start) / bucket_s)

@@ -8,7 +8,8 @@ user wrote (`workload.arrivals.requests_per_s`, `chunked_prefill.sizes_tokens[2]
 request (trace CSVs, profile files, model config.json) are taken relative to the `base_dir` the
 caller gives (the CLI: the file's folder), else to the working directory.
 
-A workload is the schema of planner/workload.py or a trace reference:
+A workload is the schema of planner/workload.py, a trace reference, or a history to forecast
+(`workload: {history: ..., forecast: {...}}`, planner/schema/history_workload.py):
 
     workload:
       trace: azure-conv-2023        # a built-in trace name, or a CSV path
@@ -43,6 +44,7 @@ from planner.costmodel import fit_data
 from planner.costmodel.profiles import DEFAULT_PROFILE
 from planner.deployment import MAX_TP, MAX_USD_PER_GPU_HOUR, Deployment
 from planner.errors import InvalidInput, echo
+from planner.schema.history_workload import HistoryWorkload
 from planner.slo import MAX_SLO_S, Slo
 from planner.validation import error_to_invalid_input, loc_to_path
 from planner.vllm_defaults import GPU_MEMORY_UTILIZATION
@@ -119,11 +121,15 @@ def _workload_kind(v: Any) -> str:
     # Tags in brackets are dropped from error paths (planner.validation.loc_to_path).
     if isinstance(v, TraceWorkload) or (isinstance(v, Mapping) and "trace" in v):
         return "[trace]"
+    if isinstance(v, HistoryWorkload) or (isinstance(v, Mapping) and "history" in v):
+        return "[history]"
     return "[distributions]"
 
 
 WorkloadInput = Annotated[
-    Annotated[Workload, Tag("[distributions]")] | Annotated[TraceWorkload, Tag("[trace]")],
+    Annotated[Workload, Tag("[distributions]")]
+    | Annotated[TraceWorkload, Tag("[trace]")]
+    | Annotated[HistoryWorkload, Tag("[history]")],
     Discriminator(_workload_kind),
 ]
 
@@ -540,7 +546,7 @@ def resolve_trace(name_or_path: str, field: str, base_dir: Path | None = None) -
 
 
 def build_workload(
-    spec: Workload | TraceWorkload,
+    spec: Workload | TraceWorkload | HistoryWorkload,
     root: str = "workload",
     base_dir: Path | None = None,
     *,
@@ -556,6 +562,14 @@ def build_workload(
                 "a closed loop is for evaluate and simulate; give an open-loop requests_per_s or buckets",
             )
         return spec
+    if isinstance(spec, HistoryWorkload):
+        from planner.forecast.from_history import build_history_workload
+
+        path = spec.history.path
+        if path is not None:
+            history = spec.history.model_copy(update={"path": local_path(path, base_dir)})
+            spec = spec.model_copy(update={"history": history})
+        return build_history_workload(spec, root)
     trace = resolve_trace(spec.trace, f"{root}.trace", base_dir)
     try:
         if spec.requests_per_s is not None:

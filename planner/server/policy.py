@@ -25,6 +25,12 @@ measures it; figures from the 2-core development machine):
   cap counts as the most a simulation takes (its sends are known only by running it). Measured 30 us a request with the replicas within capacity
   (200,000 in 6.1 s) and ~130 us overloaded (50,000 in 5.9 s; 200,000 in 26 s, 853 MiB): 200,000
   is ~26 s at worst.
+* A Plan's history workload (`workload: {history: {points}, forecast}`): the forecast's fit is
+  bounded by `forecast_units` = history buckets x (weekly period in buckets + 200), the fit's
+  cost growing with the history's length and the seasonal period STL smooths. Measured (2-core
+  machine, shared): MSTL 17,520 hourly buckets 5.7 s, 8,640 15-minute 6.7 s, 17,280 5-minute
+  41 s; ETS 17,520 hourly 17 s (the worst, ~2.7 us a unit): 10,000,000 units is ~27 s. Its
+  horizon is capped like any buckets; files (`history.path`) are refused.
 * Evaluate: analytic; at the schema's largest workload (100,000 buckets, 1,000,000 length
   samples) 1.1 s. The buckets and samples are capped as for the other RPCs.
 """
@@ -53,6 +59,8 @@ __all__ = [
 PLAN_CONFIGURATIONS_PER_CALL = 10_000  # estimated configurations: ~30 s of one core at ~3 ms each
 SIMULATED_REQUESTS_PER_CALL = 200_000  # ~26 s of one core at ~130 us each (overloaded replicas)
 DEFAULT_TPS = 4  # CandidateSpace's default tensor_parallel_sizes: 1, 2, 4, 8
+FORECAST_UNITS_PER_CALL = 10_000_000  # history buckets x (week period + 200): ~27 s at ~2.7 us
+FORECAST_UNIT_OFFSET = 200
 SEQS_PASS = 2  # configurations a shape adds past its budgets x max_num_seqs (setting max_num_seqs)
 
 
@@ -68,6 +76,7 @@ class Limits:
     max_sweep_scenarios: int = 10_000
     max_simulated_requests: int = SIMULATED_REQUESTS_PER_CALL  # a Simulate's arrivals (estimate)
     max_length_samples: int = MAX_SAMPLES  # a length distribution's `samples`
+    max_forecast_units: int = FORECAST_UNITS_PER_CALL  # a history workload's fit (estimate)
 
 
 def _catalog_model(name: Any, field: str) -> None:
@@ -84,7 +93,8 @@ def _builtin_profile(name: Any, field: str) -> None:
 
     if isinstance(name, str) and name not in BUILTIN_NAMES:
         raise InvalidInput(
-            field, f"{echo(name)}: the service takes a built-in profile ({', '.join(BUILTIN_NAMES)}), not a file"
+            field,
+            f"{echo(name)}: the service takes a built-in profile ({', '.join(BUILTIN_NAMES)}), not a file",
         )
 
 
@@ -127,9 +137,58 @@ def _trace_buckets(w: Mapping[str, Any]) -> int:
     return math.ceil(min(span_s / float(bucket_s), 1e18))
 
 
+def _duration_s(text: Any) -> float | None:
+    from planner.forecast.growth import parse_duration_s
+
+    try:
+        return parse_duration_s(text, "") if isinstance(text, str) else None
+    except InvalidInput:
+        return None  # the schema names it
+
+
+def forecast_units(w: Mapping[str, Any]) -> int:
+    """The fit's cost estimate of a history workload (module docstring): history buckets x
+    (the weekly period in buckets + FORECAST_UNIT_OFFSET)."""
+    h, f = w.get("history"), w.get("forecast")
+    points = h.get("points") if isinstance(h, Mapping) else None
+    bucket_s = _duration_s((f if isinstance(f, Mapping) else {}).get("bucket", "1h"))
+    raw = [p.get("timestamp") for p in points or () if isinstance(p, Mapping)]
+    stamps = [
+        float(t) for t in raw if isinstance(t, int | float) and not isinstance(t, bool) and math.isfinite(t)
+    ]
+    if bucket_s is None or not stamps:
+        return 0
+    n = math.ceil(min((max(stamps) - min(stamps)) / bucket_s + 1, 1e12))
+    return n * (round(7 * 86_400.0 / bucket_s) + FORECAST_UNIT_OFFSET)
+
+
+def _history(w: Mapping[str, Any], prefix: str, limits: Limits) -> None:
+    h, f = w["history"], w.get("forecast")
+    if isinstance(h, str) or (isinstance(h, Mapping) and h.get("path") is not None):
+        raise InvalidInput(
+            _join(prefix, "history.path"),
+            "the service reads no files; send the rates inline (history.points)",
+        )
+    f = f if isinstance(f, Mapping) else {}
+    horizon_s, bucket_s = _duration_s(f.get("horizon", "7d")), _duration_s(f.get("bucket", "1h"))
+    if horizon_s is not None and bucket_s is not None and round(horizon_s / bucket_s) > limits.max_buckets:
+        n = round(horizon_s / bucket_s)
+        raise LimitExceeded(_join(prefix, "forecast.horizon"), n, limits.max_buckets, "forecast buckets")
+    units = forecast_units(w)
+    if units > limits.max_forecast_units:
+        raise LimitExceeded(
+            _join(prefix, "history.points"),
+            units,
+            limits.max_forecast_units,
+            "forecast work (history buckets x (weekly period in buckets + 200))",
+        )
+
+
 def _workload(w: Any, prefix: str, limits: Limits) -> None:
     if not isinstance(w, Mapping):
         return
+    if "history" in w:
+        _history(w, prefix, limits)
     if "trace" in w:
         _builtin_trace(w["trace"], _join(prefix, "trace"))
         n = _trace_buckets(w)

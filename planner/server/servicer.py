@@ -138,7 +138,8 @@ class PlannerServicer(pb_grpc.PlannerServiceServicer):
         time, so a sweep streams at the pool's pace without starving unary calls. A scenario's
         error is its own SweepResponse; the call fails only for an empty or oversized sweep or
         the deadline."""
-        n = len(request.scenarios)
+        scenarios = _scenarios(request)
+        n = len(scenarios)
         if n == 0:
             raise InvalidInput("scenarios", "give at least one scenario")
         if n > self.limits.max_sweep_scenarios:
@@ -152,7 +153,7 @@ class PlannerServicer(pb_grpc.PlannerServiceServicer):
                 while next_index < n and len(pending) < self.pool.workers:
                     i = next_index
                     next_index += 1
-                    scenario = request.scenarios[i]
+                    scenario = scenarios[i]
                     try:
                         data, options = convert.request_to_mapping(scenario.plan)
                         policy.check("Plan", data, self.limits)
@@ -228,3 +229,39 @@ class PlannerServicer(pb_grpc.PlannerServiceServicer):
                 traceback=clip(getattr(exc, "details", ""), MAX_LOG_TRACEBACK_CHARS),
             )
         return pb.SweepResponse(index=i, name=name, error=status)
+
+
+def _scenarios(request: pb.SweepRequest) -> list[pb.SweepScenario]:
+    """The sweep's scenarios as sent, or its `plan` x `scenario_set` expanded by the same rule as
+    `capplan plan --scenarios` (planner/forecast/scenarios.py): each the plan with its history
+    workload's forecast quantile and growth replaced."""
+    from planner.forecast.scenarios import expand
+    from planner.schema.history_workload import ForecastSpec
+
+    if not request.HasField("scenario_set"):
+        if request.HasField("plan"):
+            raise InvalidInput("plan", "a plan is expanded by scenario_set; give scenario_set or scenarios")
+        return list(request.scenarios)
+    if request.scenarios:
+        raise InvalidInput("scenario_set", "give scenarios or plan + scenario_set, not both")
+    forecast = request.plan.workload.forecast
+    if not request.plan.workload.HasField("history"):
+        raise InvalidInput("plan.workload.history", "scenarios vary a forecast: give the history workload")
+    sets = expand(
+        list(request.scenario_set.quantiles),
+        list(request.scenario_set.growth),
+        base_quantile=forecast.quantile if forecast.HasField("quantile") else ForecastSpec().quantile,
+        base_growth=forecast.growth if forecast.HasField("growth") else None,
+        field="scenario_set",
+    )
+    out = []
+    for s in sets:
+        plan = pb.PlanRequest()
+        plan.CopyFrom(request.plan)
+        plan.workload.forecast.quantile = s.quantile
+        if s.growth is None:
+            plan.workload.forecast.ClearField("growth")
+        else:
+            plan.workload.forecast.growth = s.growth
+        out.append(pb.SweepScenario(name=s.name, plan=plan))
+    return out

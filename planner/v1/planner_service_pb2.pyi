@@ -274,7 +274,7 @@ class Arrivals(_message.Message):
     def __init__(self, requests_per_s: _Optional[float] = ..., buckets: _Optional[_Iterable[_Union[RateBucket, _Mapping]]] = ..., burstiness: _Optional[float] = ..., concurrency: _Optional[int] = ...) -> None: ...
 
 class Workload(_message.Message):
-    __slots__ = ("name", "arrivals", "input_tokens", "output_tokens", "prefix_cache_hit_fraction", "trace", "bucket_s", "burstiness", "bins", "requests_per_s", "endpoint")
+    __slots__ = ("name", "arrivals", "input_tokens", "output_tokens", "prefix_cache_hit_fraction", "trace", "bucket_s", "burstiness", "bins", "requests_per_s", "endpoint", "history", "forecast")
     NAME_FIELD_NUMBER: _ClassVar[int]
     ARRIVALS_FIELD_NUMBER: _ClassVar[int]
     INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
@@ -286,6 +286,8 @@ class Workload(_message.Message):
     BINS_FIELD_NUMBER: _ClassVar[int]
     REQUESTS_PER_S_FIELD_NUMBER: _ClassVar[int]
     ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    HISTORY_FIELD_NUMBER: _ClassVar[int]
+    FORECAST_FIELD_NUMBER: _ClassVar[int]
     name: str
     arrivals: Arrivals
     input_tokens: LengthDistribution
@@ -297,7 +299,45 @@ class Workload(_message.Message):
     bins: int
     requests_per_s: float
     endpoint: Endpoint
-    def __init__(self, name: _Optional[str] = ..., arrivals: _Optional[_Union[Arrivals, _Mapping]] = ..., input_tokens: _Optional[_Union[LengthDistribution, _Mapping]] = ..., output_tokens: _Optional[_Union[LengthDistribution, _Mapping]] = ..., prefix_cache_hit_fraction: _Optional[float] = ..., trace: _Optional[str] = ..., bucket_s: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., burstiness: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., bins: _Optional[int] = ..., requests_per_s: _Optional[float] = ..., endpoint: _Optional[_Union[Endpoint, str]] = ...) -> None: ...
+    history: HistorySource
+    forecast: ForecastSpec
+    def __init__(self, name: _Optional[str] = ..., arrivals: _Optional[_Union[Arrivals, _Mapping]] = ..., input_tokens: _Optional[_Union[LengthDistribution, _Mapping]] = ..., output_tokens: _Optional[_Union[LengthDistribution, _Mapping]] = ..., prefix_cache_hit_fraction: _Optional[float] = ..., trace: _Optional[str] = ..., bucket_s: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., burstiness: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., bins: _Optional[int] = ..., requests_per_s: _Optional[float] = ..., endpoint: _Optional[_Union[Endpoint, str]] = ..., history: _Optional[_Union[HistorySource, _Mapping]] = ..., forecast: _Optional[_Union[ForecastSpec, _Mapping]] = ...) -> None: ...
+
+class HistoryPoint(_message.Message):
+    __slots__ = ("timestamp", "requests_per_s", "prompt_tokens_mean", "output_tokens_mean")
+    TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    REQUESTS_PER_S_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_TOKENS_MEAN_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_TOKENS_MEAN_FIELD_NUMBER: _ClassVar[int]
+    timestamp: float
+    requests_per_s: float
+    prompt_tokens_mean: float
+    output_tokens_mean: float
+    def __init__(self, timestamp: _Optional[float] = ..., requests_per_s: _Optional[float] = ..., prompt_tokens_mean: _Optional[float] = ..., output_tokens_mean: _Optional[float] = ...) -> None: ...
+
+class HistorySource(_message.Message):
+    __slots__ = ("path", "format", "points")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    FORMAT_FIELD_NUMBER: _ClassVar[int]
+    POINTS_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    format: str
+    points: _containers.RepeatedCompositeFieldContainer[HistoryPoint]
+    def __init__(self, path: _Optional[str] = ..., format: _Optional[str] = ..., points: _Optional[_Iterable[_Union[HistoryPoint, _Mapping]]] = ...) -> None: ...
+
+class ForecastSpec(_message.Message):
+    __slots__ = ("horizon", "bucket", "quantile", "method", "growth")
+    HORIZON_FIELD_NUMBER: _ClassVar[int]
+    BUCKET_FIELD_NUMBER: _ClassVar[int]
+    QUANTILE_FIELD_NUMBER: _ClassVar[int]
+    METHOD_FIELD_NUMBER: _ClassVar[int]
+    GROWTH_FIELD_NUMBER: _ClassVar[int]
+    horizon: str
+    bucket: str
+    quantile: float
+    method: str
+    growth: str
+    def __init__(self, horizon: _Optional[str] = ..., bucket: _Optional[str] = ..., quantile: _Optional[float] = ..., method: _Optional[str] = ..., growth: _Optional[str] = ...) -> None: ...
 
 class Disaggregation(_message.Message):
     __slots__ = ("prefill_replicas", "decode_replicas", "kv_transfer_bandwidth_bytes_per_s", "kv_transfer_latency_s")
@@ -1702,10 +1742,22 @@ class SweepScenario(_message.Message):
     def __init__(self, name: _Optional[str] = ..., plan: _Optional[_Union[PlanRequest, _Mapping]] = ...) -> None: ...
 
 class SweepRequest(_message.Message):
-    __slots__ = ("scenarios",)
+    __slots__ = ("scenarios", "plan", "scenario_set")
     SCENARIOS_FIELD_NUMBER: _ClassVar[int]
+    PLAN_FIELD_NUMBER: _ClassVar[int]
+    SCENARIO_SET_FIELD_NUMBER: _ClassVar[int]
     scenarios: _containers.RepeatedCompositeFieldContainer[SweepScenario]
-    def __init__(self, scenarios: _Optional[_Iterable[_Union[SweepScenario, _Mapping]]] = ...) -> None: ...
+    plan: PlanRequest
+    scenario_set: ScenarioSet
+    def __init__(self, scenarios: _Optional[_Iterable[_Union[SweepScenario, _Mapping]]] = ..., plan: _Optional[_Union[PlanRequest, _Mapping]] = ..., scenario_set: _Optional[_Union[ScenarioSet, _Mapping]] = ...) -> None: ...
+
+class ScenarioSet(_message.Message):
+    __slots__ = ("quantiles", "growth")
+    QUANTILES_FIELD_NUMBER: _ClassVar[int]
+    GROWTH_FIELD_NUMBER: _ClassVar[int]
+    quantiles: _containers.RepeatedScalarFieldContainer[float]
+    growth: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, quantiles: _Optional[_Iterable[float]] = ..., growth: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class SweepResponse(_message.Message):
     __slots__ = ("index", "name", "report", "error")
