@@ -47,6 +47,13 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--methods", help="backtest: comma-separated methods (default: all)")
     p.add_argument("--quantiles", default="0.5,0.9,0.99", help="backtest: comma-separated quantiles")
+    p.add_argument("--origin-step", default="7d", help="backtest: time between origins (default 7d)")
+    p.add_argument(
+        "--test-span", help="backtest: time each fold tests after its origin (default: --origin-step)"
+    )
+    p.add_argument(
+        "--min-train", default="14d", help="backtest: history before the first origin (default 14d)"
+    )
     c.add_json_flag(p)
     p.set_defaults(handler=_forecast)
 
@@ -124,7 +131,8 @@ def _yaml(out: dict[str, Any], method: str, quantile: float, source: str) -> str
 
 def _backtest(args: argparse.Namespace) -> int:
     from planner.errors import InvalidInput
-    from planner.forecast.backtest import DEFAULT_METHODS, backtest
+    from planner.forecast.backtest import DEFAULT_METHODS, Origins, as_json, backtest
+    from planner.forecast.growth import parse_duration_s
 
     if args.plan is None:
         raise InvalidInput(
@@ -138,12 +146,23 @@ def _backtest(args: argparse.Namespace) -> int:
     from planner.forecast.base import check_quantiles
 
     qs = check_quantiles(quantiles, "--quantiles")
+    step_s = parse_duration_s(args.origin_step, "--origin-step")
+    origins = Origins(
+        step_s=step_s,
+        test_s=step_s if args.test_span is None else parse_duration_s(args.test_span, "--test-span"),
+        min_train_s=parse_duration_s(args.min_train, "--min-train"),
+    )
     with c.computing():
         scores = backtest(
-            series, plan_request, methods=methods, quantiles=qs, base_dir=Path(args.plan).parent
+            series,
+            plan_request,
+            methods=methods,
+            quantiles=qs,
+            base_dir=Path(args.plan).parent,
+            origins=origins,
         )
     if args.json:
-        sys.stdout.write(json.dumps({"scores": [s.as_json() for s in scores]}, indent=2) + "\n")
+        sys.stdout.write(json.dumps(as_json(series, scores), indent=2) + "\n")
         return c.EXIT_OK
     rows = [
         [

@@ -1,6 +1,9 @@
-"""Backtest in dollars (`capplan forecast --backtest`): a rolling origin over the history. For fold
-k (k = 2, 3, ... whole weeks), each forecaster is fitted on weeks 1..k and forecasts week k + 1;
-each forecast quantile becomes a workload, the real planner (`planner.api.plan`, in this
+"""Backtest in dollars (`capplan forecast --backtest`): a rolling origin over the history. By
+default the origins are whole weeks from the second on: fold k (k = 2, 3, ...) fits each
+forecaster on weeks 1..k and forecasts week k + 1. `Origins` sets the first origin (the least
+history fitted), the step between origins and the span each fold tests (a daily step over a
+two-week history: fit on everything before each day, test that day); the tested span is never
+part of the fit. Each forecast quantile becomes a workload, the real planner (`planner.api.plan`, in this
 process, so its capacity memo, planner/plan/memo.py, answers every plan after the first for the
 same deployment shapes: capacities never read the rates) plans it with the user's plan file's
 model, SLOs, candidates and prices, and the plan is scored against the week that came:
@@ -20,7 +23,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,12 +31,47 @@ import numpy as np
 
 from planner.errors import InvalidInput
 from planner.forecast import BASELINES, FORECASTERS, forecast, method_named
-from planner.forecast.base import WEEK_S
+from planner.forecast.base import DAY_S, WEEK_S
 from planner.forecast.to_workload import workload_block
 from planner.history.series import HistorySeries
 
 MAX_FOLDS = 52  # a year of weekly origins; the oldest are dropped beyond it
 MIN_TRAIN_WEEKS = 2
+MAX_SPAN_S = 366 * DAY_S  # the longest first origin, step or tested span
+
+
+@dataclass(frozen=True)
+class Origins:
+    """Where folds start, in seconds: the first origin after `min_train_s` of history, then every
+    `step_s`; each fold tests the `test_s` after its origin (the last fold ends by the history's
+    end). Each is a whole number of buckets, 1 bucket .. `MAX_SPAN_S`."""
+
+    step_s: float = WEEK_S
+    test_s: float = WEEK_S
+    min_train_s: float = MIN_TRAIN_WEEKS * WEEK_S
+
+    def in_buckets(self, bucket_s: float) -> tuple[int, int, int]:
+        out = []
+        for name, value in (("--origin-step", self.step_s), ("--test-span", self.test_s),
+                            ("--min-train", self.min_train_s)):  # fmt: skip
+            k = round(value / bucket_s)
+            if not (bucket_s <= value <= MAX_SPAN_S and abs(k * bucket_s - value) < 1e-6 * value):
+                raise InvalidInput(
+                    name, f"must be a whole number of {bucket_s:g} s buckets up to 366 days, got {value:g} s"
+                )
+            out.append(k)
+        return out[0], out[1], out[2]
+
+    def folds(self, n_buckets: int, bucket_s: float) -> list[int]:
+        """The origins (bucket indices), the last `MAX_FOLDS`; refused when there is none."""
+        step, test, first = self.in_buckets(bucket_s)
+        if first + test > n_buckets:
+            raise InvalidInput(
+                "history",
+                f"the backtest fits on at least {first} buckets and tests on the next {test}: it needs "
+                f"{first + test} buckets, the history has {n_buckets}",
+            )
+        return list(range(first, n_buckets - test + 1, step))[-MAX_FOLDS:]
 
 
 @dataclass
@@ -46,6 +84,9 @@ class Score:
     hours_at_risk: float = 0.0
     usd: float = 0.0
     tokens: float = 0.0
+    # per fold: its origin (bucket index), the planned quantile's forecast and the plan's capacity
+    # (requests/s per tested bucket; capacity None for a failed plan): the report's figure
+    timeline: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def usd_per_million_tokens(self) -> float | None:
@@ -70,12 +111,15 @@ def _capacity_per_bucket(report: Any, n: int) -> np.ndarray:
     return colocated
 
 
-def score_plan(report: Any, actual_per_s: Sequence[float | None], bucket_s: float, into: Score) -> None:
-    """Add one plan's GPU-hours, dollars, hours at risk and served tokens against `actual_per_s`."""
+def score_plan(
+    report: Any, actual_per_s: Sequence[float | None], bucket_s: float, into: Score
+) -> np.ndarray | None:
+    """Add one plan's GPU-hours, dollars, hours at risk and served tokens against `actual_per_s`;
+    the plan's capacity per bucket (requests/s), None for a plan with no answer."""
     n = len(actual_per_s)
     if report.status not in ("OPTIMAL", "FEASIBLE"):
         into.plans_failed += 1
-        return
+        return None
     hours = bucket_s / 3600.0
     into.folds += 1
     into.gpu_hours += sum(b.gpus for b in report.buckets[:n]) * hours
@@ -88,6 +132,7 @@ def score_plan(report: Any, actual_per_s: Sequence[float | None], bucket_s: floa
         if rate > capacity[i] * (1 + 1e-9):
             into.hours_at_risk += hours
         into.tokens += rate * bucket_s * tokens_per_request
+    return capacity
 
 
 def backtest(
@@ -97,42 +142,75 @@ def backtest(
     methods: Sequence[str],
     quantiles: Sequence[float],
     base_dir: Path | None = None,
+    origins: Origins | None = None,
 ) -> list[Score]:
     """Scores per method x quantile over every fold (module docstring)."""
-    from planner import api
-
     for m in methods:
         method_named(m, "--methods")
-    week = round(WEEK_S / series.bucket_s)
-    n_weeks = len(series.requests) // week
-    if n_weeks < MIN_TRAIN_WEEKS + 1:
-        raise InvalidInput(
-            "history",
-            f"the backtest fits on {MIN_TRAIN_WEEKS} weeks and tests on the next: it needs at least "
-            f"{(MIN_TRAIN_WEEKS + 1) * week} buckets, the history has {len(series.requests)}",
-        )
-    folds = list(range(MIN_TRAIN_WEEKS, n_weeks))[-MAX_FOLDS:]
+    origins = origins or Origins()
+    _, test, _ = origins.in_buckets(series.bucket_s)
     scores = {(m, q): Score(m, q) for m in methods for q in quantiles}
     plans: dict[str, Any] = {}  # one plan per distinct workload (a baseline's quantiles share it)
-    for k in folds:
-        train = series.model_copy(
-            update={
-                "requests": series.requests[: k * week],
-                "lengths": None if series.lengths is None else series.lengths[: k * week],
-                "gap_cv2": None if series.gap_cv2 is None else series.gap_cv2[: k * week],
-            }
-        )
-        actual = series.rates_per_s()[k * week : (k + 1) * week]
+    rates = series.rates_per_s()
+    for origin in origins.folds(len(series.requests), series.bucket_s):
+        train = _head(series, origin)
+        actual = rates[origin : origin + test]
         for m in methods:
-            fc = forecast(train, horizon_buckets=week, quantiles=quantiles, method=m)
+            fc = forecast(train, horizon_buckets=test, quantiles=quantiles, method=m)
             for q in quantiles:
-                block, _ = workload_block(fc, q, train, name="backtest")
-                request = with_workload(plan_request, block)
-                key = json.dumps(request, sort_keys=True)
-                if key not in plans:
-                    plans[key] = api.plan(request, base_dir=base_dir, workers=1)
-                score_plan(plans[key], actual, series.bucket_s, scores[(m, q)])
+                report = _plan(fc, q, train, plan_request, base_dir, plans)
+                capacity = score_plan(report, actual, series.bucket_s, scores[(m, q)])
+                scores[(m, q)].timeline.append(
+                    {
+                        "origin_bucket": origin,
+                        "forecast_per_s": [round(float(x), 4) for x in fc.quantiles_per_s[q]],
+                        "capacity_per_s": None
+                        if capacity is None
+                        else [round(float(x), 4) for x in capacity],
+                    }
+                )
     return list(scores.values())
+
+
+def _head(series: HistorySeries, n: int) -> HistorySeries:
+    """The first `n` buckets: what a fold may fit on."""
+    return series.model_copy(
+        update={
+            "requests": series.requests[:n],
+            "lengths": None if series.lengths is None else series.lengths[:n],
+            "gap_cv2": None if series.gap_cv2 is None else series.gap_cv2[:n],
+        }
+    )
+
+
+def _plan(
+    fc: Any,
+    q: float,
+    train: HistorySeries,
+    plan_request: Mapping[str, Any],
+    base_dir: Path | None,
+    plans: dict[str, Any],
+) -> Any:
+    from planner import api
+
+    block, _ = workload_block(fc, q, train, name="backtest")
+    request = with_workload(plan_request, block)
+    key = json.dumps(request, sort_keys=True)
+    if key not in plans:
+        plans[key] = api.plan(request, base_dir=base_dir, workers=1)
+    return plans[key]
+
+
+def as_json(series: HistorySeries, scores: Sequence[Score]) -> dict[str, Any]:
+    """The backtest as `capplan forecast --backtest --json` prints it and `capplan report
+    --backtest` reads it: the history's observed rates (None: unobserved) and each score."""
+    return {
+        "source": series.source,
+        "start_unix_s": series.start_unix_s,
+        "bucket_s": series.bucket_s,
+        "actual_per_s": [None if r is None else round(r, 4) for r in series.rates_per_s()],
+        "scores": [s.as_json() for s in scores],
+    }
 
 
 def with_workload(plan_request: Mapping[str, Any], block: Mapping[str, Any]) -> dict[str, Any]:
@@ -146,4 +224,13 @@ def with_workload(plan_request: Mapping[str, Any], block: Mapping[str, Any]) -> 
 
 
 DEFAULT_METHODS = tuple(FORECASTERS)
-__all__ = ["BASELINES", "DEFAULT_METHODS", "Score", "backtest", "score_plan", "with_workload"]
+__all__ = [
+    "BASELINES",
+    "DEFAULT_METHODS",
+    "Origins",
+    "Score",
+    "as_json",
+    "backtest",
+    "score_plan",
+    "with_workload",
+]

@@ -10,8 +10,10 @@ with room reserved in the figure, so no legend covers data.
 
 from __future__ import annotations
 
+import io
 import math
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from matplotlib.ticker import Formatter
@@ -384,3 +386,15 @@ def render(figures: Mapping[str, dict[str, Any]], model: str) -> dict[str, Figur
             "cost_by_gpu": _draw_cost_by_gpu(figures["cost_by_gpu"]),
             "latency_simulated": _draw_latency_simulated(figures["latency_simulated"]),
         }
+
+
+def save_figure(fig: Figure, out: Path, name: str) -> tuple[Path, Path, str]:
+    """`<name>.png` and `<name>.svg` in `out` (no dates or software in them: same figure, same
+    bytes); the paths and the SVG text (for a page to inline)."""
+    png, svg = out / f"{name}.png", out / f"{name}.svg"
+    fig.savefig(png, format="png", metadata={"Software": None})
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
+    text = buf.getvalue()
+    svg.write_text(text, encoding="utf-8")
+    return png, svg, text

@@ -26,18 +26,15 @@ drawing is planner/htmlreport/draw.py.
 
 from __future__ import annotations
 
-import io
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from planner.errors import Infeasible
-from planner.htmlreport.draw import DPI, rc, render
+from planner.htmlreport.draw import DPI, rc, render, save_figure
 
 if TYPE_CHECKING:
-    from matplotlib.figure import Figure
-
     from planner.schema.plan_report import PlanDeployment, PlanReport
     from planner.schema.plan_request import PlanRequest
 
@@ -302,20 +299,17 @@ def build(
 # --- the files -----------------------------------------------------------------------------------
 
 
-def _save(fig: Figure, out: Path, name: str) -> tuple[Path, Path, str]:
-    png, svg = out / f"{name}.png", out / f"{name}.svg"
-    fig.savefig(png, format="png", metadata={"Software": None})
-    buf = io.StringIO()
-    fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
-    text = buf.getvalue()
-    svg.write_text(text, encoding="utf-8")
-    return png, svg, text
-
-
-def write_files(plan: PlanReport, figures: Mapping[str, dict[str, Any]], out_dir: str | Path) -> list[Path]:
-    """Draw `figures` (from `build`) and write `<figure>.png`, `<figure>.svg` and `index.html`."""
+def write_files(
+    plan: PlanReport,
+    figures: Mapping[str, dict[str, Any]],
+    out_dir: str | Path,
+    forecast: Mapping[str, Any] | None = None,
+) -> list[Path]:
+    """Draw `figures` (from `build`) and write `<figure>.png`, `<figure>.svg` and `index.html`;
+    with `forecast` (planner/htmlreport/forecast_figure.py's `figure_data`) its figure too."""
     import matplotlib
 
+    from planner.htmlreport import forecast_figure
     from planner.htmlreport.page import page as html_page
 
     out = Path(out_dir)
@@ -324,11 +318,16 @@ def write_files(plan: PlanReport, figures: Mapping[str, dict[str, Any]], out_dir
     svgs = {}
     with matplotlib.rc_context(rc()):
         for name, fig in render(figures, plan.model).items():
-            png, svg, text = _save(fig, out, name)
+            png, svg, text = save_figure(fig, out, name)
             files += [png, svg]
             svgs[name] = text
+    names: tuple[str, ...] = FIGURES
+    if forecast is not None:
+        written, svgs[forecast_figure.NAME] = forecast_figure.write(dict(forecast), out)
+        files += written
+        names = (*FIGURES, forecast_figure.NAME)
     page = out / "index.html"
-    page.write_text(html_page(plan, svgs, FIGURES), encoding="utf-8")
+    page.write_text(html_page(plan, svgs, names), encoding="utf-8")
     files.append(page)
     return files
 

@@ -20,6 +20,7 @@ TITLES = {
     "capacity": "Forecast demand vs provisioned capacity",
     "cost_by_gpu": "Cost by GPU type and bucket",
     "latency_simulated": "Predicted vs simulated latency, each part at its hardest bucket",
+    "forecast": "Backtest: forecast vs actual vs planned capacity",
 }
 CAPTIONS = {
     "cost_vs_concurrency": "GPU cost per 1M output tokens of one replica decoding at each concurrency "
@@ -36,6 +37,10 @@ CAPTIONS = {
     "latency_simulated": "TTFT and ITL percentiles of each part of the plan at the bucket it is checked "
     "at: the latency model's prediction (hatched) vs the discrete-event simulation of vLLM V1's "
     "scheduler with the plan's flags (solid), the figures `capplan plan --verify` gives.",
+    "forecast": "Per method and quantile of the backtest (`--backtest`): the observed request rate over "
+    "each fold's tested span (never part of that fold's fit), the forecast the fold's plan was sized "
+    "for, and the requests/s its replicas serve within the SLOs (shaded). Where the actual line rises "
+    "above the shaded capacity, the hour is at risk.",
 }
 STYLE = (
     "body{font-family:system-ui,sans-serif;max-width:1250px;margin:2em auto;padding:0 1em;color:#222}"
