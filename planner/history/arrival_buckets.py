@@ -24,8 +24,8 @@ from planner.history.series import (
     HistorySeries,
     LengthHistogram,
 )
+from planner.workload import MAX_TOKENS
 
-MAX_TOKENS = 10_000_000
 BOUNDS_125: tuple[float, ...] = tuple(
     float(m * 10**e) for e in range(8) for m in (1, 2, 5) if m * 10**e <= MAX_TOKENS
 )
