@@ -356,3 +356,14 @@ def test_every_history_format_gives_a_workload_plan_takes(
     # Mooncake's 100k-token prompts meet no 500 ms TTFT on one H100 at TP 1: the input is
     # accepted and the plan says INFEASIBLE (exit 3), the others plan
     assert rc == (3 if name == "mooncake.jsonl" else 0), err
+
+
+def test_with_workload_drops_a_trace_or_history_workload_s_own_keys() -> None:
+    from planner.forecast.backtest import with_workload
+
+    block = {"arrivals": {"buckets": [{"duration_s": 3600.0, "requests_per_s": 2.0}]}}
+    history = {"history": "h.csv", "forecast": {"quantile": 0.9}, "endpoint": "completions", "name": "w"}
+    got = with_workload({"workload": history, "slo": {}}, block)
+    assert got["workload"] == {"endpoint": "completions", "name": "w", **block}
+    trace = {"trace": "azure-conv-2023", "bucket_s": 60.0, "prefix_cache_hit_fraction": 0.2}
+    assert with_workload({"workload": trace}, block)["workload"] == {"prefix_cache_hit_fraction": 0.2, **block}

@@ -34,6 +34,7 @@ from planner.forecast import BASELINES, FORECASTERS, forecast, method_named
 from planner.forecast.base import DAY_S, WEEK_S
 from planner.forecast.to_workload import workload_block
 from planner.history.series import HistorySeries
+from planner.workload import Workload
 
 MAX_FOLDS = 52  # a year of weekly origins; the oldest are dropped beyond it
 MIN_TRAIN_WEEKS = 2
@@ -214,10 +215,11 @@ def as_json(series: HistorySeries, scores: Sequence[Score]) -> dict[str, Any]:
 
 
 def with_workload(plan_request: Mapping[str, Any], block: Mapping[str, Any]) -> dict[str, Any]:
-    """The plan file with its workload's arrivals (and lengths the history has) replaced."""
+    """The plan file with its workload's arrivals (and lengths the history has) replaced: of a
+    trace or history workload only the keys a plain workload also has are kept (its name,
+    prefix-cache hit fraction, endpoint, lengths), the trace or history itself goes."""
     request = dict(plan_request)
-    workload = dict(request.get("workload") or {})
-    workload.pop("trace", None)
+    workload = {k: v for k, v in dict(request.get("workload") or {}).items() if k in Workload.model_fields}
     workload.update(block)
     request["workload"] = workload
     return request
