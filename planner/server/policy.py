@@ -27,9 +27,8 @@ measures it; figures from the 2-core development machine):
   is ~26 s at worst.
 * A Plan's history workload (`workload: {history: {points}, forecast}`): the forecast's fit is
   bounded by `forecast_units` = history buckets x (weekly period in buckets + 200), the fit's
-  cost growing with the history's length and the seasonal period STL smooths. Measured (2-core
-  machine, shared): MSTL 17,520 hourly buckets 5.7 s, 8,640 15-minute 6.7 s, 17,280 5-minute
-  41 s; ETS 17,520 hourly 17 s (the worst, ~2.7 us a unit): 10,000,000 units is ~27 s. Its
+  cost growing with the history's length and the seasonal period STL smooths; at the worst
+  measured ~2.7 us a unit (`bench/bench_forecast_cost.py`), 10,000,000 units is ~27 s. Its
   horizon is capped like any buckets; files (`history.path`) are refused.
 * Evaluate: analytic; at the schema's largest workload (100,000 buckets, 1,000,000 length
   samples) 1.1 s. The buckets and samples are capped as for the other RPCs.
