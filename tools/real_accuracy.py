@@ -77,13 +77,20 @@ def _verdicts(analytic: dict[str, dict[str, Mape]]) -> list[str]:
     return lines
 
 
+def _by_gpu_model(scores: list[RunScore], era: str) -> dict[str, dict[str, Mape]]:
+    from planner.measurements.scoring import mape_by
+
+    return mape_by([s for s in scores if s.release_era == era], lambda s: f"{s.gpu} {s.model}")
+
+
 def render(analytic: list[RunScore], simulated: list[RunScore]) -> str:
     """The section's markdown, markers included."""
-    from planner.measurements.scoring import mape_by, mape_by_gpu
+    from planner.measurements.scoring import mape_by_gpu
 
     a_gpu, s_gpu = mape_by_gpu(analytic), mape_by_gpu(simulated)
-    a_gm = mape_by(analytic, lambda s: f"{s.gpu} {s.model}")
-    s_gm = mape_by(simulated, lambda s: f"{s.gpu} {s.model}")
+    a_gm, s_gm = _by_gpu_model(analytic, "modelled"), _by_gpu_model(simulated, "modelled")
+    a_old, s_old = _by_gpu_model(analytic, "pre-0.6"), _by_gpu_model(simulated, "pre-0.6")
+    n_old = sum(s.release_era == "pre-0.6" for s in analytic)
     missing = [s for s in (*analytic, *simulated) if s.no_prediction]
     lines = [
         START,
@@ -113,6 +120,18 @@ def render(analytic: list[RunScore], simulated: list[RunScore]) -> str:
         "",
         *_verdicts(a_gpu),
     ]
+    if a_old or s_old:
+        lines += [
+            "",
+            "### Runs on vLLM releases before 0.6",
+            "",
+            f"{n_old} runs of the corpus were taken on a release before vLLM 0.6, whose CPU-side costs "
+            "(the API server in the engine's process, one scheduling pass per step) no built-in profile "
+            'models (docs/measurements.md, "Release era"): scored the same way, shown here, and counted '
+            "in none of the figures above.",
+            "",
+            *_table(a_old, s_old, "GPU and model"),
+        ]
     if missing:
         lines += ["", "Runs without a prediction (counted in no MAPE):", ""]
         lines += [f"- {s.run_id} ({s.method}): {s.no_prediction}" for s in missing]
