@@ -222,6 +222,7 @@ def test_cli_corpus_text_and_json(capsys: pytest.CaptureFixture[str]) -> None:
     pre = [r for r in data["runs"] if r["release_era"] == "pre-0.6"]
     n_pre = data["mape_by_gpu_pre_0_6"]["h100-sxm"]["saturation_throughput"]["runs"]
     assert pre and n_pre == len(pre) and "releases before 0.6" in out
+    assert f"{pre[0]['run_id']}: " in out and out.count("; vLLM before 0.6, scored apart") == len(pre)
     # the text and the JSON say the same: each run's TTFT p50 error, to the printed digit
     c1 = next(r for r in data["runs"] if r["run_id"] == "gpustack-qwen3-8b-h100-sxm-c1")
     err_pct = next(e for e in c1["errors"] if e["figure"] == "ttft_p50")["error_pct"]

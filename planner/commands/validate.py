@@ -104,6 +104,7 @@ def _value(figure: str, x: float | None) -> str:
 def _run_lines(s: dict[str, Any]) -> list[str]:
     head = f"{s['run_id']}: {s['model']} on {s['gpu']}, {s['load']} load, {s['method']}"
     head += f" (profile {s['profile']})" if s["profile"] else ""
+    head += "; vLLM before 0.6, scored apart" if s["release_era"] == "pre-0.6" else ""
     if s["no_prediction"]:
         return [head, f"  no prediction: {s['no_prediction']}"]
     rows = [
