@@ -23,8 +23,11 @@ What a run becomes (docs/measurements.md, "What capplan predicts for a run"):
   as a cap when finite (both limits apply, planner/closed_loop.py); `saturation` (rate inf and
   no cap, or a cap >= num_prompts): a burst of num_prompts requests, written as a closed loop of
   num_prompts clients (each sends one). A saturation run is scored on throughput only: the
-  analytic model's figure is the deployment's capacity (its max stable rate x the mean output),
-  the simulator runs the burst itself (num_prompts requests at t = 0, a finite run that drains).
+  analytic model's figure is that closed loop solved at num_prompts clients (planner/closed_loop.py:
+  N requests in flight for the burst's life, so a burst smaller than what the engine holds runs at
+  its own batch, not at the capacity; a burst that fills the engine gets the capacity, its max
+  stable rate x the mean output); the simulator runs the burst itself (num_prompts requests at
+  t = 0, a finite run that drains).
 * Figures: TTFT p50/p99, TPOT p50, ITL p50/p99, output throughput (tokens/s). The analytic
   TPOT p50 is the mean decode step (a request's TPOT averages its steps); its throughput is the
   served rate x the mean output. The front-end cost is the profile's `request_overhead_s`.
@@ -195,11 +198,11 @@ def _analytic(run: ServingRun, inputs: RunInputs, resolved: ResolvedDeployment) 
 
     wl = inputs.workload
     mean_out = float(wl.output_tokens.mean())
-    if inputs.load == "saturation":
-        cap = LatencyModel(resolved, WorkloadStats.of(_rated(wl)))
-        rate = cap.max_stable_requests_per_s()
-        return {"requests_per_s": rate, "output_throughput_tok_s": rate * mean_out,
-                "notes": ("saturation: the analytic figure is the capacity (max stable rate x mean output)",)}  # fmt: skip
+    if inputs.load == "saturation":  # the burst as a closed loop of num_prompts clients
+        loop, _ = solve_workload(resolved, wl)
+        return {"requests_per_s": loop.requests_per_s,
+                "output_throughput_tok_s": loop.requests_per_s * mean_out,
+                "notes": (_burst_note(loop.saturated, inputs.num_prompts),)}  # fmt: skip
     if inputs.load == "closed":
         loop, model = solve_workload(resolved, wl)
         pred = model.evaluate(loop.requests_per_s)
@@ -217,6 +220,12 @@ def _analytic(run: ServingRun, inputs: RunInputs, resolved: ResolvedDeployment) 
         "output_throughput_tok_s": served * mean_out,
         "notes": pred.notes,
     }
+
+
+def _burst_note(saturated: bool, prompts: int) -> str:
+    if saturated:
+        return f"saturation: {prompts:,} prompts fill the engine; the figure is its capacity"
+    return f"saturation: {prompts:,} prompts never fill the engine; the figure is the closed loop at {prompts:,} clients"
 
 
 def _finite(x: float) -> float | None:

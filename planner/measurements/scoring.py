@@ -10,7 +10,9 @@ is not scored on one. A saturation run is scored on throughput alone, as the fig
 `saturation_throughput`; an open or closed loop's throughput is `throughput` (for an open loop
 below capacity it is the rate x the mean output, close to exact by construction). The signed error
 is 100 (predicted - measured) / measured: positive means capplan says slower (latency) or more
-(throughput) than vLLM did. MAPE is the mean of the absolute errors.
+(throughput) than vLLM did. MAPE is the mean of the absolute errors. A run on a release before
+vLLM 0.6 (ServingRun.release_era `pre-0.6`) is scored like any other but counted apart: its MAPE
+is its own (`mape_by_gpu(scores, "pre-0.6")`), not the target figure.
 """
 
 from __future__ import annotations
@@ -100,6 +102,7 @@ class RunScore:
     promise: tuple[PromiseCheck, ...] = ()
     profile: str | None = None
     no_prediction: str | None = None  # why capplan has no prediction for the run (then no errors)
+    release_era: str = "modelled"  # ServingRun.release_era: `pre-0.6` runs stay out of the target MAPE
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -110,6 +113,7 @@ class RunScore:
             "method": self.method,
             "profile": self.profile,
             "no_prediction": self.no_prediction,
+            "release_era": self.release_era,
             "errors": [e.to_dict() for e in self.errors],
             "promise": [p.to_dict() for p in self.promise],
         }
@@ -165,6 +169,7 @@ def score_run(run: ServingRun, prediction: RunPrediction) -> RunScore:
         errors=tuple(errors),
         promise=promise_checks(run),
         profile=prediction.profile,
+        release_era=run.release_era,
     )
 
 
@@ -196,6 +201,7 @@ def score_runs(
                     errors=(),
                     promise=promise_checks(run),
                     no_prediction=f"{exc.field}: {exc.reason}",
+                    release_era=run.release_era,
                 )
             )
     return out
@@ -236,6 +242,8 @@ def mape_by(scores: list[RunScore], key: Callable[[RunScore], str]) -> dict[str,
     }
 
 
-def mape_by_gpu(scores: list[RunScore]) -> dict[str, dict[str, Mape]]:
-    """MAPE per GPU per figure kind (`mape_by` the GPU)."""
-    return mape_by(scores, lambda s: s.gpu)
+def mape_by_gpu(scores: list[RunScore], era: str = "modelled") -> dict[str, dict[str, Mape]]:
+    """MAPE per GPU per figure kind (`mape_by` the GPU) over the runs of one release era: by
+    default the releases the built-in profiles model (the target MAPE); `pre-0.6` for the runs
+    of earlier releases, scored apart (ServingRun.release_era)."""
+    return mape_by([s for s in scores if s.release_era == era], lambda s: s.gpu)

@@ -11,6 +11,7 @@ tokens per second. A setting the source does not state is None: for a server fla
 from __future__ import annotations
 
 import math
+import re
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -19,11 +20,13 @@ from planner.catalog.gpus import gpu_names
 
 __all__ = [
     "ENDPOINTS",
+    "MODELLED_FROM_RELEASE",
     "LatencySummary",
     "Load",
     "Measured",
     "PerRequest",
     "Promised",
+    "ReleaseEra",
     "ServingRun",
     "Settings",
 ]
@@ -32,6 +35,17 @@ Endpoint = Literal["/v1/completions", "/v1/chat/completions"]
 ENDPOINTS: tuple[str, ...] = ("/v1/completions", "/v1/chat/completions")
 MAX_LATENCY_S = 86_400.0  # a day: a latency past it is a unit mistake, not a measurement
 MAX_REQUESTS = 10_000_000
+
+ReleaseEra = Literal["modelled", "pre-0.6"]
+# The first release the built-in profiles model (they are fitted on V1-era runs, 0.11 to 0.14).
+# vLLM 0.6.0 (2024-09-04) moved the HTTP API server into its own process and added multi-step
+# scheduling and the async output processor; vLLM's release post ("vLLM v0.6.0: 2.7x Throughput
+# Improvement and 5x Latency Reduction", blog.vllm.ai 2024-09-05) profiled Llama 3 8B on one H100
+# under 0.5.x: the API server 33% of the time, scheduling 29%, the GPU 38%, and measured 2.7x the
+# throughput and 5x less TPOT on ShareGPT from 0.5.3 to 0.6.0. Costs of that size are in no
+# built-in profile, so runs of earlier releases are scored apart (docs/measurements.md).
+MODELLED_FROM_RELEASE = (0, 6)
+_RELEASE = re.compile(r"v?(\d+)\.(\d+)")
 
 
 class _Frozen(BaseModel):
@@ -179,6 +193,16 @@ class ServingRun(_Frozen):
         if m.total_output_tokens is not None and m.completed:
             return m.total_output_tokens / m.completed
         return None if self.load.output_len is None else float(self.load.output_len)
+
+    @property
+    def release_era(self) -> ReleaseEra:
+        """`pre-0.6` for a run on a vLLM release before MODELLED_FROM_RELEASE (its CPU-side costs
+        are outside the built-in profiles: scored, but apart from the target MAPE); `modelled`
+        otherwise, a release not stated or not read as MAJOR.MINOR included."""
+        m = _RELEASE.match(self.settings.vllm_version or "")
+        if m is not None and (int(m.group(1)), int(m.group(2))) < MODELLED_FROM_RELEASE:
+            return "pre-0.6"
+        return "modelled"
 
     @property
     def saturation(self) -> bool:
