@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from planner.catalog.gpus import GpuSpec
 from planner.catalog.models import MAX_POSITION_EMBEDDINGS, Dtype, ModelSpec
+from planner.costmodel.lora import LoraConfig
 from planner.costmodel.memory import KvCapacity
 from planner.costmodel.profile import Profile
 from planner.costmodel.roofline import Replica
@@ -89,7 +90,9 @@ class Deployment(BaseModel):
 
     Ranges: tp 1..64, replicas 1..100,000, max_num_seqs 1..65,536, max_num_batched_tokens and
     long_prefill_token_threshold up to 1,048,576 (the threshold from 0), gpu_memory_utilization
-    in (0, 1], usd_per_gpu_hour in (0, 1000], max_model_len in [2, the model's context]. Whether
+    in (0, 1], usd_per_gpu_hour in (0, 1000], max_model_len in [2, the model's context]; `lora`
+    (vLLM --enable-lora; None: off): max_loras 1..256, max_lora_rank one of vLLM's ranks
+    (planner.costmodel.lora.LoraConfig). Whether
     vLLM can run the combination (heads over TP, node size, budget vs seqs, memory, one
     max_model_len sequence in the KV cache) is `planner.costmodel.feasibility`, checked by
     `resolve`."""
@@ -108,6 +111,7 @@ class Deployment(BaseModel):
     max_model_len: int | None = Field(default=None, ge=MIN_MAX_MODEL_LEN, le=MAX_MAX_MODEL_LEN)
     usd_per_gpu_hour: float | None = Field(default=None, gt=0, le=MAX_USD_PER_GPU_HOUR)
     disaggregated: Disaggregation | None = None
+    lora: LoraConfig | None = None
 
     @model_validator(mode="after")
     def _replicas_or_pools(self) -> Deployment:
@@ -167,6 +171,7 @@ class Deployment(BaseModel):
             self.gpu_memory_utilization,
             prof,
             self.max_model_len,  # unset: the model's context, not checked (evaluate's defaults as before)
+            self.lora,
         )
         if problems:
             raise InvalidInput(f"{root}.{problems[0].field}", problems[0].reason)
@@ -179,6 +184,7 @@ class Deployment(BaseModel):
             weight_dtype=self.weight_dtype,
             kv_dtype=self.kv_dtype,
             profile=prof,
+            lora=self.lora,
         )
         kv = kv_capacity(replica, self.gpu_memory_utilization, budget, seqs)
         if kv.kv_cache_blocks <= 0:  # feasibility leaves a block; rounding at the edge may not
@@ -287,4 +293,20 @@ class ResolvedDeployment:
             "max_num_seqs": self.max_num_seqs,
             "max_num_batched_tokens": self.max_num_batched_tokens,
             "long_prefill_token_threshold": self.long_prefill_token_threshold,
+            **({} if d.lora is None else {"lora": self.lora_memory()}),
+        }
+
+    def lora_memory(self) -> dict[str, Any] | None:
+        """The report's `lora` block (schema LoraMemory): adapters, their buffers and the KV
+        cache left, per GPU; None without LoRA."""
+        lora = self.spec.lora
+        if lora is None:
+            return None
+        gib = 2.0**30
+        return {
+            "max_loras": lora.max_loras,
+            "max_lora_rank": lora.max_lora_rank,
+            "adapter_gib": self.kv.lora_bytes / gib,
+            "kv_cache_gib": self.kv.kv_cache_bytes / gib,
+            "kv_cache_tokens": self.kv.kv_cache_tokens,
         }

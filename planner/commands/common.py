@@ -246,3 +246,14 @@ def deployment_line(dep: Mapping[str, Any]) -> str:
 def warning_lines(warning: str | None) -> list[str]:
     """A report's warning as the human summary shows it: one `warning:` line, none when unset."""
     return [] if warning is None else [f"warning: {warning}"]
+
+
+def lora_lines(lora: dict[str, Any] | None, indent: str = "  ") -> list[str]:
+    """The LoRA adapters' memory and the KV cache left beside them (none without LoRA)."""
+    if lora is None:
+        return []
+    return [
+        f"{indent}LoRA: {lora['max_loras']} adapters of rank {lora['max_lora_rank']}, "
+        f"{lora['adapter_gib']:.2f} GiB per GPU; KV cache left {lora['kv_cache_gib']:.2f} GiB per GPU "
+        f"({lora['kv_cache_tokens']:,} tokens)"
+    ]

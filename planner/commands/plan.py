@@ -230,6 +230,7 @@ def render(d: dict[str, Any]) -> str:
             if at["kv_cache_usage"] is not None:
                 parts.append(f"KV {at['kv_cache_usage']:.0%}")
             lines.append("    at the peak: " + ", ".join(parts))
+        lines += c.lora_lines(dep.get("lora"), "    ")
     for g in d["gpus"]:
         reserved = f"{g['reserved']} reserved + " if g["reserved"] else ""
         lines.append(

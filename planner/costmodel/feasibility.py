@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from planner.catalog.gpus import GpuSpec
 from planner.catalog.models import Dtype, ModelSpec
+from planner.costmodel.lora import LoraConfig
 from planner.costmodel.memory import DEFAULT_VLLM_VERSION, memory_budget
 from planner.costmodel.profile import THEORETICAL, Profile
 from planner.costmodel.roofline import Replica
@@ -53,13 +54,15 @@ def feasibility(
     gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION,
     profile: Profile | None = None,
     max_model_len: int | None = None,
+    lora: LoraConfig | None = None,
 ) -> list[Infeasibility]:
     """Every reason vLLM could not serve `model` on `tp` x `gpu` with these limits (empty: it can).
     Unset limits take vLLM's defaults for the GPU; a limit a caller left unset is never the one
     blamed when a given one can be. `profile` picks the memory budget as for the deployment
     (theoretical: the seed's); None: vLLM's, as for every measured or transferred profile.
     `max_model_len`: the longest sequence vLLM must hold (None: not checked; vLLM's default, the
-    model's context, is checked only where a caller passes it)."""
+    model's context, is checked only where a caller passes it). `lora`: the adapter buffers
+    vLLM allocates with --enable-lora (planner.costmodel.lora), counted with the weights."""
     out: list[Infeasibility] = []
     if tp > gpu.max_gpus_per_node:
         out.append(
@@ -81,6 +84,7 @@ def feasibility(
         weight_dtype=weight_dtype,
         kv_dtype=kv_dtype,
         profile=THEORETICAL if profile is None else profile,
+        lora=lora,
     )
     version = DEFAULT_VLLM_VERSION if profile is None else None  # None: as the profile implies
     out += _memory(r, budget, seqs, gpu_memory_utilization, max_num_batched_tokens, version, max_model_len)
@@ -100,16 +104,17 @@ def _memory(
     vLLM may use, as memory_budget counts them; then one `max_model_len` sequence against the
     whole blocks left."""
     b = memory_budget(r, utilization, budget, seqs, version)
-    fixed = b.weight_bytes + b.non_torch_bytes + b.cuda_graph_bytes
+    fixed = b.weight_bytes + b.non_torch_bytes + b.cuda_graph_bytes + b.lora_bytes
     block = r.kv_bytes_per_token * BLOCK_SIZE_TOKENS
     model, gpu, tp = r.model, r.gpu, r.tp
     where = f"{model.name} on {tp} x {gpu.name} at gpu_memory_utilization {utilization:g}"
+    lora_note = f" (LoRA adapters {b.lora_bytes / GIB:.1f} GiB)" if b.lora_bytes else ""
     if fixed + block > b.requested_bytes:
         return [
             Infeasibility(
                 "tp",
                 f"{where}: the weights ({b.weight_bytes / GIB:.1f} GiB per GPU in {r.weight_dtype}) and "
-                f"{(fixed - b.weight_bytes) / GIB:.1f} GiB of CUDA context and buffers exceed the "
+                f"{(fixed - b.weight_bytes) / GIB:.1f} GiB of CUDA context and buffers{lora_note} exceed the "
                 f"{b.requested_bytes / GIB:.1f} GiB vLLM may use and leave no KV cache; raise tp, use fp8 "
                 "weights or a GPU with more memory",
             )

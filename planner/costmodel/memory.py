@@ -22,6 +22,7 @@ from typing import Literal, get_args
 
 from planner.catalog.gpus import GpuSpec
 from planner.catalog.models import DTYPE_BYTES, Dtype, ModelSpec
+from planner.costmodel.lora import lora_buffer_bytes, lora_shrink_buffer_bytes
 from planner.costmodel.profile import THEORETICAL
 from planner.costmodel.roofline import Replica
 from planner.errors import InvalidInput, echo
@@ -187,6 +188,9 @@ class MemoryBudget:
     activation_bytes: float  # torch peak increase of the profile run
     non_torch_bytes: float
     cuda_graph_bytes: float
+    # LoRA: the stacked adapter buffers allocated at load (planner.costmodel.lora; vLLM logs
+    # them inside "Model loading took"); 0 without LoRA
+    lora_bytes: float = 0.0
 
     @property
     def available_bytes(self) -> float:
@@ -197,6 +201,7 @@ class MemoryBudget:
             - self.activation_bytes
             - self.non_torch_bytes
             - self.cuda_graph_bytes
+            - self.lora_bytes
         )
 
 
@@ -227,6 +232,7 @@ def memory_budget(
             activation_bytes=seed_activation_bytes(replica, tokens, seqs),
             non_torch_bytes=NON_TORCH_BYTES,
             cuda_graph_bytes=0.0,
+            lora_bytes=lora_buffer_bytes(replica.model, replica.tp, replica.lora),
         )
     v = _version(DEFAULT_VLLM_VERSION if vllm_version is None else vllm_version)
     total = reported_memory_bytes(g)
@@ -235,9 +241,14 @@ def memory_budget(
         total_bytes=total,
         requested_bytes=total * gpu_memory_utilization,
         weight_bytes=loaded_weight_bytes(replica.model, replica.tp, replica.weight_dtype),
-        activation_bytes=profile_activation_bytes(replica.model, replica.tp, tokens, seqs),
+        activation_bytes=max(
+            forward_peak_bytes(replica.model, replica.tp, tokens)
+            + lora_shrink_buffer_bytes(replica.model, tokens, replica.lora),
+            sampler_peak_bytes(replica.model.vocab_size, replica.model.hidden_size, tokens, seqs),
+        ),
         non_torch_bytes=non_torch_bytes(replica.tp, v),
         cuda_graph_bytes=cuda_graph_bytes(v),
+        lora_bytes=lora_buffer_bytes(replica.model, replica.tp, replica.lora),
     )
 
 
@@ -249,6 +260,11 @@ class KvCapacity:
     weight_bytes: float
     activation_bytes: float  # everything else vLLM reserves: activation peak, non-torch, CUDA graphs
     budget: MemoryBudget | None = None
+
+    @property
+    def lora_bytes(self) -> float:
+        """The LoRA adapter buffers (0 without LoRA)."""
+        return 0.0 if self.budget is None else self.budget.lora_bytes
 
     @property
     def kv_cache_tokens(self) -> int:

@@ -15,6 +15,7 @@ from typing import Literal
 
 from planner.catalog.gpus import GpuSpec
 from planner.catalog.models import Dtype, ModelSpec
+from planner.costmodel.lora import LoraConfig
 from planner.costmodel.profile import THEORETICAL, Profile
 from planner.costmodel.steptime import (
     ACTIVATION_BYTES,
@@ -67,11 +68,12 @@ class Replica:
     weight_dtype: Dtype = "bf16"
     kv_dtype: Dtype = "bf16"
     profile: Profile = THEORETICAL
+    lora: LoraConfig | None = None  # vLLM --enable-lora (planner.costmodel.lora); None: off
 
     @cached_property
     def coefficients(self) -> StepCoefficients:
         return step_coefficients(
-            self.model, self.gpu, self.profile, self.tp, self.weight_dtype, self.kv_dtype
+            self.model, self.gpu, self.profile, self.tp, self.weight_dtype, self.kv_dtype, self.lora
         )
 
     # --- per-GPU constants ------------------------------------------------------------------

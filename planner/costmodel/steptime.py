@@ -63,6 +63,12 @@ import numpy.typing as npt
 
 from planner.catalog.gpus import GpuSpec
 from planner.catalog.models import DTYPE_BYTES, Dtype, ModelSpec
+from planner.costmodel.lora import (
+    LoraConfig,
+    lora_logits_flops_per_row,
+    lora_step_bytes,
+    lora_step_flops_per_token,
+)
 from planner.costmodel.profile import Profile
 
 FloatArray = npt.NDArray[np.float64]
@@ -163,8 +169,10 @@ def step_coefficients(
     tp: int = 1,
     weight_dtype: Dtype = "bf16",
     kv_dtype: Dtype = "bf16",
+    lora: LoraConfig | None = None,
 ) -> StepCoefficients:
-    """Coefficients of a whole step of `model` on `tp` x `gpu` under `profile`."""
+    """Coefficients of a whole step of `model` on `tp` x `gpu` under `profile`; `lora`: the
+    batched adapters' FLOPs and bytes folded into the linear and weight terms (None: off)."""
     bw = gpu.bandwidth * profile.eta_bandwidth
     matmul = gpu.matmul_flops(weight_dtype) * profile.eta_matmul
     # Attention runs in bf16 (fp8 KV is dequantized in the kernel).
@@ -187,6 +195,17 @@ def step_coefficients(
         sampled_flops = 2.0 * lm_head / tp
         if not model.tie_word_embeddings:
             w0 -= lm_head * b / tp
+    # --- LoRA (planner.costmodel.lora): adapters' GEMM FLOPs per token (the lm_head's adapter
+    # per logits row, where the lm_head is charged) and every resident adapter read per step.
+    # All 0 without LoRA: the sums below are then exact no-ops.
+    if lora is not None:
+        linear_flops += lora_step_flops_per_token(model, tp, lora)
+        if profile.sampled_logits:
+            sampled_flops += lora_logits_flops_per_row(model, lora)
+        else:
+            linear_flops += lora_logits_flops_per_row(model, lora)
+        w0 += lora_step_bytes(model, tp, lora)
+    # --- end LoRA
     if tp > 1:
         # Two ring all-reduces per layer of tokens x hidden activations: 2(t-1)/t of the data
         # crosses each GPU's link, plus a latency floor per call.

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from planner.catalog.models import Dtype
+from planner.costmodel.lora import LoraConfig
 from planner.costmodel.profile import Profile
 from planner.deployment import MAX_NUM_SEQS, Deployment, Disaggregation, ResolvedDeployment
 from planner.errors import InvalidInput
@@ -76,6 +77,7 @@ class SearchContext:
     # vLLM's --max-model-len of every replica (planner.plan.flags.plan_max_model_len): a
     # configuration whose KV cache cannot hold one such sequence does not fit.
     max_model_len: int
+    lora: LoraConfig | None = None  # vLLM --enable-lora on every replica (None: off)
 
     def profile(self, gpu: str) -> Profile:
         for name, prof in self.profiles:
@@ -108,6 +110,7 @@ class SearchContext:
             gpu_memory_utilization=self.gpu_memory_utilization,
             max_model_len=self.max_model_len,
             disaggregated=dis,
+            lora=self.lora,
         )
         # `replicas` counts colocated replicas only (the pools' sizes are in `disaggregated`).
         return spec if dis is not None else spec.model_copy(update={"replicas": replicas})

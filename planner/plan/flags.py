@@ -11,6 +11,7 @@ import math
 from collections.abc import Sequence
 
 from planner.catalog.models import ModelSpec
+from planner.costmodel.lora import LoraConfig
 from planner.errors import InvalidInput
 from planner.plan.capacity import CapacityPoint, ReplicaConfig, SearchContext
 from planner.schema.kinds import Role
@@ -149,6 +150,17 @@ def vllm_args(ctx: SearchContext, cfg: ReplicaConfig) -> list[str]:
         args += ["--quantization", "fp8"]
     if ctx.kv_dtype == "fp8":
         args += ["--kv-cache-dtype", "fp8"]
+    if ctx.lora is not None:
+        args += lora_args(ctx.lora)
     if cfg.role != "colocated":
         args += ["--kv-transfer-config", kv_transfer_config(cfg.role)]
+    return args
+
+
+def lora_args(lora: LoraConfig) -> list[str]:
+    """vLLM's LoRA flags for the adapters modelled (planner.costmodel.lora); `--max-cpu-loras`
+    only where given (vLLM's default: max_loras)."""
+    args = ["--enable-lora", "--max-loras", str(lora.max_loras), "--max-lora-rank", str(lora.max_lora_rank)]
+    if lora.max_cpu_loras is not None:
+        args += ["--max-cpu-loras", str(lora.max_cpu_loras)]
     return args

@@ -25,7 +25,7 @@ from planner.errors import InvalidInput, TooLarge
 from planner.latency import WorkloadStats
 from planner.plan import defaults
 from planner.plan.alternatives import Alternatives
-from planner.plan.capacity import CapacityPoint, SearchContext
+from planner.plan.capacity import CapacityPoint, ReplicaConfig, SearchContext
 from planner.plan.capacity_pool import CapacityPool, default_workers
 from planner.plan.flags import default_configs, incompatible_pairs, plan_max_model_len, vllm_args
 from planner.plan.infeasible import infeasible_report, milp_infeasible, no_candidate, too_many_replicas
@@ -42,6 +42,7 @@ from planner.schema.kinds import Role
 from planner.schema.plan_report import (
     BucketCost,
     GpuUse,
+    LoraMemory,
     PlanDeployment,
     PlanReport,
     Simulated,
@@ -132,6 +133,7 @@ def _context(
         kv_transfer_bandwidth_bytes_per_s=c.kv_transfer_bandwidth_bytes_per_s,
         kv_transfer_latency_s=c.kv_transfer_latency_s,
         max_model_len=max_model_len,
+        lora=req.lora,
     )
 
 
@@ -181,7 +183,7 @@ def _plan(req: PlanRequest, base: Path | None, verify: bool, workers: int | None
     forecast = _forecast(workload, req)
     prices = defaults.prices(req, listed)
     with CapacityPool(ctx, default_workers() if workers is None else workers) as pool:
-        unfit = unfit_shapes(model, req.candidates, gpus, ctx.profile, ctx.max_model_len)
+        unfit = unfit_shapes(model, req.candidates, gpus, ctx.profile, ctx.max_model_len, req.lora)
         also = default_configs(gpus, req.candidates.tensor_parallel_sizes, unfit)  # for the alternatives
         shapes = shapes_of(req.candidates, gpus, roles, unfit)
         split = Split.of(forecast.rates_per_s, req.headroom)
@@ -276,6 +278,7 @@ class _Answer:
             usd_per_gpu_hour=pl.price_of[cfg.gpu].usd_per_gpu_hour,
             profile=pl.ctx.profile(cfg.gpu).name,
             at_peak=None if s is None else at_peak(at, cfg.role, s.requests_per_s_per_replica),
+            lora=_lora_memory(pl.ctx, cfg),
         )
 
     def _gpus(self) -> tuple[list[GpuUse], list[int]]:
@@ -393,3 +396,9 @@ class _Answer:
                 f"{fam}: every {gpu} the inventory allows is in use in {len(names)} of {n_b} buckets ({shown})"
             )
         return out + defaults.availability_binding(pl, result)
+
+
+def _lora_memory(ctx: SearchContext, cfg: ReplicaConfig) -> LoraMemory | None:
+    """The deployment's LoRA buffers and the KV cache left beside them (None without LoRA)."""
+    m = None if ctx.lora is None else ctx.resolve(cfg).lora_memory()
+    return None if m is None else LoraMemory(**m)

@@ -38,6 +38,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from planner import stopping
+from planner.costmodel.lora import LoraConfig
 from planner.costmodel.profile import Profile
 from planner.latency.slo_capacity import CAPACITY_PRECISION
 from planner.plan.capacity import (
@@ -267,6 +268,7 @@ def unfit_shapes(
     gpus: Sequence[str],
     profile: Callable[[str], Profile] | None = None,
     max_model_len: int | None = None,
+    lora: LoraConfig | None = None,
 ) -> list[tuple[str, int, str]]:
     """(gpu, tp, reason) for the GPU x TP pairs vLLM cannot run the model on at all (the cheap
     feasibility check at the smallest budget and `max_num_seqs` the search would use, with each
@@ -294,6 +296,7 @@ def unfit_shapes(
                 space.gpu_memory_utilization,
                 None if profile is None else profile(gpu),
                 max_model_len,
+                lora,
             )
             if why:
                 out.append((gpu, tp, why[0].reason))

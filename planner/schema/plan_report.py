@@ -55,6 +55,17 @@ class PoolAtPeak(_Report):
     running_requests: float | None
 
 
+class LoraMemory(_Report):
+    """LoRA on a replica (vLLM --enable-lora): the adapters' buffers per GPU and the KV cache
+    left beside them (planner.costmodel.lora, docs/kv-capacity.md)."""
+
+    max_loras: int
+    max_lora_rank: int
+    adapter_gib: float  # per GPU: max_loras adapters' stacked A/B buffers
+    kv_cache_gib: float  # per GPU, what is left for the KV cache
+    kv_cache_tokens: int  # per replica
+
+
 class PlanDeployment(_Report):
     """One configuration of the plan. `vllm_args` are the exact `vllm serve` flags of the operating
     point the capacity was modelled at; `requests_per_s_per_replica` is that capacity (within the
@@ -79,6 +90,7 @@ class PlanDeployment(_Report):
     usd_per_gpu_hour: float
     profile: str
     at_peak: PoolAtPeak | None
+    lora: LoraMemory | None = None  # null without LoRA
 
 
 class GpuUse(_Report):

@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from planner.catalog.models import Dtype
 from planner.catalog.prices import DEFAULT_PRICE_LIST
+from planner.costmodel.lora import LoraConfig
 from planner.costmodel.profiles import DEFAULT_PROFILE
 from planner.deployment import (
     MAX_KV_TRANSFER_BANDWIDTH_BYTES_PER_S,
@@ -298,6 +299,12 @@ class PlanRequest(BaseModel):
         f"accepts; [{MIN_MAX_MODEL_LEN}, the model's max_position_embeddings]; every prompt of the workload "
         "must be shorter (answers are cut at it, as vLLM cuts them). Default: the workload's longest prompt "
         "plus its longest answer, rounded up to a multiple of 1,024, at most the model's context",
+    )
+    lora: LoraConfig | None = Field(
+        default=None,
+        description="vLLM --enable-lora on every replica: max_loras adapters (1..256) of max_lora_rank (one of "
+        "1, 8, 16, 32, 64, 128, 256, 320, 512) resident per GPU; their buffers leave less KV cache and every "
+        "step reads all of them (planner.costmodel.lora). Default: off",
     )
 
     @field_validator("price_list")

@@ -22,6 +22,7 @@ from planner.deployment import Mode
 from planner.schema.catalog_reports import CatalogReport, GpuCatalogReport, ModelCatalogReport, Report
 from planner.schema.inputs import Replay, Router
 from planner.schema.kinds import BindingLimit, Role, StabilityLimit
+from planner.schema.plan_report import LoraMemory
 
 __all__ = [
     "AnalyzeReport",
@@ -63,6 +64,7 @@ class DeploymentSummary(_Report):
     max_num_seqs: int
     max_num_batched_tokens: int
     long_prefill_token_threshold: int
+    lora: LoraMemory | None = None  # null without LoRA
 
     @property
     def gpus(self) -> int:
