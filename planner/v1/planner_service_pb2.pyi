@@ -352,7 +352,7 @@ class Disaggregation(_message.Message):
     def __init__(self, prefill_replicas: _Optional[int] = ..., decode_replicas: _Optional[int] = ..., kv_transfer_bandwidth_bytes_per_s: _Optional[float] = ..., kv_transfer_latency_s: _Optional[float] = ...) -> None: ...
 
 class Deployment(_message.Message):
-    __slots__ = ("model", "gpu", "tp", "replicas", "weight_dtype", "kv_dtype", "max_num_seqs", "max_num_batched_tokens", "long_prefill_token_threshold", "gpu_memory_utilization", "usd_per_gpu_hour", "disaggregated", "max_model_len")
+    __slots__ = ("model", "gpu", "tp", "replicas", "weight_dtype", "kv_dtype", "max_num_seqs", "max_num_batched_tokens", "long_prefill_token_threshold", "gpu_memory_utilization", "usd_per_gpu_hour", "disaggregated", "max_model_len", "lora")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     GPU_FIELD_NUMBER: _ClassVar[int]
     TP_FIELD_NUMBER: _ClassVar[int]
@@ -366,6 +366,7 @@ class Deployment(_message.Message):
     USD_PER_GPU_HOUR_FIELD_NUMBER: _ClassVar[int]
     DISAGGREGATED_FIELD_NUMBER: _ClassVar[int]
     MAX_MODEL_LEN_FIELD_NUMBER: _ClassVar[int]
+    LORA_FIELD_NUMBER: _ClassVar[int]
     model: str
     gpu: str
     tp: int
@@ -379,7 +380,32 @@ class Deployment(_message.Message):
     usd_per_gpu_hour: float
     disaggregated: Disaggregation
     max_model_len: int
-    def __init__(self, model: _Optional[str] = ..., gpu: _Optional[str] = ..., tp: _Optional[int] = ..., replicas: _Optional[int] = ..., weight_dtype: _Optional[_Union[Dtype, str]] = ..., kv_dtype: _Optional[_Union[Dtype, str]] = ..., max_num_seqs: _Optional[int] = ..., max_num_batched_tokens: _Optional[int] = ..., long_prefill_token_threshold: _Optional[int] = ..., gpu_memory_utilization: _Optional[float] = ..., usd_per_gpu_hour: _Optional[float] = ..., disaggregated: _Optional[_Union[Disaggregation, _Mapping]] = ..., max_model_len: _Optional[int] = ...) -> None: ...
+    lora: Lora
+    def __init__(self, model: _Optional[str] = ..., gpu: _Optional[str] = ..., tp: _Optional[int] = ..., replicas: _Optional[int] = ..., weight_dtype: _Optional[_Union[Dtype, str]] = ..., kv_dtype: _Optional[_Union[Dtype, str]] = ..., max_num_seqs: _Optional[int] = ..., max_num_batched_tokens: _Optional[int] = ..., long_prefill_token_threshold: _Optional[int] = ..., gpu_memory_utilization: _Optional[float] = ..., usd_per_gpu_hour: _Optional[float] = ..., disaggregated: _Optional[_Union[Disaggregation, _Mapping]] = ..., max_model_len: _Optional[int] = ..., lora: _Optional[_Union[Lora, _Mapping]] = ...) -> None: ...
+
+class Lora(_message.Message):
+    __slots__ = ("max_loras", "max_lora_rank", "max_cpu_loras")
+    MAX_LORAS_FIELD_NUMBER: _ClassVar[int]
+    MAX_LORA_RANK_FIELD_NUMBER: _ClassVar[int]
+    MAX_CPU_LORAS_FIELD_NUMBER: _ClassVar[int]
+    max_loras: int
+    max_lora_rank: int
+    max_cpu_loras: int
+    def __init__(self, max_loras: _Optional[int] = ..., max_lora_rank: _Optional[int] = ..., max_cpu_loras: _Optional[int] = ...) -> None: ...
+
+class LoraMemory(_message.Message):
+    __slots__ = ("max_loras", "max_lora_rank", "adapter_gib", "kv_cache_gib", "kv_cache_tokens")
+    MAX_LORAS_FIELD_NUMBER: _ClassVar[int]
+    MAX_LORA_RANK_FIELD_NUMBER: _ClassVar[int]
+    ADAPTER_GIB_FIELD_NUMBER: _ClassVar[int]
+    KV_CACHE_GIB_FIELD_NUMBER: _ClassVar[int]
+    KV_CACHE_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    max_loras: int
+    max_lora_rank: int
+    adapter_gib: float
+    kv_cache_gib: float
+    kv_cache_tokens: int
+    def __init__(self, max_loras: _Optional[int] = ..., max_lora_rank: _Optional[int] = ..., adapter_gib: _Optional[float] = ..., kv_cache_gib: _Optional[float] = ..., kv_cache_tokens: _Optional[int] = ...) -> None: ...
 
 class SloTargets(_message.Message):
     __slots__ = ("ttft_p99_ms", "itl_p99_ms", "tpot_p99_ms", "e2el_p99_ms")
@@ -686,7 +712,7 @@ class Floors(_message.Message):
     def __init__(self, ttft_p99_ms: _Optional[float] = ..., itl_p99_ms: _Optional[float] = ..., itl_mixed_step_ms: _Optional[float] = ...) -> None: ...
 
 class EvaluatedDeployment(_message.Message):
-    __slots__ = ("model", "gpu", "tp", "mode", "replicas", "prefill_replicas", "decode_replicas", "weight_dtype", "kv_dtype", "max_num_seqs", "max_num_batched_tokens", "long_prefill_token_threshold", "gpu_memory_utilization", "usd_per_gpu_hour", "profile", "profile_warning")
+    __slots__ = ("model", "gpu", "tp", "mode", "replicas", "prefill_replicas", "decode_replicas", "weight_dtype", "kv_dtype", "max_num_seqs", "max_num_batched_tokens", "long_prefill_token_threshold", "gpu_memory_utilization", "usd_per_gpu_hour", "profile", "profile_warning", "lora")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     GPU_FIELD_NUMBER: _ClassVar[int]
     TP_FIELD_NUMBER: _ClassVar[int]
@@ -703,6 +729,7 @@ class EvaluatedDeployment(_message.Message):
     USD_PER_GPU_HOUR_FIELD_NUMBER: _ClassVar[int]
     PROFILE_FIELD_NUMBER: _ClassVar[int]
     PROFILE_WARNING_FIELD_NUMBER: _ClassVar[int]
+    LORA_FIELD_NUMBER: _ClassVar[int]
     model: str
     gpu: str
     tp: int
@@ -719,7 +746,8 @@ class EvaluatedDeployment(_message.Message):
     usd_per_gpu_hour: float
     profile: str
     profile_warning: str
-    def __init__(self, model: _Optional[str] = ..., gpu: _Optional[str] = ..., tp: _Optional[int] = ..., mode: _Optional[_Union[Mode, str]] = ..., replicas: _Optional[int] = ..., prefill_replicas: _Optional[int] = ..., decode_replicas: _Optional[int] = ..., weight_dtype: _Optional[_Union[Dtype, str]] = ..., kv_dtype: _Optional[_Union[Dtype, str]] = ..., max_num_seqs: _Optional[int] = ..., max_num_batched_tokens: _Optional[int] = ..., long_prefill_token_threshold: _Optional[int] = ..., gpu_memory_utilization: _Optional[float] = ..., usd_per_gpu_hour: _Optional[float] = ..., profile: _Optional[str] = ..., profile_warning: _Optional[str] = ...) -> None: ...
+    lora: LoraMemory
+    def __init__(self, model: _Optional[str] = ..., gpu: _Optional[str] = ..., tp: _Optional[int] = ..., mode: _Optional[_Union[Mode, str]] = ..., replicas: _Optional[int] = ..., prefill_replicas: _Optional[int] = ..., decode_replicas: _Optional[int] = ..., weight_dtype: _Optional[_Union[Dtype, str]] = ..., kv_dtype: _Optional[_Union[Dtype, str]] = ..., max_num_seqs: _Optional[int] = ..., max_num_batched_tokens: _Optional[int] = ..., long_prefill_token_threshold: _Optional[int] = ..., gpu_memory_utilization: _Optional[float] = ..., usd_per_gpu_hour: _Optional[float] = ..., profile: _Optional[str] = ..., profile_warning: _Optional[str] = ..., lora: _Optional[_Union[LoraMemory, _Mapping]] = ...) -> None: ...
 
 class WorkloadSummary(_message.Message):
     __slots__ = ("name", "mean_requests_per_s", "peak_requests_per_s", "burstiness", "mean_input_tokens", "p99_input_tokens", "mean_output_tokens", "p99_output_tokens", "prefix_cache_hit_fraction")
@@ -982,7 +1010,7 @@ class EvaluateReport(_message.Message):
     def __init__(self, deployment: _Optional[_Union[EvaluatedDeployment, _Mapping]] = ..., workload: _Optional[_Union[WorkloadSummary, _Mapping]] = ..., mode: _Optional[_Union[Mode, str]] = ..., requests_per_s: _Optional[float] = ..., requests_per_s_per_replica: _Optional[float] = ..., stable: _Optional[bool] = ..., ttft_p50_ms: _Optional[float] = ..., ttft_p99_ms: _Optional[float] = ..., itl_p50_ms: _Optional[float] = ..., itl_p99_ms: _Optional[float] = ..., itl_worst_case_ms: _Optional[float] = ..., decode_concurrency: _Optional[float] = ..., mean_step_ms: _Optional[float] = ..., mixed_step_fraction: _Optional[float] = ..., prefill_chunk_tokens: _Optional[float] = ..., prefill_utilization: _Optional[float] = ..., queue_wait_mean_ms: _Optional[float] = ..., kv_cache_usage: _Optional[float] = ..., kv_cache_tokens: _Optional[int] = ..., preemption_risk: _Optional[float] = ..., running_requests: _Optional[float] = ..., gpu_utilization: _Optional[float] = ..., mfu: _Optional[float] = ..., max_stable_requests_per_s: _Optional[float] = ..., deployment_max_stable_requests_per_s: _Optional[float] = ..., usd_per_hour: _Optional[float] = ..., usd_per_million_output_tokens: _Optional[float] = ..., usd_per_million_input_tokens: _Optional[float] = ..., mean_load_usd_per_million_output_tokens: _Optional[float] = ..., binding_limit: _Optional[_Union[BindingLimit, str]] = ..., floors: _Optional[_Union[Floors, _Mapping]] = ..., pools: _Optional[_Union[PoolPredictions, _Mapping]] = ..., buckets: _Optional[_Iterable[_Union[BucketPrediction, _Mapping]]] = ..., notes: _Optional[_Iterable[str]] = ..., stability_binding_limit: _Optional[_Union[StabilityLimit, str]] = ..., slo: _Optional[_Union[LatencyTargets, _Mapping]] = ..., slo_feasible: _Optional[bool] = ..., max_requests_per_s_within_slo: _Optional[float] = ..., deployment_max_requests_per_s_within_slo: _Optional[float] = ..., capacity: _Optional[_Union[Capacity, _Mapping]] = ..., closed_loop: _Optional[_Union[ClosedLoopEvaluation, _Mapping]] = ...) -> None: ...
 
 class SimulatedDeployment(_message.Message):
-    __slots__ = ("model", "gpu", "tp", "mode", "replicas", "prefill_replicas", "decode_replicas", "weight_dtype", "kv_dtype", "max_num_seqs", "max_num_batched_tokens", "long_prefill_token_threshold", "kv_cache_blocks", "block_size", "kv_cache_tokens", "profile", "router", "profile_warning")
+    __slots__ = ("model", "gpu", "tp", "mode", "replicas", "prefill_replicas", "decode_replicas", "weight_dtype", "kv_dtype", "max_num_seqs", "max_num_batched_tokens", "long_prefill_token_threshold", "kv_cache_blocks", "block_size", "kv_cache_tokens", "profile", "router", "profile_warning", "lora")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     GPU_FIELD_NUMBER: _ClassVar[int]
     TP_FIELD_NUMBER: _ClassVar[int]
@@ -1001,6 +1029,7 @@ class SimulatedDeployment(_message.Message):
     PROFILE_FIELD_NUMBER: _ClassVar[int]
     ROUTER_FIELD_NUMBER: _ClassVar[int]
     PROFILE_WARNING_FIELD_NUMBER: _ClassVar[int]
+    LORA_FIELD_NUMBER: _ClassVar[int]
     model: str
     gpu: str
     tp: int
@@ -1019,7 +1048,8 @@ class SimulatedDeployment(_message.Message):
     profile: str
     router: Router
     profile_warning: str
-    def __init__(self, model: _Optional[str] = ..., gpu: _Optional[str] = ..., tp: _Optional[int] = ..., mode: _Optional[_Union[Mode, str]] = ..., replicas: _Optional[int] = ..., prefill_replicas: _Optional[int] = ..., decode_replicas: _Optional[int] = ..., weight_dtype: _Optional[_Union[Dtype, str]] = ..., kv_dtype: _Optional[_Union[Dtype, str]] = ..., max_num_seqs: _Optional[int] = ..., max_num_batched_tokens: _Optional[int] = ..., long_prefill_token_threshold: _Optional[int] = ..., kv_cache_blocks: _Optional[int] = ..., block_size: _Optional[int] = ..., kv_cache_tokens: _Optional[int] = ..., profile: _Optional[str] = ..., router: _Optional[_Union[Router, str]] = ..., profile_warning: _Optional[str] = ...) -> None: ...
+    lora: LoraMemory
+    def __init__(self, model: _Optional[str] = ..., gpu: _Optional[str] = ..., tp: _Optional[int] = ..., mode: _Optional[_Union[Mode, str]] = ..., replicas: _Optional[int] = ..., prefill_replicas: _Optional[int] = ..., decode_replicas: _Optional[int] = ..., weight_dtype: _Optional[_Union[Dtype, str]] = ..., kv_dtype: _Optional[_Union[Dtype, str]] = ..., max_num_seqs: _Optional[int] = ..., max_num_batched_tokens: _Optional[int] = ..., long_prefill_token_threshold: _Optional[int] = ..., kv_cache_blocks: _Optional[int] = ..., block_size: _Optional[int] = ..., kv_cache_tokens: _Optional[int] = ..., profile: _Optional[str] = ..., router: _Optional[_Union[Router, str]] = ..., profile_warning: _Optional[str] = ..., lora: _Optional[_Union[LoraMemory, _Mapping]] = ...) -> None: ...
 
 class SimulationInput(_message.Message):
     __slots__ = ("source", "name", "replay", "seed", "mean_requests_per_s_target", "burstiness", "trace_requests", "trace_duration_s", "requests", "span_s", "mean_requests_per_s", "mean_input_tokens", "mean_output_tokens", "prefix_cache_hit_fraction", "outputs_cut_at_context")
@@ -1684,7 +1714,7 @@ class SolverOptions(_message.Message):
     def __init__(self, time_limit_s: _Optional[float] = ..., relative_gap: _Optional[float] = ...) -> None: ...
 
 class PlanRequest(_message.Message):
-    __slots__ = ("model", "slo", "workload", "candidates", "pricing", "inventory", "headroom", "solver", "profile", "verify", "max_model_len", "price_list", "availability")
+    __slots__ = ("model", "slo", "workload", "candidates", "pricing", "inventory", "headroom", "solver", "profile", "verify", "max_model_len", "price_list", "availability", "lora")
     class PricingEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -1712,6 +1742,7 @@ class PlanRequest(_message.Message):
     MAX_MODEL_LEN_FIELD_NUMBER: _ClassVar[int]
     PRICE_LIST_FIELD_NUMBER: _ClassVar[int]
     AVAILABILITY_FIELD_NUMBER: _ClassVar[int]
+    LORA_FIELD_NUMBER: _ClassVar[int]
     model: str
     slo: PlanSlo
     workload: Workload
@@ -1725,7 +1756,8 @@ class PlanRequest(_message.Message):
     max_model_len: int
     price_list: str
     availability: Availability
-    def __init__(self, model: _Optional[str] = ..., slo: _Optional[_Union[PlanSlo, _Mapping]] = ..., workload: _Optional[_Union[Workload, _Mapping]] = ..., candidates: _Optional[_Union[CandidateSpace, _Mapping]] = ..., pricing: _Optional[_Mapping[str, GpuPrice]] = ..., inventory: _Optional[_Mapping[str, int]] = ..., headroom: _Optional[float] = ..., solver: _Optional[_Union[SolverOptions, _Mapping]] = ..., profile: _Optional[str] = ..., verify: _Optional[bool] = ..., max_model_len: _Optional[int] = ..., price_list: _Optional[str] = ..., availability: _Optional[_Union[Availability, _Mapping]] = ...) -> None: ...
+    lora: Lora
+    def __init__(self, model: _Optional[str] = ..., slo: _Optional[_Union[PlanSlo, _Mapping]] = ..., workload: _Optional[_Union[Workload, _Mapping]] = ..., candidates: _Optional[_Union[CandidateSpace, _Mapping]] = ..., pricing: _Optional[_Mapping[str, GpuPrice]] = ..., inventory: _Optional[_Mapping[str, int]] = ..., headroom: _Optional[float] = ..., solver: _Optional[_Union[SolverOptions, _Mapping]] = ..., profile: _Optional[str] = ..., verify: _Optional[bool] = ..., max_model_len: _Optional[int] = ..., price_list: _Optional[str] = ..., availability: _Optional[_Union[Availability, _Mapping]] = ..., lora: _Optional[_Union[Lora, _Mapping]] = ...) -> None: ...
 
 class PlanResponse(_message.Message):
     __slots__ = ("report",)
@@ -1830,7 +1862,7 @@ class PoolAtPeak(_message.Message):
     def __init__(self, requests_per_s_per_replica: _Optional[float] = ..., ttft_p50_ms: _Optional[float] = ..., ttft_p99_ms: _Optional[float] = ..., itl_p50_ms: _Optional[float] = ..., itl_p99_ms: _Optional[float] = ..., kv_cache_usage: _Optional[float] = ..., preemption_risk: _Optional[float] = ..., running_requests: _Optional[float] = ...) -> None: ...
 
 class PlanDeployment(_message.Message):
-    __slots__ = ("id", "gpu", "tensor_parallel_size", "role", "replicas_peak", "replicas_by_bucket", "max_num_batched_tokens", "max_num_seqs", "long_prefill_token_threshold", "gpu_memory_utilization", "weight_dtype", "kv_dtype", "vllm_args", "vllm_command", "requests_per_s_per_replica", "binding_limit", "usd_per_gpu_hour", "profile", "at_peak")
+    __slots__ = ("id", "gpu", "tensor_parallel_size", "role", "replicas_peak", "replicas_by_bucket", "max_num_batched_tokens", "max_num_seqs", "long_prefill_token_threshold", "gpu_memory_utilization", "weight_dtype", "kv_dtype", "vllm_args", "vllm_command", "requests_per_s_per_replica", "binding_limit", "usd_per_gpu_hour", "profile", "at_peak", "lora")
     ID_FIELD_NUMBER: _ClassVar[int]
     GPU_FIELD_NUMBER: _ClassVar[int]
     TENSOR_PARALLEL_SIZE_FIELD_NUMBER: _ClassVar[int]
@@ -1850,6 +1882,7 @@ class PlanDeployment(_message.Message):
     USD_PER_GPU_HOUR_FIELD_NUMBER: _ClassVar[int]
     PROFILE_FIELD_NUMBER: _ClassVar[int]
     AT_PEAK_FIELD_NUMBER: _ClassVar[int]
+    LORA_FIELD_NUMBER: _ClassVar[int]
     id: str
     gpu: str
     tensor_parallel_size: int
@@ -1869,7 +1902,8 @@ class PlanDeployment(_message.Message):
     usd_per_gpu_hour: float
     profile: str
     at_peak: PoolAtPeak
-    def __init__(self, id: _Optional[str] = ..., gpu: _Optional[str] = ..., tensor_parallel_size: _Optional[int] = ..., role: _Optional[_Union[Role, str]] = ..., replicas_peak: _Optional[int] = ..., replicas_by_bucket: _Optional[_Iterable[int]] = ..., max_num_batched_tokens: _Optional[int] = ..., max_num_seqs: _Optional[int] = ..., long_prefill_token_threshold: _Optional[int] = ..., gpu_memory_utilization: _Optional[float] = ..., weight_dtype: _Optional[str] = ..., kv_dtype: _Optional[str] = ..., vllm_args: _Optional[_Iterable[str]] = ..., vllm_command: _Optional[str] = ..., requests_per_s_per_replica: _Optional[float] = ..., binding_limit: _Optional[str] = ..., usd_per_gpu_hour: _Optional[float] = ..., profile: _Optional[str] = ..., at_peak: _Optional[_Union[PoolAtPeak, _Mapping]] = ...) -> None: ...
+    lora: LoraMemory
+    def __init__(self, id: _Optional[str] = ..., gpu: _Optional[str] = ..., tensor_parallel_size: _Optional[int] = ..., role: _Optional[_Union[Role, str]] = ..., replicas_peak: _Optional[int] = ..., replicas_by_bucket: _Optional[_Iterable[int]] = ..., max_num_batched_tokens: _Optional[int] = ..., max_num_seqs: _Optional[int] = ..., long_prefill_token_threshold: _Optional[int] = ..., gpu_memory_utilization: _Optional[float] = ..., weight_dtype: _Optional[str] = ..., kv_dtype: _Optional[str] = ..., vllm_args: _Optional[_Iterable[str]] = ..., vllm_command: _Optional[str] = ..., requests_per_s_per_replica: _Optional[float] = ..., binding_limit: _Optional[str] = ..., usd_per_gpu_hour: _Optional[float] = ..., profile: _Optional[str] = ..., at_peak: _Optional[_Union[PoolAtPeak, _Mapping]] = ..., lora: _Optional[_Union[LoraMemory, _Mapping]] = ...) -> None: ...
 
 class GpuUse(_message.Message):
     __slots__ = ("gpu", "reserved", "on_demand_by_bucket", "peak", "usd_per_gpu_hour", "reserved_usd_per_gpu_hour", "inventory")
