@@ -76,7 +76,10 @@ def test_kv_left_is_the_budget_less_the_buffers() -> None:
     assert plain.available_bytes - with_lora.available_bytes == pytest.approx(8 * 186_826_752 * 2, abs=1)
     # 433,984 -> 411,168 tokens: 2.78 GiB at 128 KiB a token is 22,816 tokens (1,426 blocks)
     assert kv_capacity(Replica(m, g, profile=profile), 0.92, 8192, 1024).kv_cache_tokens == 433_984
-    assert kv_capacity(Replica(m, g, profile=profile, lora=EIGHT_64), 0.92, 8192, 1024).kv_cache_tokens == 411_168
+    assert (
+        kv_capacity(Replica(m, g, profile=profile, lora=EIGHT_64), 0.92, 8192, 1024).kv_cache_tokens
+        == 411_168
+    )
 
 
 def test_the_seed_budget_also_pays_for_adapters() -> None:
