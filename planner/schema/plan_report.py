@@ -5,9 +5,9 @@ rates; every list sorted, so the same request gives the same bytes.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 from planner.schema.kinds import Role
 
@@ -90,7 +90,13 @@ class PlanDeployment(_Report):
     usd_per_gpu_hour: float
     profile: str
     at_peak: PoolAtPeak | None
-    lora: LoraMemory | None = None  # null without LoRA
+    lora: LoraMemory | None = None  # absent without LoRA
+
+    @model_serializer(mode="wrap")
+    def _drop_absent_lora(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Without LoRA the key is left out: reports read as they did before LoRA existed."""
+        out: dict[str, Any] = handler(self)
+        return out if out.get("lora") is not None else {k: v for k, v in out.items() if k != "lora"}
 
 
 class GpuUse(_Report):

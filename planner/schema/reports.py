@@ -64,7 +64,13 @@ class DeploymentSummary(_Report):
     max_num_seqs: int
     max_num_batched_tokens: int
     long_prefill_token_threshold: int
-    lora: LoraMemory | None = None  # null without LoRA
+    lora: LoraMemory | None = None  # absent without LoRA
+
+    @model_serializer(mode="wrap")
+    def _drop_absent_lora(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Without LoRA the key is left out: reports read as they did before LoRA existed."""
+        out: dict[str, Any] = handler(self)
+        return out if out.get("lora") is not None else {k: v for k, v in out.items() if k != "lora"}
 
     @property
     def gpus(self) -> int:
