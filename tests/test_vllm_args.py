@@ -138,6 +138,10 @@ def _plan_requests() -> list[tuple[str, dict[str, Any]]]:
         req = copy.deepcopy(small)
         req["candidates"].update(cands)
         out.append((name, req))
+    lora = copy.deepcopy(small)  # every LoRA flag, --max-cpu-loras included
+    lora["candidates"]["disaggregation"] = "never"
+    lora["lora"] = {"max_loras": 4, "max_lora_rank": 16, "max_cpu_loras": 16}
+    out.append(("lora", lora))
     return out
 
 
@@ -157,7 +161,7 @@ def test_every_flag_a_plan_emits_is_an_argument_of_the_release() -> None:
     assert seen == {
         "--tensor-parallel-size", "--max-model-len", "--max-num-batched-tokens", "--max-num-seqs",
         "--gpu-memory-utilization", "--long-prefill-token-threshold", "--quantization", "--kv-cache-dtype",
-        "--kv-transfer-config",
+        "--kv-transfer-config", "--enable-lora", "--max-loras", "--max-lora-rank", "--max-cpu-loras",
     }  # fmt: skip
 
 
