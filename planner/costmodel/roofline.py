@@ -15,6 +15,7 @@ from typing import Literal
 
 from planner.catalog.gpus import GpuSpec
 from planner.catalog.models import Dtype, ModelSpec
+from planner.catalog.quantization import DEFAULT_GROUP_SIZE, WeightDtype
 from planner.costmodel.profile import THEORETICAL, Profile
 from planner.costmodel.steptime import (
     ACTIVATION_BYTES,
@@ -64,14 +65,16 @@ class Replica:
     model: ModelSpec
     gpu: GpuSpec
     tp: int = 1
-    weight_dtype: Dtype = "bf16"
+    weight_dtype: WeightDtype = "bf16"
     kv_dtype: Dtype = "bf16"
     profile: Profile = THEORETICAL
+    weight_group_size: int = DEFAULT_GROUP_SIZE  # AWQ/GPTQ checkpoints' quantization group
 
     @cached_property
     def coefficients(self) -> StepCoefficients:
         return step_coefficients(
-            self.model, self.gpu, self.profile, self.tp, self.weight_dtype, self.kv_dtype
+            self.model, self.gpu, self.profile, self.tp, self.weight_dtype, self.kv_dtype,
+            self.weight_group_size,
         )
 
     # --- per-GPU constants ------------------------------------------------------------------
@@ -81,7 +84,7 @@ class Replica:
 
     @cached_property
     def weight_bytes_per_gpu(self) -> float:
-        return self.model.weight_bytes(self.weight_dtype) / self.tp
+        return self.model.weight_bytes(self.weight_dtype, self.weight_group_size) / self.tp
 
     @property
     def gpus(self) -> int:

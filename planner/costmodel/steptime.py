@@ -63,6 +63,7 @@ import numpy.typing as npt
 
 from planner.catalog.gpus import GpuSpec
 from planner.catalog.models import DTYPE_BYTES, Dtype, ModelSpec
+from planner.catalog.quantization import DEFAULT_GROUP_SIZE, WeightDtype
 from planner.costmodel.profile import Profile
 
 FloatArray = npt.NDArray[np.float64]
@@ -161,22 +162,26 @@ def step_coefficients(
     gpu: GpuSpec,
     profile: Profile,
     tp: int = 1,
-    weight_dtype: Dtype = "bf16",
+    weight_dtype: WeightDtype = "bf16",
     kv_dtype: Dtype = "bf16",
+    weight_group_size: int = DEFAULT_GROUP_SIZE,
 ) -> StepCoefficients:
-    """Coefficients of a whole step of `model` on `tp` x `gpu` under `profile`."""
+    """Coefficients of a whole step of `model` on `tp` x `gpu` under `profile`. Quantized weights
+    shrink the bytes a step reads (`ModelSpec.weight_bytes_parts`: packed values, group scales,
+    bf16 embeddings and norms) and set the GEMM rate (`GpuSpec.matmul_flops`: int4
+    weight-only at the bf16 rate, int8 and NVFP4 at their tensor-core rates)."""
     bw = gpu.bandwidth * profile.eta_bandwidth
     matmul = gpu.matmul_flops(weight_dtype) * profile.eta_matmul
     # Attention runs in bf16 (fp8 KV is dequantized in the kernel).
     attention = gpu.matmul_flops("bf16") * profile.eta_attention
     kv = float(model.kv_bytes_per_token(kv_dtype, tp))
-    b = DTYPE_BYTES[weight_dtype]
+    dense_bytes, expert_bytes, lm_head_bytes = model.weight_bytes_parts(weight_dtype, weight_group_size)
     if model.is_moe:
-        w0 = model.dense_params * b / tp
-        w1 = model.layers * model.num_experts * model.expert_params * b / tp
+        w0 = dense_bytes / tp
+        w1 = expert_bytes / tp
         r = 1.0 - model.experts_per_token / model.num_experts
     else:
-        w0, w1, r = model.weight_bytes(weight_dtype) / tp, 0.0, 0.0
+        w0, w1, r = model.weight_bytes(weight_dtype, weight_group_size) / tp, 0.0, 0.0
     linear_flops = 2.0 * model.active_params / tp
     sampled_flops = 0.0
     if profile.sampled_logits:
@@ -185,8 +190,7 @@ def step_coefficients(
         lm_head = model.vocab_size * model.hidden_size
         linear_flops = 2.0 * (model.active_params - head_params(model)) / tp
         sampled_flops = 2.0 * lm_head / tp
-        if not model.tie_word_embeddings:
-            w0 -= lm_head * b / tp
+        w0 -= lm_head_bytes / tp  # 0 when tied
     if tp > 1:
         # Two ring all-reduces per layer of tokens x hidden activations: 2(t-1)/t of the data
         # crosses each GPU's link, plus a latency floor per call.

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from planner.catalog.models import Dtype
+from planner.catalog.quantization import DEFAULT_GROUP_SIZE, WeightDtype
 from planner.costmodel.profile import Profile
 from planner.deployment import MAX_NUM_SEQS, Deployment, Disaggregation, ResolvedDeployment
 from planner.errors import InvalidInput
@@ -68,7 +69,7 @@ class SearchContext:
     itl_p99_s: float | None
     e2e_p99_s: float | None
     profiles: tuple[tuple[str, Profile], ...]  # (gpu, profile), sorted
-    weight_dtype: Dtype
+    weight_dtype: WeightDtype
     kv_dtype: Dtype
     gpu_memory_utilization: float
     kv_transfer_bandwidth_bytes_per_s: float
@@ -76,6 +77,7 @@ class SearchContext:
     # vLLM's --max-model-len of every replica (planner.plan.flags.plan_max_model_len): a
     # configuration whose KV cache cannot hold one such sequence does not fit.
     max_model_len: int
+    weight_group_size: int = DEFAULT_GROUP_SIZE  # AWQ/GPTQ checkpoints' group (candidates.weight_group_size)
 
     def profile(self, gpu: str) -> Profile:
         for name, prof in self.profiles:
@@ -107,6 +109,7 @@ class SearchContext:
             long_prefill_token_threshold=cfg.long_prefill_token_threshold,
             gpu_memory_utilization=self.gpu_memory_utilization,
             max_model_len=self.max_model_len,
+            weight_group_size=self.weight_group_size,
             disaggregated=dis,
         )
         # `replicas` counts colocated replicas only (the pools' sizes are in `disaggregated`).
