@@ -136,3 +136,21 @@ def test_example_plans_awq_with_flags_vllm_accepts() -> None:
     assert dep.vllm_command.startswith("vllm serve hugging-quants/Meta-Llama-3.1-70B-Instruct-AWQ-INT4 ")
     assert any("the user's call" in w for w in report.warnings)
     assert any(n.startswith("candidates.weight_dtypes: int4-awq chosen") for n in report.notes)
+
+
+def test_every_format_flag_is_one_vllm_accepts() -> None:
+    from planner.catalog.quantization import FORMATS
+
+    choices = SERVE_ARGS["arguments"]["--quantization"]["choices"]
+    assert {f.vllm_quantization for f in FORMATS.values()} - {None} <= set(choices)
+
+
+def test_evaluate_says_a_quantized_rate_is_a_roofline() -> None:
+    report = api.evaluate(
+        {
+            "deployment": {"model": LLAMA_70B, "gpu": "h100-sxm", "weight_dtype": "int4-gptq"},
+            "workload": {"arrivals": {"requests_per_s": 1}, "input_tokens": 1000, "output_tokens": 200},
+        }
+    )
+    assert report.deployment.weight_dtype == "int4-gptq"
+    assert "roofline" in (report.deployment.profile_warning or "")

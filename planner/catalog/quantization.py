@@ -152,17 +152,28 @@ def weight_format_error(weight_dtype: str, gpu_name: str, gpu_vendor: str) -> st
 ROOFLINE_ONLY: frozenset[str] = frozenset({"int8", "int4-awq", "int4-gptq", "nvfp4"})
 
 
-def quantized_warnings(weight_dtype: str) -> list[str]:
-    """What a report says when the weights are quantized: quality is the user's call, and the
-    GEMM rate is a roofline, not a measured kernel."""
+def rate_warning(weight_dtype: str) -> str | None:
+    """The GEMM rate of a quantized format is a roofline, not a measured kernel (None: measured)."""
     if weight_dtype not in ROOFLINE_ONLY:
+        return None
+    kind = weight_format(weight_dtype).matmul
+    return (
+        f"{weight_dtype} GEMM times are the roofline of the GPU's {kind} rate: no measured "
+        "kernel table for this format (docs/quantization.md)"
+    )
+
+
+def quantized_warnings(weight_dtype: str) -> list[str]:
+    """What a plan says when it picks quantized weights: quality is the user's call, and the
+    GEMM rate is a roofline, not a measured kernel."""
+    rate = rate_warning(weight_dtype)
+    if rate is None:
         return []
     fmt = weight_format(weight_dtype)
     return [
         f"weights in {weight_dtype} ({fmt.why}): the plan sizes memory and speed only; whether the "
         "quantized checkpoint's quality is acceptable is the user's call (evaluate it on your task)",
-        f"{weight_dtype} GEMM times are the roofline of the GPU's {fmt.matmul} rate: no measured "
-        "kernel table for this format (docs/quantization.md)",
+        rate,
     ]
 
 
