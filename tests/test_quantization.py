@@ -88,7 +88,8 @@ def test_decode_reads_fewer_bytes_and_int4_keeps_the_bf16_rate() -> None:
     assert int8.linear_s_per_token == pytest.approx(bf16.linear_s_per_token * 989e12 / 1979e12)
     b200 = get_gpu("b200")
     fp4 = step_coefficients(m, b200, resolve_profile("theoretical", "b200", "profile"), 1, "nvfp4")
-    assert fp4.linear_s_per_token == pytest.approx(2 * m.active_params / 9e15)
+    # the FP4 rate times the measured NVFP4/bf16 GEMM efficiency ratio (aiconfigurator, B200)
+    assert fp4.linear_s_per_token == pytest.approx(2 * m.active_params / (9e15 * 0.6285))
 
 
 @pytest.mark.parametrize(

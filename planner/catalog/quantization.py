@@ -145,11 +145,22 @@ def weight_format_error(weight_dtype: str, gpu_name: str, gpu_vendor: str) -> st
     return None
 
 
-# No kernel table capplan carries measures a quantized GEMM (planner/costmodel/data/kernels:
-# aiconfigurator's vLLM database, bf16 weights only), so these formats' GEMMs run at the roofline
-# of their `matmul` kind (the profile's eta_matmul, fitted on bf16 GEMMs, transferred) and a plan or
-# evaluation using one says so in its warnings.
-ROOFLINE_ONLY: frozenset[str] = frozenset({"int8", "int4-awq", "int4-gptq", "nvfp4"})
+# The GEMM rate of a format relative to its tensor-core rate, as a fraction of bf16's relative
+# efficiency (the profile's eta_matmul is fitted on bf16 GEMMs and applies on top): measured where
+# NVIDIA aiconfigurator 0.12.0's vLLM GEMM tables time the format (tools/quantized_gemm_efficiency.py:
+# median over 693 compute-bound shapes, m, n, k >= 4096). B200 NVFP4 (FlashInfer CuteDSL kernel)
+# reaches 43.6% of its 9 PFLOPS where bf16 reaches 69.0% of 2.25: 0.6285. The tables hold no int4
+# weight-only (Marlin) or int8 GEMM: those run at the roofline of their rate (1.0, transferred from
+# bf16), and a plan or evaluation using one says so in its warnings. (fp8 measures 0.6846 on H100
+# and 0.6915 on B200; capplan's fp8 keeps the full rate its profiles were fitted with.)
+MEASURED_GEMM_EFFICIENCY: dict[tuple[str, str], float] = {("nvfp4", "b200"): 0.6285}
+QUANTIZED: frozenset[str] = frozenset({"int8", "int4-awq", "int4-gptq", "nvfp4"})
+ROOFLINE_ONLY: frozenset[str] = frozenset({"int8", "int4-awq", "int4-gptq"})
+
+
+def gemm_efficiency(weight_dtype: str, gpu_name: str) -> float:
+    """The format's measured GEMM efficiency on this GPU relative to bf16's (1.0: none measured)."""
+    return MEASURED_GEMM_EFFICIENCY.get((weight_dtype, gpu_name), 1.0)
 
 
 def rate_warning(weight_dtype: str) -> str | None:
@@ -166,14 +177,14 @@ def rate_warning(weight_dtype: str) -> str | None:
 def quantized_warnings(weight_dtype: str) -> list[str]:
     """What a plan says when it picks quantized weights: quality is the user's call, and the
     GEMM rate is a roofline, not a measured kernel."""
-    rate = rate_warning(weight_dtype)
-    if rate is None:
+    if weight_dtype not in QUANTIZED:
         return []
     fmt = weight_format(weight_dtype)
+    rate = rate_warning(weight_dtype)
     return [
         f"weights in {weight_dtype} ({fmt.why}): the plan sizes memory and speed only; whether the "
         "quantized checkpoint's quality is acceptable is the user's call (evaluate it on your task)",
-        rate,
+        *([rate] if rate is not None else []),
     ]
 
 

@@ -63,7 +63,7 @@ import numpy.typing as npt
 
 from planner.catalog.gpus import GpuSpec
 from planner.catalog.models import DTYPE_BYTES, Dtype, ModelSpec
-from planner.catalog.quantization import DEFAULT_GROUP_SIZE, WeightDtype
+from planner.catalog.quantization import DEFAULT_GROUP_SIZE, WeightDtype, gemm_efficiency
 from planner.costmodel.profile import Profile
 
 FloatArray = npt.NDArray[np.float64]
@@ -169,9 +169,10 @@ def step_coefficients(
     """Coefficients of a whole step of `model` on `tp` x `gpu` under `profile`. Quantized weights
     shrink the bytes a step reads (`ModelSpec.weight_bytes_parts`: packed values, group scales,
     bf16 embeddings and norms) and set the GEMM rate (`GpuSpec.matmul_flops`: int4
-    weight-only at the bf16 rate, int8 and NVFP4 at their tensor-core rates)."""
+    weight-only at the bf16 rate, int8 and NVFP4 at their tensor-core rates, times the measured
+    `gemm_efficiency` where aiconfigurator's tables have one)."""
     bw = gpu.bandwidth * profile.eta_bandwidth
-    matmul = gpu.matmul_flops(weight_dtype) * profile.eta_matmul
+    matmul = gpu.matmul_flops(weight_dtype) * gemm_efficiency(weight_dtype, gpu.name) * profile.eta_matmul
     # Attention runs in bf16 (fp8 KV is dequantized in the kernel).
     attention = gpu.matmul_flops("bf16") * profile.eta_attention
     kv = float(model.kv_bytes_per_token(kv_dtype, tp))
