@@ -175,6 +175,14 @@ def _latency_slo(targets: SloTargets | None) -> Slo | None:
     return targets.to_slo()
 
 
+def _profile_warning(warning: str | None, weight_dtype: str) -> str | None:
+    """The profile's warning, and that a quantized format's GEMMs are timed at the roofline."""
+    from planner.catalog.quantization import rate_warning
+
+    parts = [w for w in (warning, rate_warning(weight_dtype)) if w]
+    return "; ".join(parts) or None
+
+
 def evaluate(request: EvaluateRequest | Mapping[str, Any], *, base_dir: BaseDir = None) -> EvaluateReport:
     """Latency, KV use and cost of a deployment under a workload (the peak bucket's rate for
     bucketed arrivals, or `requests_per_s`); with an SLO, the most requests/s within it."""
@@ -205,7 +213,7 @@ def evaluate(request: EvaluateRequest | Mapping[str, Any], *, base_dir: BaseDir 
             "gpu_memory_utilization": resolved.spec.gpu_memory_utilization,
             "usd_per_gpu_hour": resolved.usd_per_gpu_hour,
             "profile": profile.name,
-            "profile_warning": profile.warning,
+            "profile_warning": _profile_warning(profile.warning, resolved.spec.weight_dtype),
         },
         "workload": {
             "name": stats.name,

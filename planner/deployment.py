@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from planner.catalog.gpus import GpuSpec
 from planner.catalog.models import MAX_POSITION_EMBEDDINGS, Dtype, ModelSpec
+from planner.catalog.quantization import DEFAULT_GROUP_SIZE, GroupSize, WeightDtype
 from planner.costmodel.lora import LoraConfig
 from planner.costmodel.memory import KvCapacity
 from planner.costmodel.profile import Profile
@@ -102,13 +103,14 @@ class Deployment(BaseModel):
     gpu: str = Field(min_length=1)
     tp: int = Field(default=1, ge=1, le=MAX_TP)
     replicas: int = Field(default=1, ge=1, le=MAX_REPLICAS)
-    weight_dtype: Dtype = "bf16"
+    weight_dtype: WeightDtype = "bf16"
     kv_dtype: Dtype = "bf16"
     max_num_seqs: int | None = Field(default=None, ge=1, le=MAX_NUM_SEQS)
     max_num_batched_tokens: int | None = Field(default=None, ge=1, le=MAX_NUM_BATCHED_TOKENS)
     long_prefill_token_threshold: int = Field(default=0, ge=0, le=MAX_NUM_BATCHED_TOKENS)
     gpu_memory_utilization: float = Field(default=GPU_MEMORY_UTILIZATION, gt=0, le=1)
     max_model_len: int | None = Field(default=None, ge=MIN_MAX_MODEL_LEN, le=MAX_MAX_MODEL_LEN)
+    weight_group_size: GroupSize = DEFAULT_GROUP_SIZE  # AWQ/GPTQ checkpoints' group (32, 64, 128)
     usd_per_gpu_hour: float | None = Field(default=None, gt=0, le=MAX_USD_PER_GPU_HOUR)
     disaggregated: Disaggregation | None = None
     lora: LoraConfig | None = None
@@ -172,6 +174,7 @@ class Deployment(BaseModel):
             prof,
             self.max_model_len,  # unset: the model's context, not checked (evaluate's defaults as before)
             self.lora,
+            self.weight_group_size,
         )
         if problems:
             raise InvalidInput(f"{root}.{problems[0].field}", problems[0].reason)
@@ -185,6 +188,7 @@ class Deployment(BaseModel):
             kv_dtype=self.kv_dtype,
             profile=prof,
             lora=self.lora,
+            weight_group_size=self.weight_group_size,
         )
         kv = kv_capacity(replica, self.gpu_memory_utilization, budget, seqs)
         if kv.kv_cache_blocks <= 0:  # feasibility leaves a block; rounding at the edge may not

@@ -128,7 +128,7 @@ def vllm_commands(report: PlanReport) -> str:
             f"# {dep.role}: {_plural(dep.replicas_peak, 'replica')} at the peak on {dep.gpu} x TP"
             f"{dep.tensor_parallel_size} (replicas by bucket: {_replicas_text(dep.replicas_by_bucket)})"
         )
-        lines.append(shlex.join(vllm_command(report.model, dep)))
+        lines.append(shlex.join(vllm_command(report.served_model or report.model, dep)))
     return "\n".join(lines) + "\n"
 
 
@@ -274,7 +274,7 @@ def _container(report: PlanReport, dep: PlanDeployment, image: str) -> dict[str,
     return {
         "name": "vllm",
         "image": image,
-        "command": ["vllm", "serve", report.model],
+        "command": ["vllm", "serve", report.served_model or report.model],
         "args": list(dep.vllm_args),
         "ports": ports,
         "env": env,

@@ -458,7 +458,7 @@ SCHEMA_FIELDS = {
         "status", "model", "slo", "workload", "deployments", "gpus", "gpu_count_peak", "usd_per_hour_peak",
         "usd_per_month", "usd_per_million_output_tokens", "usd_per_million_input_tokens", "predicted",
         "simulated", "disaggregated", "disaggregation_reason", "binding_constraints", "alternatives",
-        "warnings", "notes", "infeasibility", "profiles", "buckets", "search", "solver",
+        "warnings", "notes", "infeasibility", "profiles", "buckets", "search", "solver", "served_model",
     ],
     "PlanDeployment": [
         "id", "gpu", "tensor_parallel_size", "role", "replicas_peak", "replicas_by_bucket",

@@ -14,6 +14,7 @@ from importlib import resources
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from planner.catalog.quantization import weight_format
 from planner.errors import InvalidInput, echo
 from planner.vllm_defaults import default_max_num_batched_tokens, default_max_num_seqs
 
@@ -39,6 +40,9 @@ class GpuSpec(BaseModel):
     memory_bandwidth_bytes_per_s: Sourced
     bf16_dense_flops_per_s: Sourced
     fp8_dense_flops_per_s: Sourced
+    int8_dense_ops_per_s: Sourced  # int8 tensor-core rate: W8A8 int8 GEMMs
+    # FP4 tensor-core rate (NVFP4 GEMMs): Blackwell only, absent elsewhere.
+    fp4_dense_flops_per_s: Sourced | None = None
     interconnect_bandwidth_bytes_per_s: Sourced  # per GPU, one direction, within a node
     interconnect_latency_s: Sourced  # per all-reduce call, small-message floor
     max_gpus_per_node: int = Field(gt=0)
@@ -78,9 +82,17 @@ class GpuSpec(BaseModel):
         return _req(self.usd_per_gpu_hour)
 
     def matmul_flops(self, weight_dtype: str) -> float:
-        """Dense matmul rate for a weight dtype; fp8 falls back to bf16 where fp8 is absent."""
-        if weight_dtype == "fp8" and self.fp8_dense_flops_per_s.value is not None:
+        """Dense matmul rate for a weight format's GEMMs (planner.catalog.quantization): fp8 at the
+        fp8 rate, falling back to bf16 where fp8 is absent; int8 W8A8 at the int8 rate; NVFP4 at
+        the FP4 rate; bf16 and the weight-only int4 formats (dequantized to bf16 in the Marlin
+        kernel) at the bf16 rate."""
+        kind = weight_format(weight_dtype).matmul
+        if kind == "fp8" and self.fp8_dense_flops_per_s.value is not None:
             return float(self.fp8_dense_flops_per_s.value)
+        if kind == "int8":
+            return _req(self.int8_dense_ops_per_s)
+        if kind == "fp4":
+            return _req(_present(self.fp4_dense_flops_per_s, f"{self.name} has no FP4 tensor cores"))
         return _req(self.bf16_dense_flops_per_s)
 
     @property
@@ -91,6 +103,12 @@ class GpuSpec(BaseModel):
     @property
     def vllm_default_max_num_seqs(self) -> int:
         return default_max_num_seqs(self.memory, self.name)
+
+
+def _present(s: Sourced | None, why: str) -> Sourced:
+    if s is None:
+        raise ValueError(why)
+    return s
 
 
 def _req(s: Sourced) -> float:

@@ -15,11 +15,15 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
+from planner.catalog.quantization import DEFAULT_GROUP_SIZE, WeightDtype, linear_bytes_per_weight
 from planner.errors import InvalidInput, echo
 from planner.validation import error_to_invalid_input
 
+# KV-cache dtypes (and the weight formats whose accounting predates planner.catalog.quantization:
+# bf16 and fp8, every parameter at these bytes).
 Dtype = Literal["bf16", "fp8"]
 DTYPE_BYTES: dict[str, int] = {"bf16": 2, "fp8": 1}
+BF16_BYTES = 2
 
 
 class ModelSpec(BaseModel):
@@ -116,8 +120,43 @@ class ModelSpec(BaseModel):
         return None
 
     # --- bytes ------------------------------------------------------------------------------
-    def weight_bytes(self, weight_dtype: Dtype = "bf16") -> int:
-        return self.total_params * DTYPE_BYTES[weight_dtype]
+    def weight_bytes(self, weight_dtype: WeightDtype = "bf16", group_size: int = DEFAULT_GROUP_SIZE) -> float:
+        """Whole-model weight bytes: bf16 and fp8 every parameter at 2 or 1 byte; the other
+        formats per `weight_bytes_parts`."""
+        if weight_dtype in DTYPE_BYTES:
+            return self.total_params * DTYPE_BYTES[weight_dtype]
+        dense, experts, _ = self.weight_bytes_parts(weight_dtype, group_size)
+        return dense + experts
+
+    def weight_bytes_parts(
+        self, weight_dtype: WeightDtype = "bf16", group_size: int = DEFAULT_GROUP_SIZE
+    ) -> tuple[float, float, float]:
+        """(bytes every token reads, bytes of all experts, bytes of an untied lm_head), whole model.
+        bf16/fp8: the parameter counts x 2 or 1. Quantized formats: each linear matrix (q, k, v, o;
+        gate, up, down) at `linear_bytes_per_weight` for its input width, everything else
+        (embeddings, lm_head, norms, biases, routers) in bf16, as AWQ/GPTQ/ModelOpt checkpoints
+        keep them (docs/quantization.md)."""
+        h = self.hidden_size
+        lm_head = 0 if self.tie_word_embeddings else self.vocab_size * h
+        moe = self.layers * self.num_experts * self.expert_params if self.is_moe else 0
+        if weight_dtype in DTYPE_BYTES:
+            b = DTYPE_BYTES[weight_dtype]
+            return float(self.dense_params * b), float(moe * b), float(lm_head * b)
+        q, kv = self.query_dim, self.kv_heads * self.head_dim
+
+        def per_weight(in_features: int) -> float:
+            return linear_bytes_per_weight(weight_dtype, in_features, group_size)
+
+        attn_linear = h * (q + 2 * kv) + q * h
+        attn = (h * (q + 2 * kv)) * per_weight(h) + q * h * per_weight(q)
+        attn += (self.attention_params_per_layer - attn_linear) * BF16_BYTES  # biases, q/k norms
+        i = self.intermediate_size
+        mlp = 2 * h * i * per_weight(h) + i * h * per_weight(i)
+        per_layer = attn + 2 * h * BF16_BYTES
+        per_layer += h * self.num_experts * BF16_BYTES if self.is_moe else mlp
+        non_linear = (self.vocab_size * h + lm_head + h) * BF16_BYTES
+        experts = self.layers * self.num_experts * mlp if self.is_moe else 0.0
+        return non_linear + self.layers * per_layer, experts, float(lm_head * BF16_BYTES)
 
     def kv_bytes_per_token(self, kv_dtype: Dtype = "bf16", tp: int = 1) -> int:
         """KV-cache bytes per token on one GPU of a tensor-parallel group of `tp`: KV heads are
@@ -227,7 +266,9 @@ def spec_from_config(name: str, config: dict[str, Any], field: str = "model") ->
         if not 0 < active <= experts:
             raise bad("num_experts_per_tok", f"a MoE config needs 1 .. {experts} (num_experts), got {active}")
         if c.mlp_only_layers or (c.decoder_sparse_step if c.decoder_sparse_step is not None else 1) != 1:
-            raise InvalidInput(field, f"{echo(name)}: MoE models with dense layers interleaved are not supported")
+            raise InvalidInput(
+                field, f"{echo(name)}: MoE models with dense layers interleaved are not supported"
+            )
     else:
         if c.intermediate_size is None:
             raise bad("intermediate_size", "is missing")

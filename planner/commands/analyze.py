@@ -25,7 +25,9 @@ def register(sub: Any) -> None:
         )
         q.add_argument("--gpu", required=True, help="catalog GPU (e.g. h100-sxm)")
         q.add_argument("--tp", help="tensor parallelism (GPUs per replica; default 1)")
-        q.add_argument("--weight-dtype", help="bf16 (default) or fp8")
+        q.add_argument(
+            "--weight-dtype", help="bf16 (default), fp8, int8, int4-awq, int4-gptq or nvfp4 (B200)"
+        )
         q.add_argument("--kv-dtype", help="bf16 (default) or fp8")
         c.add_profile_flag(q, "theoretical")
         c.add_json_flag(q)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from planner.catalog.gpus import GpuSpec
 from planner.catalog.models import Dtype, ModelSpec
+from planner.catalog.quantization import DEFAULT_GROUP_SIZE, WeightDtype, weight_format_error
 from planner.costmodel.lora import LoraConfig
 from planner.costmodel.memory import DEFAULT_VLLM_VERSION, memory_budget
 from planner.costmodel.profile import THEORETICAL, Profile
@@ -47,7 +48,7 @@ def feasibility(
     model: ModelSpec,
     gpu: GpuSpec,
     tp: int,
-    weight_dtype: Dtype = "bf16",
+    weight_dtype: WeightDtype = "bf16",
     kv_dtype: Dtype = "bf16",
     max_num_batched_tokens: int | None = None,
     max_num_seqs: int | None = None,
@@ -55,6 +56,7 @@ def feasibility(
     profile: Profile | None = None,
     max_model_len: int | None = None,
     lora: LoraConfig | None = None,
+    weight_group_size: int = DEFAULT_GROUP_SIZE,
 ) -> list[Infeasibility]:
     """Every reason vLLM could not serve `model` on `tp` x `gpu` with these limits (empty: it can).
     Unset limits take vLLM's defaults for the GPU; a limit a caller left unset is never the one
@@ -70,6 +72,8 @@ def feasibility(
         )
     if (why := model.tp_error(tp)) is not None:
         out.append(Infeasibility("tp", why))
+    if (why := weight_format_error(weight_dtype, gpu.name, gpu.vendor)) is not None:
+        return [Infeasibility("weight_dtype", why)]  # no rate, no kernel: nothing else to size
     seqs = max_num_seqs or default_max_num_seqs(gpu.memory, gpu.name)
     budget = max_num_batched_tokens or default_max_num_batched_tokens(gpu.memory, gpu.name)
     if budget < seqs:
@@ -85,6 +89,7 @@ def feasibility(
         kv_dtype=kv_dtype,
         profile=THEORETICAL if profile is None else profile,
         lora=lora,
+        weight_group_size=weight_group_size,
     )
     version = DEFAULT_VLLM_VERSION if profile is None else None  # None: as the profile implies
     out += _memory(r, budget, seqs, gpu_memory_utilization, max_num_batched_tokens, version, max_model_len)

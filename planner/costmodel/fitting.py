@@ -121,10 +121,12 @@ class Predictor:
 
 
 def linear_layers_time_s(replica: Replica, tokens: int) -> float:
-    """A `linear` row: every layer's projections and MLP for `tokens` tokens, nothing else."""
-    k = linear_layers_coefficients(
-        replica.model, replica.gpu, replica.profile, replica.tp, replica.weight_dtype
-    )
+    """A `linear` row: every layer's projections and MLP for `tokens` tokens, nothing else.
+    Measured rows exist for bf16 and fp8 weights only."""
+    w = replica.weight_dtype
+    if w != "bf16" and w != "fp8":
+        raise ValueError(f"linear rows are measured in bf16 or fp8 weights, not {w}")
+    k = linear_layers_coefficients(replica.model, replica.gpu, replica.profile, replica.tp, w)
     return step_time_s(k, 0.0, 0.0, float(tokens), 0.0)
 
 

@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from typing import Literal, get_args
 
 from planner.catalog.gpus import GpuSpec
-from planner.catalog.models import DTYPE_BYTES, Dtype, ModelSpec
-from planner.costmodel.lora import lora_buffer_bytes, lora_shrink_buffer_bytes
+from planner.catalog.models import DTYPE_BYTES, ModelSpec
+from planner.catalog.quantization import DEFAULT_GROUP_SIZE, WeightDtype, linear_bytes_per_weight
+from planner.costmodel.lora import LoraConfig, lora_buffer_bytes, lora_shrink_buffer_bytes
 from planner.costmodel.profile import THEORETICAL
 from planner.costmodel.roofline import Replica
 from planner.errors import InvalidInput, echo
@@ -95,12 +96,16 @@ def padded_vocab(vocab_size: int) -> int:
     return -(-vocab_size // VOCAB_PADDING) * VOCAB_PADDING
 
 
-def loaded_weight_bytes(model: ModelSpec, tp: int = 1, weight_dtype: Dtype = "bf16") -> float:
+def loaded_weight_bytes(
+    model: ModelSpec, tp: int = 1, weight_dtype: WeightDtype = "bf16", group_size: int = DEFAULT_GROUP_SIZE
+) -> float:
     """Per GPU, as vLLM loads them: linear layers in `weight_dtype` split over the TP group, KV
     projections replicated when there are fewer KV heads than GPUs; embeddings and lm_head in bf16
     split by vocabulary (vLLM quantizes neither); norms and MoE routers replicated in bf16; the
     rotary cos/sin cache (max_position_embeddings x head_dim, bf16). At TP 1 in bf16 this is the
-    parameter count x 2 plus the rotary cache."""
+    parameter count x 2 plus the rotary cache. Quantized formats: each linear matrix at
+    `linear_bytes_per_weight` of its input width (packed values, group scales and zero points at
+    `group_size`), biases and q/k norms in bf16 (docs/quantization.md)."""
     m = model
     h = m.hidden_size
     embed = padded_vocab(m.vocab_size) * h * (1 if m.tie_word_embeddings else 2)
@@ -110,9 +115,31 @@ def loaded_weight_bytes(model: ModelSpec, tp: int = 1, weight_dtype: Dtype = "bf
     mlp = m.num_experts * m.expert_params if m.is_moe else m.expert_params
     router = h * m.num_experts if m.is_moe else 0
     norms = m.layers * 2 * h + h
-    linear = m.layers * ((attention + mlp) / tp + kv_proj_per_gpu)
     bf16 = embed / tp + m.layers * router + norms + m.max_position_embeddings * m.head_dim
-    return linear * DTYPE_BYTES[weight_dtype] + bf16 * BF16_BYTES
+    if weight_dtype in DTYPE_BYTES:
+        linear = m.layers * ((attention + mlp) / tp + kv_proj_per_gpu)
+        return linear * DTYPE_BYTES[weight_dtype] + bf16 * BF16_BYTES
+    return _quantized_linear_bytes(m, tp, weight_dtype, group_size) + bf16 * BF16_BYTES
+
+
+def _quantized_linear_bytes(model: ModelSpec, tp: int, weight_dtype: WeightDtype, group_size: int) -> float:
+    """One GPU's linear layers in a quantized format: q and o split over TP, k and v split or
+    replicated, MLP (or every expert) split; each weight at its matrix's bytes per weight (the
+    group scales split with the weights, so the per-weight figure holds on every shard); biases
+    and q/k norms in bf16."""
+    m = model
+    h, q, i = m.hidden_size, m.query_dim, m.intermediate_size
+    kv_per_gpu = math.ceil(m.kv_heads / tp) * m.head_dim
+
+    def per_weight(in_features: int) -> float:
+        return linear_bytes_per_weight(weight_dtype, in_features, group_size)
+
+    attn_linear = 2 * h * q + 2 * h * m.kv_heads * m.head_dim
+    attn_extra = (m.attention_params_per_layer - attn_linear) * BF16_BYTES / tp
+    attn = h * q / tp * per_weight(h) + q * h / tp * per_weight(q) + 2 * h * kv_per_gpu * per_weight(h)
+    one_mlp = (2 * h * i * per_weight(h) + i * h * per_weight(i)) / tp
+    mlp = one_mlp * (m.num_experts if m.is_moe else 1)
+    return m.layers * (attn + attn_extra + mlp)
 
 
 def sampler_peak_bytes(vocab_size: int, hidden_size: int, tokens: int, seqs: int) -> float:
@@ -141,10 +168,13 @@ def forward_peak_bytes(model: ModelSpec, tp: int, tokens: int) -> float:
     return tokens * (2 * h + max(attention, mlp)) * BF16_BYTES
 
 
-def profile_activation_bytes(model: ModelSpec, tp: int, tokens: int, seqs: int) -> float:
-    """vLLM's "torch peak memory increase" of its profile run: the forward pass, then the sampler."""
+def profile_activation_bytes(
+    model: ModelSpec, tp: int, tokens: int, seqs: int, lora: LoraConfig | None = None
+) -> float:
+    """vLLM's "torch peak memory increase" of its profile run: the forward pass (with LoRA, the
+    punica kernels' shrink buffer on top), then the sampler."""
     return max(
-        forward_peak_bytes(model, tp, tokens),
+        forward_peak_bytes(model, tp, tokens) + lora_shrink_buffer_bytes(model, tokens, lora),
         sampler_peak_bytes(model.vocab_size, model.hidden_size, tokens, seqs),
     )
 
@@ -207,7 +237,9 @@ class MemoryBudget:
 
 def _version(v: str) -> VllmVersion:
     if v not in VLLM_VERSIONS:
-        raise InvalidInput("vllm_version", f"unknown vLLM version {echo(v)}; valid: {', '.join(VLLM_VERSIONS)}")
+        raise InvalidInput(
+            "vllm_version", f"unknown vLLM version {echo(v)}; valid: {', '.join(VLLM_VERSIONS)}"
+        )
     return v  # type: ignore[return-value]
 
 
@@ -240,12 +272,10 @@ def memory_budget(
         vllm_version=v,
         total_bytes=total,
         requested_bytes=total * gpu_memory_utilization,
-        weight_bytes=loaded_weight_bytes(replica.model, replica.tp, replica.weight_dtype),
-        activation_bytes=max(
-            forward_peak_bytes(replica.model, replica.tp, tokens)
-            + lora_shrink_buffer_bytes(replica.model, tokens, replica.lora),
-            sampler_peak_bytes(replica.model.vocab_size, replica.model.hidden_size, tokens, seqs),
+        weight_bytes=loaded_weight_bytes(
+            replica.model, replica.tp, replica.weight_dtype, replica.weight_group_size
         ),
+        activation_bytes=profile_activation_bytes(replica.model, replica.tp, tokens, seqs, replica.lora),
         non_torch_bytes=non_torch_bytes(replica.tp, v),
         cuda_graph_bytes=cuda_graph_bytes(v),
         lora_bytes=lora_buffer_bytes(replica.model, replica.tp, replica.lora),

@@ -15,6 +15,7 @@ from typing import Literal
 
 from planner.catalog.gpus import GpuSpec
 from planner.catalog.models import Dtype, ModelSpec
+from planner.catalog.quantization import DEFAULT_GROUP_SIZE, WeightDtype
 from planner.costmodel.lora import LoraConfig
 from planner.costmodel.profile import THEORETICAL, Profile
 from planner.costmodel.steptime import (
@@ -65,15 +66,17 @@ class Replica:
     model: ModelSpec
     gpu: GpuSpec
     tp: int = 1
-    weight_dtype: Dtype = "bf16"
+    weight_dtype: WeightDtype = "bf16"
     kv_dtype: Dtype = "bf16"
     profile: Profile = THEORETICAL
     lora: LoraConfig | None = None  # vLLM --enable-lora (planner.costmodel.lora); None: off
+    weight_group_size: int = DEFAULT_GROUP_SIZE  # AWQ/GPTQ checkpoints' quantization group
 
     @cached_property
     def coefficients(self) -> StepCoefficients:
         return step_coefficients(
-            self.model, self.gpu, self.profile, self.tp, self.weight_dtype, self.kv_dtype, self.lora
+            self.model, self.gpu, self.profile, self.tp, self.weight_dtype, self.kv_dtype,
+            weight_group_size=self.weight_group_size, lora=self.lora,
         )
 
     # --- per-GPU constants ------------------------------------------------------------------
@@ -83,7 +86,7 @@ class Replica:
 
     @cached_property
     def weight_bytes_per_gpu(self) -> float:
-        return self.model.weight_bytes(self.weight_dtype) / self.tp
+        return self.model.weight_bytes(self.weight_dtype, self.weight_group_size) / self.tp
 
     @property
     def gpus(self) -> int:

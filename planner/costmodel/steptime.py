@@ -63,6 +63,7 @@ import numpy.typing as npt
 
 from planner.catalog.gpus import GpuSpec
 from planner.catalog.models import DTYPE_BYTES, Dtype, ModelSpec
+from planner.catalog.quantization import DEFAULT_GROUP_SIZE, WeightDtype, gemm_efficiency
 from planner.costmodel.lora import (
     LoraConfig,
     lora_logits_flops_per_row,
@@ -167,24 +168,30 @@ def step_coefficients(
     gpu: GpuSpec,
     profile: Profile,
     tp: int = 1,
-    weight_dtype: Dtype = "bf16",
+    weight_dtype: WeightDtype = "bf16",
     kv_dtype: Dtype = "bf16",
+    *,
+    weight_group_size: int = DEFAULT_GROUP_SIZE,
     lora: LoraConfig | None = None,
 ) -> StepCoefficients:
-    """Coefficients of a whole step of `model` on `tp` x `gpu` under `profile`; `lora`: the
-    batched adapters' FLOPs and bytes folded into the linear and weight terms (None: off)."""
+    """Coefficients of a whole step of `model` on `tp` x `gpu` under `profile`. Quantized weights
+    shrink the bytes a step reads (`ModelSpec.weight_bytes_parts`: packed values, group scales,
+    bf16 embeddings and norms) and set the GEMM rate (`GpuSpec.matmul_flops`: int4
+    weight-only at the bf16 rate, int8 and NVFP4 at their tensor-core rates, times the measured
+    `gemm_efficiency` where aiconfigurator's tables have one); `lora`: the batched adapters'
+    FLOPs and bytes folded into the linear and weight terms (None: off)."""
     bw = gpu.bandwidth * profile.eta_bandwidth
-    matmul = gpu.matmul_flops(weight_dtype) * profile.eta_matmul
+    matmul = gpu.matmul_flops(weight_dtype) * gemm_efficiency(weight_dtype, gpu.name) * profile.eta_matmul
     # Attention runs in bf16 (fp8 KV is dequantized in the kernel).
     attention = gpu.matmul_flops("bf16") * profile.eta_attention
     kv = float(model.kv_bytes_per_token(kv_dtype, tp))
-    b = DTYPE_BYTES[weight_dtype]
+    dense_bytes, expert_bytes, lm_head_bytes = model.weight_bytes_parts(weight_dtype, weight_group_size)
     if model.is_moe:
-        w0 = model.dense_params * b / tp
-        w1 = model.layers * model.num_experts * model.expert_params * b / tp
+        w0 = dense_bytes / tp
+        w1 = expert_bytes / tp
         r = 1.0 - model.experts_per_token / model.num_experts
     else:
-        w0, w1, r = model.weight_bytes(weight_dtype) / tp, 0.0, 0.0
+        w0, w1, r = model.weight_bytes(weight_dtype, weight_group_size) / tp, 0.0, 0.0
     linear_flops = 2.0 * model.active_params / tp
     sampled_flops = 0.0
     if profile.sampled_logits:
@@ -193,8 +200,7 @@ def step_coefficients(
         lm_head = model.vocab_size * model.hidden_size
         linear_flops = 2.0 * (model.active_params - head_params(model)) / tp
         sampled_flops = 2.0 * lm_head / tp
-        if not model.tie_word_embeddings:
-            w0 -= lm_head * b / tp
+        w0 -= lm_head_bytes / tp  # 0 when tied
     # --- LoRA (planner.costmodel.lora): adapters' GEMM FLOPs per token (the lm_head's adapter
     # per logits row, where the lm_head is charged) and every resident adapter read per step.
     # All 0 without LoRA: the sums below are then exact no-ops.

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from planner.catalog.models import Dtype
+from planner.catalog.quantization import DEFAULT_GROUP_SIZE, WeightDtype
 from planner.costmodel.lora import LoraConfig
 from planner.costmodel.profile import Profile
 from planner.deployment import MAX_NUM_SEQS, Deployment, Disaggregation, ResolvedDeployment
@@ -69,7 +70,7 @@ class SearchContext:
     itl_p99_s: float | None
     e2e_p99_s: float | None
     profiles: tuple[tuple[str, Profile], ...]  # (gpu, profile), sorted
-    weight_dtype: Dtype
+    weight_dtype: WeightDtype
     kv_dtype: Dtype
     gpu_memory_utilization: float
     kv_transfer_bandwidth_bytes_per_s: float
@@ -78,6 +79,7 @@ class SearchContext:
     # configuration whose KV cache cannot hold one such sequence does not fit.
     max_model_len: int
     lora: LoraConfig | None = None  # vLLM --enable-lora on every replica (None: off)
+    weight_group_size: int = DEFAULT_GROUP_SIZE  # AWQ/GPTQ checkpoints' group (candidates.weight_group_size)
 
     def profile(self, gpu: str) -> Profile:
         for name, prof in self.profiles:
@@ -109,6 +111,7 @@ class SearchContext:
             long_prefill_token_threshold=cfg.long_prefill_token_threshold,
             gpu_memory_utilization=self.gpu_memory_utilization,
             max_model_len=self.max_model_len,
+            weight_group_size=self.weight_group_size,
             disaggregated=dis,
             lora=self.lora,
         )

@@ -11,6 +11,7 @@ import math
 from collections.abc import Sequence
 
 from planner.catalog.models import ModelSpec
+from planner.catalog.quantization import weight_format
 from planner.costmodel.lora import LoraConfig
 from planner.errors import InvalidInput
 from planner.plan.capacity import CapacityPoint, ReplicaConfig, SearchContext
@@ -146,8 +147,9 @@ def vllm_args(ctx: SearchContext, cfg: ReplicaConfig) -> list[str]:
     ]  # fmt: skip
     if cfg.long_prefill_token_threshold:
         args += ["--long-prefill-token-threshold", str(cfg.long_prefill_token_threshold)]
-    if ctx.weight_dtype == "fp8":
-        args += ["--quantization", "fp8"]
+    quantization = weight_format(ctx.weight_dtype).vllm_quantization
+    if quantization is not None:  # fp8, compressed-tensors (int8), awq_marlin, gptq_marlin, modelopt_fp4
+        args += ["--quantization", quantization]
     if ctx.kv_dtype == "fp8":
         args += ["--kv-cache-dtype", "fp8"]
     if ctx.lora is not None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import shlex
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -134,6 +134,7 @@ def _context(
         kv_transfer_latency_s=c.kv_transfer_latency_s,
         max_model_len=max_model_len,
         lora=req.lora,
+        weight_group_size=c.weight_group_size,
     )
 
 
@@ -155,12 +156,56 @@ def plan(
     base = None if base_dir is None else Path(base_dir)
     req = parse_plan_request(request)
     try:
-        return _plan(req, base, verify, workers, relax=True)
+        return _by_weight_format(req, lambda r: _plan(r, base, verify, workers, relax=True))
     except SizeLimitError as exc:
         raise TooLarge(
             f"the sizing problem is larger than the solver takes ({exc}); list fewer candidates "
             "or give coarser buckets (workload.bucket_s)"
         ) from None
+
+
+def served_model(pl: Planning) -> str:
+    """What `vllm serve` loads: the format's pre-quantized checkpoint where the request names one."""
+    return pl.req.candidates.weight_checkpoints.get(pl.ctx.weight_dtype, pl.ctx.model)
+
+
+_SOLVED = ("OPTIMAL", "FEASIBLE")
+
+
+def _by_weight_format(req: PlanRequest, plan_one: Callable[[PlanRequest], PlanReport]) -> PlanReport:
+    """`candidates.weight_dtypes`: one plan per format (at most the six formats), the cheapest
+    solved one kept (ties: the first listed); the others' monthly cost goes in a note. A plan in
+    a quantized format carries its warnings (quality is the user's call; roofline GEMM rates)."""
+    from planner.catalog.quantization import quantized_warnings
+
+    c = req.candidates
+    formats = c.weight_dtypes or (c.weight_dtype,)
+    reports: list[tuple[str, PlanReport]] = []
+    for each in dict.fromkeys(formats):  # listed order, each once
+        one = req.model_copy(
+            update={"candidates": c.model_copy(update={"weight_dtype": each, "weight_dtypes": None})}
+        )
+        reports.append((each, plan_one(one)))
+    solved = [(f, r) for f, r in reports if r.status in _SOLVED and r.usd_per_month is not None]
+    fmt, best = min(solved, key=lambda fr: fr[1].usd_per_month or 0.0) if solved else reports[0]
+    notes = list(best.notes)
+    if len(reports) > 1:
+        costs = [
+            f"{f} ${r.usd_per_month:,.0f}/month"
+            if r.status in _SOLVED and r.usd_per_month is not None
+            else f"{f} {r.status}"
+            for f, r in reports
+        ]
+        notes.append(f"candidates.weight_dtypes: {fmt} chosen; " + ", ".join(costs))
+    warnings = [*best.warnings, *quantized_warnings(fmt)]
+    if fmt not in ("bf16", "fp8") and fmt not in c.weight_checkpoints:
+        warnings.append(
+            f"vllm serve needs a pre-quantized {fmt} checkpoint of {best.model}: name it in "
+            f"candidates.weight_checkpoints ({fmt}: <Hugging Face id>); the commands serve {best.model}"
+        )
+    if notes == best.notes and warnings == best.warnings:
+        return best
+    return best.model_copy(update={"notes": notes, "warnings": warnings})
 
 
 def _plan(req: PlanRequest, base: Path | None, verify: bool, workers: int | None, relax: bool) -> PlanReport:
@@ -272,7 +317,7 @@ class _Answer:
             weight_dtype=pl.ctx.weight_dtype,
             kv_dtype=pl.ctx.kv_dtype,
             vllm_args=args,
-            vllm_command=shlex.join(["vllm", "serve", pl.ctx.model, *args]),
+            vllm_command=shlex.join(["vllm", "serve", served_model(pl), *args]),
             requests_per_s_per_replica=p.requests_per_s,
             binding_limit=p.binding_limit,
             usd_per_gpu_hour=pl.price_of[cfg.gpu].usd_per_gpu_hour,
@@ -329,6 +374,7 @@ class _Answer:
         return PlanReport(
             status=result.status,  # type: ignore[arg-type]
             model=pl.ctx.model,
+            served_model=pl.req.candidates.weight_checkpoints.get(pl.ctx.weight_dtype),
             slo=pl.targets(),
             workload=pl.workload_summary(),
             deployments=deployments,

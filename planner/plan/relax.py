@@ -228,7 +228,7 @@ def _fit(pl: Planning, tries: _Tries) -> tuple[list[RelaxedPlan], str]:
         changes.append(("candidates.gpus", sorted({*listed, *fitting})))
     if tps != list(space.tensor_parallel_sizes):
         changes.append(("candidates.tensor_parallel_sizes", tps))
-    if space.weight_dtype != "fp8":
+    if space.weight_dtype == "bf16":  # fp8 halves bf16's weights; the other formats are smaller already
         changes.append(("candidates.weight_dtype", "fp8"))
     for field, value in changes:
         r = tries.plan(field, value)

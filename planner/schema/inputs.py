@@ -40,6 +40,7 @@ from pydantic import (
 )
 
 from planner.catalog.models import Dtype
+from planner.catalog.quantization import WeightDtype
 from planner.costmodel import fit_data
 from planner.costmodel.profiles import DEFAULT_PROFILE
 from planner.deployment import MAX_TP, MAX_USD_PER_GPU_HOUR, Deployment
@@ -327,7 +328,7 @@ class AnalyzeRequest(BaseModel):
     model: str = Field(min_length=1)
     gpu: str = Field(min_length=1)
     tp: int = Field(default=1, ge=1, le=MAX_TP)
-    weight_dtype: Dtype = "bf16"
+    weight_dtype: WeightDtype = "bf16"
     kv_dtype: Dtype = "bf16"
     profile: str = Field(default="theoretical", min_length=1)
     usd_per_gpu_hour: float | None = Field(default=None, gt=0, le=MAX_USD_PER_GPU_HOUR)

@@ -277,3 +277,6 @@ class PlanReport(_Report):
     buckets: list[BucketCost]
     search: SearchStats
     solver: SolverSummary
+    # The checkpoint `vllm serve` loads when it is not `model` (a pre-quantized one,
+    # candidates.weight_checkpoints); None: `model` itself.
+    served_model: str | None = None

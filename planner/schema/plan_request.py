@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from planner.catalog.models import Dtype
 from planner.catalog.prices import DEFAULT_PRICE_LIST
+from planner.catalog.quantization import DEFAULT_GROUP_SIZE, GroupSize, WeightDtype
 from planner.costmodel.lora import LoraConfig
 from planner.costmodel.profiles import DEFAULT_PROFILE
 from planner.deployment import (
@@ -166,7 +167,26 @@ class CandidateSpace(BaseModel):
     gpu_memory_utilization: float = Field(
         default=GPU_MEMORY_UTILIZATION, gt=0, le=1, description="vLLM's flag; (0, 1]"
     )
-    weight_dtype: Dtype = "bf16"
+    weight_dtype: WeightDtype = Field(
+        default="bf16",
+        description="weight format: bf16, fp8, int8 (W8A8), int4-awq, int4-gptq (Marlin) or nvfp4 (B200)",
+    )
+    weight_dtypes: tuple[WeightDtype, ...] | None = Field(
+        default=None,
+        min_length=1,
+        description="weight formats the planner may choose from (a plan per format, the cheapest kept; "
+        "overrides weight_dtype); a quantized choice warns that quality is the user's call",
+    )
+    weight_checkpoints: dict[str, str] = Field(
+        default_factory=dict,
+        description="per weight format, the pre-quantized checkpoint vLLM serves (a Hugging Face id or "
+        "path, e.g. int4-awq: hugging-quants/Meta-Llama-3.1-70B-Instruct-AWQ-INT4); the model's own "
+        "config gives the shapes",
+    )
+    weight_group_size: GroupSize = Field(
+        default=DEFAULT_GROUP_SIZE,
+        description="AWQ/GPTQ checkpoints' quantization group: -1 (per channel), 32, 64 or 128",
+    )
     kv_dtype: Dtype = "bf16"
     # The ranges of a deployment's link (planner.deployment.Disaggregation), which each
     # disaggregated candidate becomes.
@@ -186,6 +206,18 @@ class CandidateSpace(BaseModel):
     @classmethod
     def _sorted(cls, v: tuple[int, ...] | None) -> tuple[int, ...] | None:
         return None if v is None else tuple(sorted(set(v)))
+
+    @field_validator("weight_checkpoints")
+    @classmethod
+    def _checkpoints(cls, v: dict[str, str]) -> dict[str, str]:
+        from planner.catalog.quantization import WEIGHT_DTYPES
+
+        for k, name in sorted(v.items()):
+            if k not in WEIGHT_DTYPES:
+                raise ValueError(f"{k!r}: not a weight format; valid: {', '.join(WEIGHT_DTYPES)}")
+            if not name.strip():
+                raise ValueError(f"{k}: the checkpoint name is empty")
+        return dict(sorted(v.items()))
 
     @field_validator("gpus")
     @classmethod

@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
 from planner.catalog.models import Dtype
+from planner.catalog.quantization import WeightDtype
 from planner.costmodel.analyses import Reading
 from planner.costmodel.fit_data import StepKind
 from planner.costmodel.profile import Profile
@@ -59,7 +60,7 @@ class DeploymentSummary(_Report):
     replicas: int
     prefill_replicas: int | None
     decode_replicas: int | None
-    weight_dtype: Dtype
+    weight_dtype: WeightDtype
     kv_dtype: Dtype
     max_num_seqs: int
     max_num_batched_tokens: int
@@ -409,7 +410,7 @@ class ReplicaInfo(_Report):
     model: str
     gpu: str
     tp: int
-    weight_dtype: Dtype
+    weight_dtype: WeightDtype
     kv_dtype: Dtype
     profile: str
     profile_warning: str | None = None

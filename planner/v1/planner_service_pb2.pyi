@@ -14,6 +14,10 @@ class Dtype(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     DTYPE_UNSPECIFIED: _ClassVar[Dtype]
     DTYPE_BF16: _ClassVar[Dtype]
     DTYPE_FP8: _ClassVar[Dtype]
+    DTYPE_INT8: _ClassVar[Dtype]
+    DTYPE_INT4_AWQ: _ClassVar[Dtype]
+    DTYPE_INT4_GPTQ: _ClassVar[Dtype]
+    DTYPE_NVFP4: _ClassVar[Dtype]
 
 class Mode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -142,6 +146,10 @@ class AlternativeKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
 DTYPE_UNSPECIFIED: Dtype
 DTYPE_BF16: Dtype
 DTYPE_FP8: Dtype
+DTYPE_INT8: Dtype
+DTYPE_INT4_AWQ: Dtype
+DTYPE_INT4_GPTQ: Dtype
+DTYPE_NVFP4: Dtype
 MODE_UNSPECIFIED: Mode
 MODE_COLOCATED: Mode
 MODE_DISAGGREGATED: Mode
@@ -352,7 +360,7 @@ class Disaggregation(_message.Message):
     def __init__(self, prefill_replicas: _Optional[int] = ..., decode_replicas: _Optional[int] = ..., kv_transfer_bandwidth_bytes_per_s: _Optional[float] = ..., kv_transfer_latency_s: _Optional[float] = ...) -> None: ...
 
 class Deployment(_message.Message):
-    __slots__ = ("model", "gpu", "tp", "replicas", "weight_dtype", "kv_dtype", "max_num_seqs", "max_num_batched_tokens", "long_prefill_token_threshold", "gpu_memory_utilization", "usd_per_gpu_hour", "disaggregated", "max_model_len", "lora")
+    __slots__ = ("model", "gpu", "tp", "replicas", "weight_dtype", "kv_dtype", "max_num_seqs", "max_num_batched_tokens", "long_prefill_token_threshold", "gpu_memory_utilization", "usd_per_gpu_hour", "disaggregated", "max_model_len", "lora", "weight_group_size")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     GPU_FIELD_NUMBER: _ClassVar[int]
     TP_FIELD_NUMBER: _ClassVar[int]
@@ -367,6 +375,7 @@ class Deployment(_message.Message):
     DISAGGREGATED_FIELD_NUMBER: _ClassVar[int]
     MAX_MODEL_LEN_FIELD_NUMBER: _ClassVar[int]
     LORA_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_GROUP_SIZE_FIELD_NUMBER: _ClassVar[int]
     model: str
     gpu: str
     tp: int
@@ -381,7 +390,8 @@ class Deployment(_message.Message):
     disaggregated: Disaggregation
     max_model_len: int
     lora: Lora
-    def __init__(self, model: _Optional[str] = ..., gpu: _Optional[str] = ..., tp: _Optional[int] = ..., replicas: _Optional[int] = ..., weight_dtype: _Optional[_Union[Dtype, str]] = ..., kv_dtype: _Optional[_Union[Dtype, str]] = ..., max_num_seqs: _Optional[int] = ..., max_num_batched_tokens: _Optional[int] = ..., long_prefill_token_threshold: _Optional[int] = ..., gpu_memory_utilization: _Optional[float] = ..., usd_per_gpu_hour: _Optional[float] = ..., disaggregated: _Optional[_Union[Disaggregation, _Mapping]] = ..., max_model_len: _Optional[int] = ..., lora: _Optional[_Union[Lora, _Mapping]] = ...) -> None: ...
+    weight_group_size: int
+    def __init__(self, model: _Optional[str] = ..., gpu: _Optional[str] = ..., tp: _Optional[int] = ..., replicas: _Optional[int] = ..., weight_dtype: _Optional[_Union[Dtype, str]] = ..., kv_dtype: _Optional[_Union[Dtype, str]] = ..., max_num_seqs: _Optional[int] = ..., max_num_batched_tokens: _Optional[int] = ..., long_prefill_token_threshold: _Optional[int] = ..., gpu_memory_utilization: _Optional[float] = ..., usd_per_gpu_hour: _Optional[float] = ..., disaggregated: _Optional[_Union[Disaggregation, _Mapping]] = ..., max_model_len: _Optional[int] = ..., lora: _Optional[_Union[Lora, _Mapping]] = ..., weight_group_size: _Optional[int] = ...) -> None: ...
 
 class Lora(_message.Message):
     __slots__ = ("max_loras", "max_lora_rank", "max_cpu_loras")
@@ -1554,7 +1564,7 @@ class Sourced(_message.Message):
     def __init__(self, value: _Optional[float] = ..., source: _Optional[str] = ..., checked: _Optional[str] = ...) -> None: ...
 
 class GpuSpec(_message.Message):
-    __slots__ = ("name", "display_name", "vendor", "memory_bytes", "memory_bandwidth_bytes_per_s", "bf16_dense_flops_per_s", "fp8_dense_flops_per_s", "interconnect_bandwidth_bytes_per_s", "interconnect_latency_s", "max_gpus_per_node", "usd_per_gpu_hour", "memory_reported_bytes", "sm_count", "price_list")
+    __slots__ = ("name", "display_name", "vendor", "memory_bytes", "memory_bandwidth_bytes_per_s", "bf16_dense_flops_per_s", "fp8_dense_flops_per_s", "interconnect_bandwidth_bytes_per_s", "interconnect_latency_s", "max_gpus_per_node", "usd_per_gpu_hour", "memory_reported_bytes", "sm_count", "price_list", "int8_dense_ops_per_s", "fp4_dense_flops_per_s")
     NAME_FIELD_NUMBER: _ClassVar[int]
     DISPLAY_NAME_FIELD_NUMBER: _ClassVar[int]
     VENDOR_FIELD_NUMBER: _ClassVar[int]
@@ -1569,6 +1579,8 @@ class GpuSpec(_message.Message):
     MEMORY_REPORTED_BYTES_FIELD_NUMBER: _ClassVar[int]
     SM_COUNT_FIELD_NUMBER: _ClassVar[int]
     PRICE_LIST_FIELD_NUMBER: _ClassVar[int]
+    INT8_DENSE_OPS_PER_S_FIELD_NUMBER: _ClassVar[int]
+    FP4_DENSE_FLOPS_PER_S_FIELD_NUMBER: _ClassVar[int]
     name: str
     display_name: str
     vendor: str
@@ -1583,7 +1595,9 @@ class GpuSpec(_message.Message):
     memory_reported_bytes: Sourced
     sm_count: Sourced
     price_list: str
-    def __init__(self, name: _Optional[str] = ..., display_name: _Optional[str] = ..., vendor: _Optional[str] = ..., memory_bytes: _Optional[_Union[Sourced, _Mapping]] = ..., memory_bandwidth_bytes_per_s: _Optional[_Union[Sourced, _Mapping]] = ..., bf16_dense_flops_per_s: _Optional[_Union[Sourced, _Mapping]] = ..., fp8_dense_flops_per_s: _Optional[_Union[Sourced, _Mapping]] = ..., interconnect_bandwidth_bytes_per_s: _Optional[_Union[Sourced, _Mapping]] = ..., interconnect_latency_s: _Optional[_Union[Sourced, _Mapping]] = ..., max_gpus_per_node: _Optional[int] = ..., usd_per_gpu_hour: _Optional[_Union[Sourced, _Mapping]] = ..., memory_reported_bytes: _Optional[_Union[Sourced, _Mapping]] = ..., sm_count: _Optional[_Union[Sourced, _Mapping]] = ..., price_list: _Optional[str] = ...) -> None: ...
+    int8_dense_ops_per_s: Sourced
+    fp4_dense_flops_per_s: Sourced
+    def __init__(self, name: _Optional[str] = ..., display_name: _Optional[str] = ..., vendor: _Optional[str] = ..., memory_bytes: _Optional[_Union[Sourced, _Mapping]] = ..., memory_bandwidth_bytes_per_s: _Optional[_Union[Sourced, _Mapping]] = ..., bf16_dense_flops_per_s: _Optional[_Union[Sourced, _Mapping]] = ..., fp8_dense_flops_per_s: _Optional[_Union[Sourced, _Mapping]] = ..., interconnect_bandwidth_bytes_per_s: _Optional[_Union[Sourced, _Mapping]] = ..., interconnect_latency_s: _Optional[_Union[Sourced, _Mapping]] = ..., max_gpus_per_node: _Optional[int] = ..., usd_per_gpu_hour: _Optional[_Union[Sourced, _Mapping]] = ..., memory_reported_bytes: _Optional[_Union[Sourced, _Mapping]] = ..., sm_count: _Optional[_Union[Sourced, _Mapping]] = ..., price_list: _Optional[str] = ..., int8_dense_ops_per_s: _Optional[_Union[Sourced, _Mapping]] = ..., fp4_dense_flops_per_s: _Optional[_Union[Sourced, _Mapping]] = ...) -> None: ...
 
 class GpuCatalogReport(_message.Message):
     __slots__ = ("gpus",)
@@ -1660,7 +1674,14 @@ class PlanSlo(_message.Message):
     def __init__(self, ttft_p99_ms: _Optional[float] = ..., itl_p99_ms: _Optional[float] = ..., e2e_p99_ms: _Optional[float] = ...) -> None: ...
 
 class CandidateSpace(_message.Message):
-    __slots__ = ("gpus", "tensor_parallel_sizes", "disaggregation", "mixed_gpu_types", "max_num_batched_tokens", "max_num_seqs", "long_prefill_token_thresholds", "gpu_memory_utilization", "weight_dtype", "kv_dtype", "kv_transfer_bandwidth_bytes_per_s", "kv_transfer_latency_s", "allow_transferred_profiles")
+    __slots__ = ("gpus", "tensor_parallel_sizes", "disaggregation", "mixed_gpu_types", "max_num_batched_tokens", "max_num_seqs", "long_prefill_token_thresholds", "gpu_memory_utilization", "weight_dtype", "kv_dtype", "kv_transfer_bandwidth_bytes_per_s", "kv_transfer_latency_s", "allow_transferred_profiles", "weight_dtypes", "weight_group_size", "weight_checkpoints")
+    class WeightCheckpointsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     GPUS_FIELD_NUMBER: _ClassVar[int]
     TENSOR_PARALLEL_SIZES_FIELD_NUMBER: _ClassVar[int]
     DISAGGREGATION_FIELD_NUMBER: _ClassVar[int]
@@ -1674,6 +1695,9 @@ class CandidateSpace(_message.Message):
     KV_TRANSFER_BANDWIDTH_BYTES_PER_S_FIELD_NUMBER: _ClassVar[int]
     KV_TRANSFER_LATENCY_S_FIELD_NUMBER: _ClassVar[int]
     ALLOW_TRANSFERRED_PROFILES_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_DTYPES_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_GROUP_SIZE_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_CHECKPOINTS_FIELD_NUMBER: _ClassVar[int]
     gpus: _containers.RepeatedScalarFieldContainer[str]
     tensor_parallel_sizes: _containers.RepeatedScalarFieldContainer[int]
     disaggregation: DisaggregationPolicy
@@ -1687,7 +1711,10 @@ class CandidateSpace(_message.Message):
     kv_transfer_bandwidth_bytes_per_s: float
     kv_transfer_latency_s: float
     allow_transferred_profiles: bool
-    def __init__(self, gpus: _Optional[_Iterable[str]] = ..., tensor_parallel_sizes: _Optional[_Iterable[int]] = ..., disaggregation: _Optional[_Union[DisaggregationPolicy, str]] = ..., mixed_gpu_types: _Optional[bool] = ..., max_num_batched_tokens: _Optional[_Iterable[int]] = ..., max_num_seqs: _Optional[_Iterable[int]] = ..., long_prefill_token_thresholds: _Optional[_Iterable[int]] = ..., gpu_memory_utilization: _Optional[float] = ..., weight_dtype: _Optional[_Union[Dtype, str]] = ..., kv_dtype: _Optional[_Union[Dtype, str]] = ..., kv_transfer_bandwidth_bytes_per_s: _Optional[float] = ..., kv_transfer_latency_s: _Optional[float] = ..., allow_transferred_profiles: _Optional[bool] = ...) -> None: ...
+    weight_dtypes: _containers.RepeatedScalarFieldContainer[Dtype]
+    weight_group_size: int
+    weight_checkpoints: _containers.ScalarMap[str, str]
+    def __init__(self, gpus: _Optional[_Iterable[str]] = ..., tensor_parallel_sizes: _Optional[_Iterable[int]] = ..., disaggregation: _Optional[_Union[DisaggregationPolicy, str]] = ..., mixed_gpu_types: _Optional[bool] = ..., max_num_batched_tokens: _Optional[_Iterable[int]] = ..., max_num_seqs: _Optional[_Iterable[int]] = ..., long_prefill_token_thresholds: _Optional[_Iterable[int]] = ..., gpu_memory_utilization: _Optional[float] = ..., weight_dtype: _Optional[_Union[Dtype, str]] = ..., kv_dtype: _Optional[_Union[Dtype, str]] = ..., kv_transfer_bandwidth_bytes_per_s: _Optional[float] = ..., kv_transfer_latency_s: _Optional[float] = ..., allow_transferred_profiles: _Optional[bool] = ..., weight_dtypes: _Optional[_Iterable[_Union[Dtype, str]]] = ..., weight_group_size: _Optional[int] = ..., weight_checkpoints: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class GpuPrice(_message.Message):
     __slots__ = ("usd_per_gpu_hour", "reserved_usd_per_gpu_hour")
@@ -2124,7 +2151,7 @@ class SolverSummary(_message.Message):
     def __init__(self, status: _Optional[_Union[PlanStatus, str]] = ..., objective_usd: _Optional[float] = ..., gap: _Optional[float] = ..., time_limit_s: _Optional[float] = ...) -> None: ...
 
 class PlanReport(_message.Message):
-    __slots__ = ("status", "model", "slo", "workload", "deployments", "gpus", "gpu_count_peak", "usd_per_hour_peak", "usd_per_month", "usd_per_million_output_tokens", "usd_per_million_input_tokens", "predicted", "simulated", "disaggregated", "disaggregation_reason", "binding_constraints", "alternatives", "warnings", "notes", "infeasibility", "profiles", "buckets", "search", "solver")
+    __slots__ = ("status", "model", "slo", "workload", "deployments", "gpus", "gpu_count_peak", "usd_per_hour_peak", "usd_per_month", "usd_per_million_output_tokens", "usd_per_million_input_tokens", "predicted", "simulated", "disaggregated", "disaggregation_reason", "binding_constraints", "alternatives", "warnings", "notes", "infeasibility", "profiles", "buckets", "search", "solver", "served_model")
     STATUS_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     SLO_FIELD_NUMBER: _ClassVar[int]
@@ -2149,6 +2176,7 @@ class PlanReport(_message.Message):
     BUCKETS_FIELD_NUMBER: _ClassVar[int]
     SEARCH_FIELD_NUMBER: _ClassVar[int]
     SOLVER_FIELD_NUMBER: _ClassVar[int]
+    SERVED_MODEL_FIELD_NUMBER: _ClassVar[int]
     status: PlanStatus
     model: str
     slo: PlanTargets
@@ -2173,4 +2201,5 @@ class PlanReport(_message.Message):
     buckets: _containers.RepeatedCompositeFieldContainer[BucketCost]
     search: SearchStats
     solver: SolverSummary
-    def __init__(self, status: _Optional[_Union[PlanStatus, str]] = ..., model: _Optional[str] = ..., slo: _Optional[_Union[PlanTargets, _Mapping]] = ..., workload: _Optional[_Union[PlanWorkload, _Mapping]] = ..., deployments: _Optional[_Iterable[_Union[PlanDeployment, _Mapping]]] = ..., gpus: _Optional[_Iterable[_Union[GpuUse, _Mapping]]] = ..., gpu_count_peak: _Optional[int] = ..., usd_per_hour_peak: _Optional[float] = ..., usd_per_month: _Optional[float] = ..., usd_per_million_output_tokens: _Optional[float] = ..., usd_per_million_input_tokens: _Optional[float] = ..., predicted: _Optional[_Union[Predicted, _Mapping]] = ..., simulated: _Optional[_Union[Simulated, _Mapping]] = ..., disaggregated: _Optional[bool] = ..., disaggregation_reason: _Optional[str] = ..., binding_constraints: _Optional[_Iterable[str]] = ..., alternatives: _Optional[_Iterable[_Union[Alternative, _Mapping]]] = ..., warnings: _Optional[_Iterable[str]] = ..., notes: _Optional[_Iterable[str]] = ..., infeasibility: _Optional[_Union[Infeasibility, _Mapping]] = ..., profiles: _Optional[_Iterable[_Union[ProfileUsed, _Mapping]]] = ..., buckets: _Optional[_Iterable[_Union[BucketCost, _Mapping]]] = ..., search: _Optional[_Union[SearchStats, _Mapping]] = ..., solver: _Optional[_Union[SolverSummary, _Mapping]] = ...) -> None: ...
+    served_model: str
+    def __init__(self, status: _Optional[_Union[PlanStatus, str]] = ..., model: _Optional[str] = ..., slo: _Optional[_Union[PlanTargets, _Mapping]] = ..., workload: _Optional[_Union[PlanWorkload, _Mapping]] = ..., deployments: _Optional[_Iterable[_Union[PlanDeployment, _Mapping]]] = ..., gpus: _Optional[_Iterable[_Union[GpuUse, _Mapping]]] = ..., gpu_count_peak: _Optional[int] = ..., usd_per_hour_peak: _Optional[float] = ..., usd_per_month: _Optional[float] = ..., usd_per_million_output_tokens: _Optional[float] = ..., usd_per_million_input_tokens: _Optional[float] = ..., predicted: _Optional[_Union[Predicted, _Mapping]] = ..., simulated: _Optional[_Union[Simulated, _Mapping]] = ..., disaggregated: _Optional[bool] = ..., disaggregation_reason: _Optional[str] = ..., binding_constraints: _Optional[_Iterable[str]] = ..., alternatives: _Optional[_Iterable[_Union[Alternative, _Mapping]]] = ..., warnings: _Optional[_Iterable[str]] = ..., notes: _Optional[_Iterable[str]] = ..., infeasibility: _Optional[_Union[Infeasibility, _Mapping]] = ..., profiles: _Optional[_Iterable[_Union[ProfileUsed, _Mapping]]] = ..., buckets: _Optional[_Iterable[_Union[BucketCost, _Mapping]]] = ..., search: _Optional[_Union[SearchStats, _Mapping]] = ..., solver: _Optional[_Union[SolverSummary, _Mapping]] = ..., served_model: _Optional[str] = ...) -> None: ...
