@@ -144,7 +144,8 @@ class Steps(NamedTuple):
     beyond: tuple[tuple[float, float], ...]  # the wait beyond the next step, given one
     backlog_rate: float  # the backlog's full steps in `sums`: their rate (`sums`' units)
     full_step_s: float  # and their length
-    mixed_share: float  # the share of a decoder's steps that carry prompt tokens: `rates`' sum
+    mixed_share: float  # the share of a decoder's steps that carry prompt tokens: `rates`' sum, at most 1
+    rates_sum: float  # `rates`' sum itself (ITL's quantiles read it at both levels)
     chain: tuple[FloatArray, FloatArray] | None = None  # alike prompts: the chain's step lengths and pi
 
 
