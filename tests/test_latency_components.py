@@ -150,3 +150,42 @@ def test_a_company_of_no_tokens_is_refused() -> None:
     assert sum(probs) == pytest.approx(1.0, rel=1e-12) and min(values) > 0.0
     with pytest.raises(AssertionError, match="company's mean tokens"):
         company_tokens(r, 0.0, 0.0, None)
+
+
+def test_no_code_assigns_a_state_field_after_it_is_built() -> None:
+    """`State` is immutable by contract, not `frozen=True` (results.py says why): no module of
+    the package, nor any test, assigns one of its fields (`x.n = ...`, `x.lam += ...`,
+    setattr); `build_state` sets them through the constructor only. `self.<field>` in other
+    classes is theirs, not a state's."""
+    import ast
+    from pathlib import Path
+
+    fields = {f.name for f in dataclasses.fields(State)}
+    root = Path(__file__).resolve().parents[1]
+    offending = []
+    for path in sorted([*(root / "planner").rglob("*.py"), *(root / "tests").glob("*.py")]):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            targets: list[ast.expr] = []
+            if isinstance(node, ast.Assign):
+                targets = list(node.targets)
+            elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+                targets = [node.target]
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id in {"setattr", "delattr"}
+                and len(node.args) >= 2
+                and isinstance(node.args[1], ast.Constant)
+            ):
+                if node.args[1].value in fields:
+                    offending.append(f"{path.name}:{node.lineno}")
+                continue
+            for t in targets:
+                for sub in ast.walk(t):
+                    if (
+                        isinstance(sub, ast.Attribute)
+                        and sub.attr in fields
+                        and not (isinstance(sub.value, ast.Name) and sub.value.id in {"self", "cls"})
+                    ):
+                        offending.append(f"{path.name}:{sub.lineno} .{sub.attr}")
+    assert not offending, f"assignments to State fields after build: {offending}"

@@ -25,9 +25,8 @@ class SplitRests(NamedTuple):
     group's count left in its full steps."""
 
     keep: list[float]
-    alone_rows: tuple[list[float], list[float], list[float]]
+    rows: list[list[list[float]]]  # [tokens, pairs, prefix] x [alone, ahead] x slice: one block
     alone_rates: list[float]
-    ahead_rows: tuple[list[float], list[float], list[float]]
     ahead_rates: list[float]
 
 
@@ -134,13 +133,14 @@ def _company_steps(
     x, xp = company
     n_i = s.chunk_tokens.shape[0]
     s_f = max(s.share_full, 1.0)
-    r_tok = np.ascontiguousarray(s.chunk_tokens[:, -1:])
+    r_tok = s.chunk_tokens[:, -1:]
     xs = np.array(x)
     r_pairs = 0.5 * r_tok
     r_pairs += s.chunk_offset[:, -1:]
     r_pairs *= r_tok  # r_tok (offset + r_tok / 2)
     dims = (n_i + 2 if n_frag else n_i, xs.size)
-    c_all, pairs_all, prefix_all = np.empty((3, *dims))  # one allocation for the three
+    block = np.empty((3, *dims))  # one allocation for the three
+    c_all, pairs_all, prefix_all = block
     c = c_all[:n_i]
     np.minimum(r_tok + xs, s_f, out=c)  # the last chunk and its whole company, in tokens
     xc = c - r_tok
@@ -156,17 +156,18 @@ def _company_steps(
     share = np.reciprocal(c)
     share *= r_tok
     if rests is not None:
-        c_all[n_i], pairs_all[n_i], prefix_all[n_i] = rests.alone_rows
-        c_all[n_i + 1], pairs_all[n_i + 1], prefix_all[n_i + 1] = rests.ahead_rows
+        block[:, n_i:] = rests.rows  # the rests' two rows of each, in one conversion
         half = n_frag // 2
         rts[lo + n_comp : lo + n_comp + half] = rests.alone_rates
+        ahead = rts[lo + n_comp + half : lo + n_comp + n_frag]
         wanted = math.fsum(rests.ahead_rates)
         if wanted > 0.0 and alone_total > 0.0:  # alone_total: rts[:n_i]'s sum (weights sum to 1)
             take = min(wanted, alone_total)
-            rts[lo + n_comp + half : lo + n_comp + n_frag] = [r * (take / wanted) for r in rests.ahead_rates]
+            ahead[:] = rests.ahead_rates
+            ahead *= take / wanted
             rts[:n_i] *= 1.0 - take / alone_total
         else:
-            rts[lo + n_comp + half : lo + n_comp + n_frag] = 0.0
+            ahead[:] = 0.0
         share *= np.array(rests.keep)
     else:
         share *= SLICE_PROBS if xp is SLICE_PROB_LIST else np.array(xp)
@@ -233,4 +234,4 @@ def split_rests(
         n_pairs.append(pairs_j + own_pairs)
         n_prefix.append(prefix_j + o_bar)
         n_rate.append(with_company * pj * one_f / g if rest > 0.0 else 0.0)
-    return SplitRests(keep, (f_rest, f_pairs, f_prefix), f_rate, (n_tok, n_pairs, n_prefix), n_rate)
+    return SplitRests(keep, [[f_rest, n_tok], [f_pairs, n_pairs], [f_prefix, n_prefix]], f_rate, n_rate)

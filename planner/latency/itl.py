@@ -61,6 +61,7 @@ def itl_level(
     decode_step_of: Callable[[float], float],
     mixed: FloatArray | None = None,
     all_steps: FloatArray | None = None,
+    mixed_rates_sum: float | None = None,
 ) -> ItlLevel:
     """Quantile LEVELS[level_index] of the steps a decoder sees: decode-only steps
     (`decode_others`' lognormal of other decodes, each timed by `decode_step_of`, capped at
@@ -68,11 +69,12 @@ def itl_level(
     (`mixed_values`, their shares of all steps `mixed_rates`). Where the mixed steps alone reach
     the level above every decode-only step, the decode-only slices cannot move it (the tail
     there is the mixed steps'), and they are not timed. `mixed` and `all_steps`: the quantile
-    vectors a previous level computed at the same state (reused, not recomputed)."""
+    vectors a previous level computed at the same state (reused, not recomputed);
+    `mixed_rates_sum`: `mixed_rates`' sum where the caller has it (`Steps.rates_sum`)."""
     if not 0 <= level_index < LEVELS.size:
         raise IndexError(f"level_index {level_index} outside LEVELS")
     check_time("decode_step_s", decode_step_s)
-    total = float(np.add.reduce(mixed_rates))  # mixed_rates.sum(), without the wrapper
+    total = float(np.add.reduce(mixed_rates)) if mixed_rates_sum is None else mixed_rates_sum
     # >= 0, not NaN; inf where the state is past its stable range (a step that never ends: the
     # quantiles read inf and the capacity search steps back; a disaggregated plan reaches it)
     check_time("mixed steps' share", total)
@@ -172,4 +174,5 @@ def itl_level_at(
         decode_others=decode_others, max_decodes=replica.decode_cap,
         decode_step_of=partial(decode_step_s, replica),
         mixed=prior.mixed if prior is not None else None, all_steps=prior.all_steps if prior is not None else None,
+        mixed_rates_sum=steps.rates_sum,
     )  # fmt: skip

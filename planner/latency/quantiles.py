@@ -88,7 +88,7 @@ def tail_quantiles(
     tail += total
     top = min(1.0, total)
     out = [atom] * levels.size
-    for i, eps in enumerate((1.0 - levels).tolist()):
+    for i, eps in enumerate([1.0 - level for level in levels.tolist()]):  # numpy's 1.0 - levels, per item
         if top <= eps:
             continue
         k = max(int((p <= eps).argmax()), 1)  # first edge at or below eps

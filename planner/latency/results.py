@@ -88,13 +88,18 @@ class TtftMixture(NamedTuple):
     shown: Wait
 
 
-@dataclass(frozen=True, eq=False, slots=True)
+@dataclass(eq=False, slots=True)
 class State:
     """The engine at one concurrency n (decode roles) or one rate lam (prefill-only): what
     `steady.build_state` computes, nothing more. Compared by identity. `stages` is where the
     state's stages keep what they computed (`at_state.StateResults`, each written once, by its
     stage): the store lives exactly as long as the state and holds only the stages' immutable
-    results, never a state or an engine, so no reference cycle forms."""
+    results, never a state or an engine, so no reference cycle forms.
+
+    Immutable by contract: `steady.build_state` sets every field and nothing assigns one after
+    (tests/test_latency_components.py holds the package to it). Not `frozen=True`: a frozen
+    dataclass sets each field through object.__setattr__, which made building a state (~17 a
+    candidate) 1.5-2 us dearer."""
 
     n: float
     lam: float
@@ -139,7 +144,8 @@ class Steps(NamedTuple):
     beyond: tuple[tuple[float, float], ...]  # the wait beyond the next step, given one
     backlog_rate: float  # the backlog's full steps in `sums`: their rate (`sums`' units)
     full_step_s: float  # and their length
-    mixed_share: float  # the share of a decoder's steps that carry prompt tokens: `rates`' sum
+    mixed_share: float  # the share of a decoder's steps that carry prompt tokens: `rates`' sum, at most 1
+    rates_sum: float  # `rates`' sum itself (ITL's quantiles read it at both levels)
     chain: tuple[FloatArray, FloatArray] | None = None  # alike prompts: the chain's step lengths and pi
 
 

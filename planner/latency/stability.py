@@ -115,17 +115,22 @@ def grid(replica: Replica, ns: FloatArray) -> Grid:
             1.0 - n / replica.budget_tokens,
         )
         return Grid(n[:, 0], lam[:, 0], slack[:, 0])
-    n_arr = np.maximum(0.0, n + z - 1.0)
-    counts = np.stack((n_dec, n_arr, n_arr + 1.0))
+    counts = np.empty((3, *n.shape))  # n_dec, n_arr, n_arr + 1 (np.stack's work, without its checks)
+    counts[0] = n_dec
+    n_arr = counts[1]
+    np.maximum(0.0, n + z - 1.0, out=n_arr)
+    np.add(n_arr, 1.0, out=counts[2])
     three = step_time_s(coef, 0.0, 0.0, counts, counts * context)
     t_dec, t_arr, t_arr1 = three[0], three[1], three[2]
     s_f = replica.budget_tokens - n_arr
     threshold = replica.chunk_threshold_tokens
     s_own = np.minimum(s_f, threshold) if threshold > 0 else s_f
-    s_f1 = np.maximum(s_f, 1.0)
-    s_fm = np.maximum(s_f - 1.0, 1.0)  # a token less of budget beside one more decode
+    shares = np.empty((2, *n.shape))  # s_f1, s_fm
+    s_f1, s_fm = shares
+    np.maximum(s_f, 1.0, out=s_f1)
+    np.maximum(s_f - 1.0, 1.0, out=s_fm)  # a token less of budget beside one more decode
     pair = counts[1:]  # n_arr, n_arr + 1
-    fulls = stream_step_s(replica, np.stack((s_f1, s_fm)), pair, pair * context)
+    fulls = stream_step_s(replica, shares, pair, pair * context)
     t_full, t_full1 = fulls[0], fulls[1]
     mean_pe = replica.mean_prefill_tokens
     q = mean_pe * t_full / s_f1

@@ -106,7 +106,7 @@ def no_mix(wait: Wait) -> Steps:
     return Steps(
         wait=wait, backlog=0.0, residual=0.0, step_lb=0.0, step_lb_sq=0.0, m=0.0, pi=0.0, zf=1.0,
         values=NO_STEPS, rates=NO_STEPS, busy=0.0, sums=NO_SUMS, beyond=(),
-        backlog_rate=0.0, full_step_s=0.0, mixed_share=0.0,
+        backlog_rate=0.0, full_step_s=0.0, mixed_share=0.0, rates_sum=0.0,
     )  # fmt: skip
 
 
@@ -143,18 +143,19 @@ def step_mix(
         company_any=chain.company_any, company=company, full_step_cv2=full_step_cv2,
         full_step_shape=full_step_shape, step_ratio=chain.step_ratio,
     )  # fmt: skip
-    mixed_share = min(1.0, float(np.add.reduce(rates)))
+    rates_sum = float(np.add.reduce(rates))
+    mixed_share = min(1.0, rates_sum)
     # every rate is a product of these (and of lam t_step p_i >= 0): each in range, none NaN
     assert 0.0 <= passes.backlog <= 1.0 and 0.0 <= chain.company_any <= 1.0, "probabilities in [0, 1]"
     assert chain.step_ratio >= 0.0 and mixed_share >= 0.0, "the mix's step rates are >= 0"
     # positional, in the fields' order (wait, backlog, residual, step_lb, step_lb_sq, m, pi, zf,
-    # values, rates, busy, sums, beyond, backlog_rate, full_step_s, mixed_share, chain): a
+    # values, rates, busy, sums, beyond, backlog_rate, full_step_s, mixed_share, rates_sum, chain): a
     # NamedTuple built by keyword costs a microsecond more, and this runs ~9 times a candidate
     return Steps(
         wait, passes.backlog, passes.step_lb / 2.0, passes.step_lb, passes.step_lb_sq,
         passes.company_mean, chain.company_any, passes.burst_factor, values, rates, first.occupied,
         passes.sums, passes.beyond, passes.backlog_rate, s.t_full + (s.t_dec - s.t_arr), mixed_share,
-        chain.steps,
+        rates_sum, chain.steps,
     )  # fmt: skip
 
 
