@@ -53,7 +53,7 @@ S = ["--model", "Qwen/Qwen3-8B", "--gpu", "h100-sxm"]
         (
             ["concurrency", *S, "--context-tokens", "10", "--concurrency", "1", "--weight-dtype", "int4"],
             "--weight-dtype",
-            "'bf16' or 'fp8'",
+            "'bf16', 'fp8', 'int8', 'int4-awq', 'int4-gptq' or 'nvfp4'",
         ),
         (
             [
