@@ -249,7 +249,7 @@ class Engine:
         return float(self.results_at(s).ttft[0][1])
 
     def itl_p99_s(self, s: State) -> float:
-        """ITL p99 at a state (`itl.itl_level_at`)."""
+        """ITL p99 at a state (`itl.itl_level`)."""
         return self.results_at(s).itl_p99.itl_s
 
     def ttft_p99_at_most_s(self, s: State) -> float:
@@ -267,7 +267,7 @@ class Engine:
         return self.results_at(s).ttft_mixture
 
     def delay(self, s: State) -> Delay:
-        """D, the wait for the step under way and its company, at the state (`delay.delay_at`)."""
+        """D, the wait for the step under way and its company, at the state (`delay.delay_values`)."""
         return self.results_at(s).delay[0]
 
     def delay_top_s(self, s: State) -> float:
@@ -280,5 +280,5 @@ class Engine:
         return self.results_at(s).kv_full
 
     def decode_variance(self, s: State) -> float:
-        """Var n, the decode count's variance at the state (`decode_count.decode_count_variance_at`)."""
+        """Var n, the decode count's variance at the state (`decode_count.decode_count_variance`)."""
         return self.results_at(s).decode_variance
