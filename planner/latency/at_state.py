@@ -311,13 +311,13 @@ class StateResults:
     def ttft_p99_at_most_s(self) -> float:
         """A bound TTFT p99 never exceeds (`Engine.ttft_p99_at_most_s`), read anew at each call:
         the exact p99 where it is already computed, else without the quantiles."""
-        if self.computed("ttft"):
+        if "ttft" in self.__dict__:
             return float(self.ttft[0][1])
         if not self.replica.has_decode:
             return math.inf
         st = self.steps
         quiet = self.kv_full[0] == 0.0 and self.seats.probability == 0.0
-        if not self.computed("ttft_mixture") and st.backlog < TAIL_EPS[-1] and quiet:
+        if "ttft_mixture" not in self.__dict__ and st.backlog < TAIL_EPS[-1] and quiet:
             # The largest own service after the largest delay: without the mixture's delays,
             # full steps and products (~85% of the bound's cost; the capacity search asks this
             # at most of its states once ITL is met).
