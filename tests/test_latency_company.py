@@ -398,8 +398,9 @@ def test_alike_prompts_company_before_their_step_comes_in_whole_prompts() -> Non
     cap = ttft.company_cap_s(
         eng.zero()
     )  # one full budget's prefill: only the last atom (8 and more) reaches it
-    (d, p), pushed = delay.delay_at(eng.replica, state, st, classes_of=lambda: dc, company_cap_s=cap)
-    assert pushed is None
+    w_chain = delay.chain_delay_weight(join_weight=state.join_weight, arrival_cv2=eng.replica.arrival_cv2)
+    assert w_chain == 0.0 or delay.delay_chain(eng.replica, state, st, idle_share=idle) is None
+    d, p = delay.delay_values(eng.replica, classes=dc, chain=None, chain_weight=w_chain, company_cap_s=cap)
     capped = [math.fsum(q * min(c, cap) for c, q in zip(*cl.x_atoms, strict=True)) for cl in classes]
     expected = sum(cl.share * (cl.scale + cl.pi * x) for cl, x in zip(classes, capped, strict=True))
     assert float(d @ p) == pytest.approx(expected, rel=1e-9)

@@ -12,6 +12,7 @@ the engine read it (docs/latency/engine.md)."""
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import Protocol
 
 import numpy as np
@@ -19,12 +20,22 @@ import numpy.typing as npt
 
 from planner.latency.decode_count import (
     CountFeedback,
-    count_feedback_at,
+    count_feedback,
+    count_wanders,
     decode_company,
-    decode_count_variance_at,
+    decode_count_variance,
+    decode_slope_s,
 )
-from planner.latency.delay import Delay, chain_delay_weight, delay_at, delay_classes, delay_top_s
-from planner.latency.itl import TAIL_EPS, ItlLevel, itl_level_at, itl_worst_at
+from planner.latency.delay import (
+    NO_DELAY,
+    Delay,
+    chain_delay_weight,
+    delay_chain,
+    delay_classes,
+    delay_top_s,
+    delay_values,
+)
+from planner.latency.itl import TAIL_EPS, ItlLevel, itl_level, itl_worst_at
 from planner.latency.kv_full import (
     KV_FULL_MIN,
     KvFull,
@@ -34,9 +45,15 @@ from planner.latency.kv_full import (
 )
 from planner.latency.once import once
 from planner.latency.point import point_of
-from planner.latency.prefill_queue import PrefillDrag, prefill_drag_at, queue_wait_at
+from planner.latency.prefill_queue import (
+    PrefillDrag,
+    prefill_drag,
+    prefill_wait,
+    stretch_applies,
+    stretched_wait,
+)
 from planner.latency.queueing import NO_WAIT, Wait
-from planner.latency.replica import Replica
+from planner.latency.replica import Replica, decode_step_s, full_service_s
 from planner.latency.results import DelayClasses, Point, ServiceShape, State, Steps, TtftMixture
 from planner.latency.seats import SeatWait, seat_wait_at
 from planner.latency.stability import load_of
@@ -109,39 +126,70 @@ class StateResults:
 
     @once
     def drag(self) -> PrefillDrag | None:
-        """`prefill_queue.prefill_drag_at` against the stability boundary's end."""
-        return prefill_drag_at(self.replica, self.state, end=self.engine.saturated)
+        """`prefill_queue.prefill_drag` against the stability boundary's end."""
+        r, s, end = self.replica, self.state, self.engine.saturated
+        return prefill_drag(
+            decodes=s.n, mean_service_s=full_service_s(r, s),
+            saturated_decodes=end.n, saturated_service_s=full_service_s(r, end),
+        )  # fmt: skip
 
     @once
     def feedback(self) -> CountFeedback:
-        """`decode_count.count_feedback_at` (the drag read where prompts and decodes share the
-        engine; E[Delta]' and the service's c_s^2 only where the count asks)."""
+        """`decode_count.count_feedback`, its inputs read only where they count: the drag and
+        E[Delta]' (`Engine.prompt_cost_slope_s`) where prompts and decodes share the engine and a
+        decode step runs; the queue's relaxation (the prefill queue's service spread) where a
+        backlog drags prefill and the queue is stable."""
         r, e, s = self.replica, self.engine, self.state
-        return count_feedback_at(
-            r, s, drag=self.drag if r.has_prefill and r.has_decode else None,
-            prompt_cost_slope_of=lambda: e.prompt_cost_slope_s(s), service_cv2_of=lambda: e.service_shape.cv2,
+        both = r.has_prefill and r.has_decode
+        drag = self.drag if both else None
+        drag_per_decode = drag[0] if drag is not None else 0.0
+        slope = e.prompt_cost_slope_s(s) if both and s.t_dec > 0.0 else None
+        relaxation = None
+        if slope is not None and s.n * drag_per_decode > 0.0 and 0.0 < s.rho < 1.0:
+            relaxation = s.rho * full_service_s(r, s) * (r.arrival_cv2 + e.service_shape.cv2)
+            relaxation /= (1.0 - s.rho) ** 2
+        return count_feedback(
+            decodes=s.n, arrival_rate_per_s=s.lam, busy=s.busy, decode_step_s=s.t_dec,
+            decode_slope_s=decode_slope_s(r, s), prompt_cost_slope_s=slope, drag_per_decode=drag_per_decode,
+            queue_relaxation_s=relaxation, lifetime_s=r.decode_steps * s.t_step,
         )  # fmt: skip
 
     @once
     def decode_variance(self) -> float:
-        """Var n (`decode_count.decode_count_variance_at`; the feedback read where the count
-        wanders): what the KV and seat waits, the prefill queue's stretch and ITL read."""
-        return decode_count_variance_at(
-            self.replica,
-            self.state,
-            decode_overlap=self.engine.stats.decode_overlap,
-            feedback_of=lambda: self.feedback,
-        )
+        """Var n (`decode_count.decode_count_variance` where the count wanders,
+        `decode_count.count_wanders`, the feedback read only there; else 0): what the KV and seat
+        waits, the prefill queue's stretch and ITL read."""
+        s = self.state
+        if not count_wanders(s.n, s.t_dec, s.busy):
+            return 0.0
+        return decode_count_variance(
+            decodes=s.n, arrival_cv2=self.replica.arrival_cv2,
+            decode_overlap=self.engine.stats.decode_overlap, feedback=self.feedback,
+        )  # fmt: skip
 
     # ---- the prefill queue and the step mix (`prefill_queue`, `steps`) -------------------------
 
     @once
     def queue_wait(self) -> Wait:
-        """`prefill_queue.queue_wait_at`: the drag and the decode count read only where the
-        backlog's drain stretches the wait."""
-        return queue_wait_at(
-            self.replica, self.state, shape=self.engine.service_shape, drag_of=lambda: self.drag,
-            count_of=lambda: (self.decode_variance, self.feedback.loop),
+        """The prefill queue's wait (`prefill_queue.prefill_wait`), stretched for the backlog's
+        drain where it lasts (`prefill_queue.stretched_wait`): the drag towards the stability
+        boundary and the decode count's variance and loop read only there."""
+        r, s = self.replica, self.state
+        service_s = full_service_s(r, s)
+        colocated = r.has_decode and r.has_prefill
+        wait = prefill_wait(
+            utilization=s.rho, mean_service_s=service_s, arrival_cv2=r.arrival_cv2,
+            shape=self.engine.service_shape, colocated=colocated,
+        )  # fmt: skip
+        if not (colocated and 0.0 < s.rho < 1.0 and stretch_applies(wait)):
+            return wait
+        drag = self.drag
+        if drag is None:
+            return wait
+        return stretched_wait(
+            wait=wait, utilization=s.rho, mean_service_s=service_s, arrival_cv2=r.arrival_cv2, drag=drag,
+            lifetime_s=r.decode_steps * s.t_step, decodes=s.n, count_variance=self.decode_variance,
+            count_loop=self.feedback.loop,
         )  # fmt: skip
 
     @once
@@ -206,12 +254,19 @@ class StateResults:
 
     @once
     def delay(self) -> tuple[Delay, float | None]:
-        """`delay.delay_at`: D, and the share of prompts the chain pushes past their step (None
-        without the chain; `ttft_mixture` reads it)."""
-        return delay_at(
-            self.replica, self.state, self.steps, classes_of=lambda: self.delay_classes,
-            company_cap_s=self.engine.idle_company_cap_s,
-        )  # fmt: skip
+        """D (`delay.delay_values`; the classes read only where the engine is busy), the chain
+        (`delay.delay_chain`) blended in where it takes part, and the share of prompts the chain
+        pushes past their step (None without the chain; `ttft_mixture` reads it)."""
+        r, s, st = self.replica, self.state, self.steps
+        if st.busy <= 0:
+            return NO_DELAY, None
+        classes = self.delay_classes
+        w_chain = chain_delay_weight(join_weight=s.join_weight, arrival_cv2=r.arrival_cv2)
+        chain = delay_chain(r, s, st, idle_share=classes.idle_share) if w_chain > 0.0 else None
+        delay = delay_values(
+            r, classes=classes, chain=chain, chain_weight=w_chain, company_cap_s=self.engine.idle_company_cap_s
+        )
+        return delay, chain.pushed if chain is not None else None
 
     @once
     def delay_top_s(self) -> float:
@@ -256,13 +311,13 @@ class StateResults:
     def ttft_p99_at_most_s(self) -> float:
         """A bound TTFT p99 never exceeds (`Engine.ttft_p99_at_most_s`), read anew at each call:
         the exact p99 where it is already computed, else without the quantiles."""
-        if self.computed("ttft"):
+        if "ttft" in self.__dict__:
             return float(self.ttft[0][1])
         if not self.replica.has_decode:
             return math.inf
         st = self.steps
         quiet = self.kv_full[0] == 0.0 and self.seats.probability == 0.0
-        if not self.computed("ttft_mixture") and st.backlog < TAIL_EPS[-1] and quiet:
+        if "ttft_mixture" not in self.__dict__ and st.backlog < TAIL_EPS[-1] and quiet:
             # The largest own service after the largest delay: without the mixture's delays,
             # full steps and products (~85% of the bound's cost; the capacity search asks this
             # at most of its states once ITL is met).
@@ -274,18 +329,26 @@ class StateResults:
 
     @once
     def itl_p99(self) -> ItlLevel:
-        """`itl.itl_level_at`, p99 (what the capacity search reads)."""
-        s = self.state
-        others = decode_company(s.n, self.decode_variance)
-        return itl_level_at(self.replica, s, self.steps, level_index=1, decode_others=others, prior=None)
+        """`itl.itl_level`, p99 (what the capacity search reads): the step mix's mixed steps and
+        the decode-only steps with their company (`decode_count.decode_company`)."""
+        r, s, st = self.replica, self.state, self.steps
+        return itl_level(
+            level_index=1, decode_step_s=s.t_dec, mixed_values=st.values, mixed_rates=st.rates,
+            decode_others=decode_company(s.n, self.decode_variance), max_decodes=r.decode_cap,
+            decode_step_of=partial(decode_step_s, r), mixed=None, all_steps=None, mixed_rates_sum=st.rates_sum,
+        )  # fmt: skip
 
     @once
     def itl_p50(self) -> ItlLevel:
-        """`itl.itl_level_at`, p50, reusing the quantile vectors p99 computed (the level each
-        needs does not depend on which ran first)."""
-        s, p99 = self.state, self.itl_p99
-        others = decode_company(s.n, self.decode_variance)
-        return itl_level_at(self.replica, s, self.steps, level_index=0, decode_others=others, prior=p99)
+        """`itl.itl_level`, p50, reusing the quantile vectors p99 computed (the level each needs
+        does not depend on which ran first)."""
+        r, s, st, p99 = self.replica, self.state, self.steps, self.itl_p99
+        return itl_level(
+            level_index=0, decode_step_s=s.t_dec, mixed_values=st.values, mixed_rates=st.rates,
+            decode_others=decode_company(s.n, self.decode_variance), max_decodes=r.decode_cap,
+            decode_step_of=partial(decode_step_s, r), mixed=p99.mixed, all_steps=p99.all_steps,
+            mixed_rates_sum=st.rates_sum,
+        )  # fmt: skip
 
     @once
     def point(self) -> Point:

@@ -13,11 +13,10 @@ gain g amplifies the variance of a noise of the window's own spectrum by exactly
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import NamedTuple
 
-from planner.latency.replica import Replica, decode_step_s, full_service_s
-from planner.latency.results import CountFeedback, PrefillDrag, State
+from planner.latency.replica import Replica, decode_step_s
+from planner.latency.results import CountFeedback, State
 
 # The count's loop gain (and its whole gain keep^2 loop) never falls below this: where the
 # feedback would cancel the count's restoring force, Var n stays finite instead of diverging
@@ -106,47 +105,3 @@ def decode_slope_s(replica: Replica, s: State) -> float:
     if replica.has_prefill:
         return max(s.t_dec - s.t_arr, 0.0)
     return max(s.t_dec - decode_step_s(replica, max(s.n_dec - 1.0, 0.0)), 0.0)
-
-
-def count_feedback_at(
-    replica: Replica,
-    s: State,
-    *,
-    drag: PrefillDrag | None,
-    prompt_cost_slope_of: Callable[[], float],
-    service_cv2_of: Callable[[], float],
-) -> CountFeedback:
-    """`count_feedback` at the state, its inputs gathered only where they count: E[Delta]'
-    (`prompt_cost_slope_of`) with prompts and decodes and a decode step; the queue's relaxation
-    (`service_cv2_of`, the prefill queue's service spread) where a backlog drags prefill
-    (`drag`, `prefill_queue.prefill_drag_at`; None without one) and the queue is stable."""
-    both = replica.has_prefill and replica.has_decode
-    drag_per_decode = drag[0] if drag is not None else 0.0
-    slope = prompt_cost_slope_of() if both and s.t_dec > 0.0 else None
-    relaxation = None
-    if slope is not None and s.n * drag_per_decode > 0.0 and 0.0 < s.rho < 1.0:
-        relaxation = s.rho * full_service_s(replica, s) * (replica.arrival_cv2 + service_cv2_of())
-        relaxation /= (1.0 - s.rho) ** 2
-    return count_feedback(
-        decodes=s.n,
-        arrival_rate_per_s=s.lam,
-        busy=s.busy,
-        decode_step_s=s.t_dec,
-        decode_slope_s=decode_slope_s(replica, s),
-        prompt_cost_slope_s=slope,
-        drag_per_decode=drag_per_decode,
-        queue_relaxation_s=relaxation,
-        lifetime_s=replica.decode_steps * s.t_step,
-    )
-
-
-def decode_count_variance_at(
-    replica: Replica, s: State, *, decode_overlap: float, feedback_of: Callable[[], CountFeedback]
-) -> float:
-    """Var n at the state: `decode_count_variance` where the count wanders (`count_wanders`;
-    the feedback asked only there), else 0."""
-    if not count_wanders(s.n, s.t_dec, s.busy):
-        return 0.0
-    return decode_count_variance(
-        decodes=s.n, arrival_cv2=replica.arrival_cv2, decode_overlap=decode_overlap, feedback=feedback_of()
-    )

@@ -13,7 +13,6 @@ Pure functions of the replica, the state and its steps; the state's stages call 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
@@ -145,21 +144,6 @@ def delay_values(
         pv = np.concatenate((chain.probs * w_chain, pv * (1.0 - w_chain)))
     order = v.argsort(kind="stable")
     return Delay(v[order], pv[order])
-
-
-def delay_at(
-    replica: Replica, state: State, steps: Steps, *, classes_of: Callable[[], DelayClasses], company_cap_s: float
-) -> tuple[Delay, float | None]:
-    """D at a state (`steps` its `steps.step_mix`; the classes asked only where the engine is
-    busy): `delay_values` with the chain where it takes part, and the chain's pushed share
-    (None without the chain; `ttft.queued_share` reads it)."""
-    if steps.busy <= 0:
-        return NO_DELAY, None
-    classes = classes_of()
-    w_chain = chain_delay_weight(join_weight=state.join_weight, arrival_cv2=replica.arrival_cv2)
-    chain = delay_chain(replica, state, steps, idle_share=classes.idle_share) if w_chain > 0.0 else None
-    delay = delay_values(replica, classes=classes, chain=chain, chain_weight=w_chain, company_cap_s=company_cap_s)
-    return delay, chain.pushed if chain is not None else None
 
 
 def delay_chain(replica: Replica, state: State, steps: Steps, *, idle_share: float) -> DelayChain | None:

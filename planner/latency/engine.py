@@ -238,19 +238,19 @@ class Engine:
 
     def point(self, s: State) -> Point:
         """TTFT, ITL and resource metrics at a steady state (`point.point_of`)."""
-        return self.results_at(s).point
+        return StateResults(self, s).point
 
     def steps(self, s: State) -> Steps:
         """What TTFT and ITL share at a state (`steps.step_mix`)."""
-        return self.results_at(s).steps
+        return StateResults(self, s).steps
 
     def ttft_p99_s(self, s: State) -> float:
         """TTFT p99 at a state (the capacity search's exact read)."""
-        return float(self.results_at(s).ttft[0][1])
+        return float(StateResults(self, s).ttft[0][1])
 
     def itl_p99_s(self, s: State) -> float:
-        """ITL p99 at a state (`itl.itl_level_at`)."""
-        return self.results_at(s).itl_p99.itl_s
+        """ITL p99 at a state (`itl.itl_level`)."""
+        return StateResults(self, s).itl_p99.itl_s
 
     def ttft_p99_at_most_s(self, s: State) -> float:
         """A bound TTFT p99 never exceeds at this state, without its quantiles (the capacity
@@ -260,25 +260,25 @@ class Engine:
         p99 (read without the mixture); otherwise P(TTFT > v_q + y) <= q sum_k a_k e^{-y / m_max}
         (v_q the largest queued time), at most 1% at y = m_max ln(100 q sum_k a_k). Colocated
         engines (else inf)."""
-        return self.results_at(s).ttft_p99_at_most_s()
+        return StateResults(self, s).ttft_p99_at_most_s()
 
     def ttft_mixture(self, s: State) -> TtftMixture:
         """`ttft.ttft_mixture` at a colocated state."""
-        return self.results_at(s).ttft_mixture
+        return StateResults(self, s).ttft_mixture
 
     def delay(self, s: State) -> Delay:
-        """D, the wait for the step under way and its company, at the state (`delay.delay_at`)."""
-        return self.results_at(s).delay[0]
+        """D, the wait for the step under way and its company, at the state (`delay.delay_values`)."""
+        return StateResults(self, s).delay[0]
 
     def delay_top_s(self, s: State) -> float:
         """D's largest value (`delay.delay_top_s`): what `ttft_p99_at_most_s` adds to the largest
         own service where few prompts queue."""
-        return self.results_at(s).delay_top_s
+        return StateResults(self, s).delay_top_s
 
     def kv_full(self, s: State) -> KvFull:
         """`kv_full.kv_full_wait` at the state: colocated engines only."""
-        return self.results_at(s).kv_full
+        return StateResults(self, s).kv_full
 
     def decode_variance(self, s: State) -> float:
-        """Var n, the decode count's variance at the state (`decode_count.decode_count_variance_at`)."""
-        return self.results_at(s).decode_variance
+        """Var n, the decode count's variance at the state (`decode_count.decode_count_variance`)."""
+        return StateResults(self, s).decode_variance

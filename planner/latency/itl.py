@@ -11,7 +11,6 @@ Pure functions of named inputs returning immutable results; the state's stages
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import partial
 from typing import NamedTuple
 
 import numpy as np
@@ -21,8 +20,8 @@ from planner.costmodel.steptime import StepCoefficients, step_time_s
 from planner.latency.decode_count import DecodeCompany
 from planner.latency.invariants import check_positive, check_time
 from planner.latency.quantiles import SPREAD, tail_quantiles
-from planner.latency.replica import Replica, decode_step_s
-from planner.latency.results import State, Steps
+from planner.latency.replica import Replica
+from planner.latency.results import State
 from planner.latency.slices import (
     SLICE_PROB_LIST,
     decode_slice_spread,
@@ -155,24 +154,4 @@ def itl_worst_at(replica: Replica, s: State, *, prompt_p99_tokens: float) -> flo
     return itl_worst_case_s(
         coefficients=replica.step_coefficients, full_share_tokens=s.share_full,
         prompt_p99_tokens=prompt_p99_tokens, decodes=s.n_dec, context_mean=replica.decode_context_tokens,
-    )  # fmt: skip
-
-
-def itl_level_at(
-    replica: Replica,
-    s: State,
-    steps: Steps,
-    *,
-    level_index: int,
-    decode_others: DecodeCompany | None,
-    prior: ItlLevel | None,
-) -> ItlLevel:
-    """`itl_level` at the state (`steps` its `steps.step_mix`), level LEVELS[level_index]; `prior`:
-    the other level at the same state, whose quantile vectors this one reuses (None: none yet)."""
-    return itl_level(
-        level_index=level_index, decode_step_s=s.t_dec, mixed_values=steps.values, mixed_rates=steps.rates,
-        decode_others=decode_others, max_decodes=replica.decode_cap,
-        decode_step_of=partial(decode_step_s, replica),
-        mixed=prior.mixed if prior is not None else None, all_steps=prior.all_steps if prior is not None else None,
-        mixed_rates_sum=steps.rates_sum,
     )  # fmt: skip

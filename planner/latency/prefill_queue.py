@@ -16,7 +16,6 @@ which the engine keeps."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
 import numpy as np
 import numpy.typing as npt
@@ -24,7 +23,7 @@ import numpy.typing as npt
 from planner.costmodel.steptime import batch_time_s
 from planner.latency.invariants import check_positive, check_probability, check_rate
 from planner.latency.queueing import Wait, WaitDecayTable, gg1_wait, wait_spread
-from planner.latency.replica import Replica, full_service_s
+from planner.latency.replica import Replica
 from planner.latency.results import PrefillDrag, ServiceShape, State
 
 FloatArray = npt.NDArray[np.float64]
@@ -276,40 +275,4 @@ def full_step_cv2_at(replica: Replica, end: State) -> float:
     return full_step_cv2(
         full_step_s=step_s, prompt_tokens=replica.prefill_tokens, prompt_probs=replica.prompt_probs,
         full_share_tokens=s_f, token_mean_prompt_tokens=replica.token_mean_prefill_tokens,
-    )  # fmt: skip
-
-
-def prefill_drag_at(replica: Replica, s: State, *, end: State) -> PrefillDrag | None:
-    """`prefill_drag` at the state against the stability boundary's end `end`."""
-    return prefill_drag(
-        decodes=s.n, mean_service_s=full_service_s(replica, s),
-        saturated_decodes=end.n, saturated_service_s=full_service_s(replica, end),
-    )  # fmt: skip
-
-
-def queue_wait_at(
-    replica: Replica,
-    s: State,
-    *,
-    shape: ServiceShape,
-    drag_of: Callable[[], PrefillDrag | None],
-    count_of: Callable[[], tuple[float, float]],
-) -> Wait:
-    """The prefill queue's wait at a state (`prefill_wait`), stretched for the backlog's drain
-    where it lasts (`stretched_wait`): the drag towards the stability boundary (`drag_of`) and
-    the decode count's variance and loop (`count_of`) asked only there."""
-    service_s = full_service_s(replica, s)
-    colocated = replica.has_decode and replica.has_prefill
-    wait = prefill_wait(
-        utilization=s.rho, mean_service_s=service_s, arrival_cv2=replica.arrival_cv2, shape=shape, colocated=colocated
-    )
-    if not (colocated and 0.0 < s.rho < 1.0 and stretch_applies(wait)):
-        return wait
-    drag = drag_of()
-    if drag is None:
-        return wait
-    count_variance, count_loop = count_of()
-    return stretched_wait(
-        wait=wait, utilization=s.rho, mean_service_s=service_s, arrival_cv2=replica.arrival_cv2, drag=drag,
-        lifetime_s=replica.decode_steps * s.t_step, decodes=s.n, count_variance=count_variance, count_loop=count_loop,
     )  # fmt: skip
