@@ -76,11 +76,13 @@ def decoder_steps(
         lam_t = s.lam * s.t_step
         rests = None
         if n_frag:
-            rests = split_rests(replica, s, company, r_bar=r_bar, burst_factor=burst_factor,
-                                with_company=(quiet * pi) * lam_t * r_bar)  # fmt: skip
+            # positional (replica, s, company, r_bar, burst_factor, with_company): per state
+            rests = split_rests(replica, s, company, r_bar, burst_factor, (quiet * pi) * lam_t * r_bar)
+        # positional (replica, s, vals, rts, company, rests, lo, n_comp, n_frag, share_weight,
+        # alone_total): a keyword call costs more, and this runs per state
         _company_steps(
-            replica, s, vals, rts, company, rests, lo=n_i + n_full, n_comp=n_comp, n_frag=n_frag,
-            share_weight=last_rates * (quiet * pi), alone_total=lam_t * quiet * (1.0 - pi),
+            replica, s, vals, rts, company, rests, n_i + n_full, n_comp, n_frag,
+            last_rates * (quiet * pi), lam_t * quiet * (1.0 - pi),
         )  # fmt: skip
     # Decoders see a step in proportion to the decodes it carries. A mixed step follows an
     # arrival, which finds n_arr = n + z - 1 decodes (bursts: more than the mean n), so the
@@ -117,7 +119,6 @@ def _company_steps(
     rts: FloatArray,
     company: tuple[list[float], list[float]],
     rests: SplitRests | None,
-    *,
     lo: int,
     n_comp: int,
     n_frag: int,
@@ -186,7 +187,6 @@ def split_rests(
     replica: Replica,
     s: State,
     company: tuple[list[float], list[float]],
-    *,
     r_bar: float,
     burst_factor: float,
     with_company: float,

@@ -30,6 +30,11 @@ ATOM_CV = 0.5
 # Chunk counts are ceil(Pe / share - CHUNK_ROUNDING): a tolerance so that a prompt of exactly j
 # shares is j chunks despite the division's rounding.
 CHUNK_ROUNDING = 1e-9
+# 0 .. CHUNK_GROUPS - 1 and their midpoints, shared by every replica (read-only)
+_GROUP_INDEX = np.arange(CHUNK_GROUPS, dtype=np.float64)
+_GROUP_MIDPOINTS = np.arange(CHUNK_GROUPS, dtype=np.float64) + 0.5
+_GROUP_INDEX.flags.writeable = False
+_GROUP_MIDPOINTS.flags.writeable = False
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -116,7 +121,8 @@ def replica_of(
     seats = float(config.max_num_seqs)
     kv_cap = float(config.kv_cache_tokens)
     threshold = float(config.long_prefill_token_threshold)
-    pe2 = float(probs @ pe**2)
+    moments = stats.prompt_moments  # the support's moments, once per workload
+    pe2 = moments.pe2
     atom_weight = max(0.0, 1.0 - math.sqrt(stats.prefill_cv2) / ATOM_CV)
     # the room beside a prompt's mean last chunk with no decodes: the most a step ever has
     s_own = min(budget, threshold) if threshold > 0 else budget
@@ -141,14 +147,14 @@ def replica_of(
         prompt_probs=probs,
         prefill_tokens=pe,
         cached_tokens=p0,
-        longest_prefill_tokens=float(pe.max()),
+        longest_prefill_tokens=moments.longest_prefill_tokens,
         mean_prefill_tokens=mean_pe,
-        mean_cached_tokens=float(probs @ p0),
+        mean_cached_tokens=moments.mean_cached_tokens,
         token_mean_prefill_tokens=pe2 / mean_pe,
         prefill_attention_context=stats.prefill_attention_context,
-        cached_per_computed=float(probs @ p0) / mean_pe,
-        prompt_kv_tokens=p0 + pe / 2.0 + half_block,
-        prefill_kappa=mean_pe * float(probs @ pe**3) / (pe2 * pe2),
+        cached_per_computed=moments.mean_cached_tokens / mean_pe,
+        prompt_kv_tokens=moments.prompt_kv_base + half_block,
+        prefill_kappa=mean_pe * moments.pe3 / (pe2 * pe2),
         budget_tokens=budget,
         seats=seats,
         kv_cache_tokens=kv_cap,
@@ -157,10 +163,10 @@ def replica_of(
         atom_weight=atom_weight,
         shares_steps=atom_weight > 0.0 and has_decode and has_prefill and room_at_rest > mean_pe,
         count_dispersion=max(ca2, 1.0),
-        chunk_group_index=np.arange(CHUNK_GROUPS, dtype=np.float64),
-        chunk_group_midpoints=np.arange(CHUNK_GROUPS, dtype=np.float64) + 0.5,
-        ones_column=np.ones((pe.size, 1)),
-        cached_column=p0[:, None],
+        chunk_group_index=_GROUP_INDEX,
+        chunk_group_midpoints=_GROUP_MIDPOINTS,
+        ones_column=moments.ones_column,
+        cached_column=moments.cached_column,
     )
     _check(replica)
     return replica
@@ -169,6 +175,7 @@ def replica_of(
 def _check(r: Replica) -> None:
     """The invariants every component divides by: positive budget, seats, cache and prompts."""
     assert r.budget_tokens >= 1.0 and r.seats >= 1.0 and r.kv_cache_tokens > 0.0, "scheduler limits"
-    assert r.mean_prefill_tokens >= 1.0 and bool((r.prefill_tokens >= 1.0).all()), "prefill tokens >= 1"
+    least = r.stats.prompt_moments.least_prefill_tokens
+    assert r.mean_prefill_tokens >= 1.0 and least >= 1.0, "prefill tokens >= 1"
     assert math.isfinite(r.arrival_cv2) and r.arrival_cv2 >= 0.0, "arrival CV^2 finite, >= 0"
     assert r.decode_steps >= 0.0 and 0.0 <= r.atom_weight <= 1.0, "decode steps, atom weight"

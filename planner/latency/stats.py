@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from planner.latency.once import once
 from planner.workload import Workload
 
 FloatArray = npt.NDArray[np.float64]
@@ -64,6 +65,11 @@ class WorkloadStats:
     peak_requests_per_s: float
     bucket_durations_s: FloatArray | None
     bucket_rates: FloatArray | None
+
+    @once
+    def prompt_moments(self) -> PromptMoments:
+        """The prompt support's moments every replica reads (`replica.replica_of`), once."""
+        return _prompt_moments(self)
 
     @classmethod
     def of(cls, workload: Workload, prompt_points: int = PROMPT_SUPPORT_POINTS) -> WorkloadStats:
@@ -137,6 +143,41 @@ class WorkloadStats:
             bucket_durations_s=durations,
             bucket_rates=rates,
         )
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class PromptMoments:
+    """What every replica of a workload reads of its prompt support, whatever its scheduler:
+    computed once per `WorkloadStats` (`WorkloadStats.prompt_moments`), not once per candidate.
+    The arrays are read-only: every replica of the workload shares them."""
+
+    pe2: float  # E[Pe^2]
+    pe3: float  # E[Pe^3]
+    mean_cached_tokens: float  # E[p0]
+    longest_prefill_tokens: float  # max Pe
+    least_prefill_tokens: float  # min Pe
+    prompt_kv_base: FloatArray  # p0 + Pe / 2 (a replica adds half a KV block)
+    ones_column: FloatArray  # (I, 1) ones
+    cached_column: FloatArray  # (I, 1) p0
+
+
+def _prompt_moments(stats: WorkloadStats) -> PromptMoments:
+    probs, pe, p0 = stats.prompt_probs, stats.prefill_tokens, stats.cached_tokens
+    kv_base = p0 + pe / 2.0
+    ones = np.ones((pe.size, 1))
+    cached = p0[:, None].copy()
+    for arr in (kv_base, ones, cached):
+        arr.flags.writeable = False
+    return PromptMoments(
+        pe2=float(probs @ pe**2),
+        pe3=float(probs @ pe**3),
+        mean_cached_tokens=float(probs @ p0),
+        longest_prefill_tokens=float(pe.max()),
+        least_prefill_tokens=float(pe.min()),
+        prompt_kv_base=kv_base,
+        ones_column=ones,
+        cached_column=cached,
+    )
 
 
 def _overlap(values: FloatArray, probs: FloatArray) -> float:
