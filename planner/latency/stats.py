@@ -6,12 +6,11 @@ hot path never touches pydantic.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 
-from planner.latency.once import once
 from planner.workload import Workload
 
 FloatArray = npt.NDArray[np.float64]
@@ -66,10 +65,12 @@ class WorkloadStats:
     bucket_durations_s: FloatArray | None
     bucket_rates: FloatArray | None
 
-    @once
-    def prompt_moments(self) -> PromptMoments:
-        """The prompt support's moments every replica reads (`replica.replica_of`), once."""
-        return _prompt_moments(self)
+    # The prompt support's moments every replica reads (`replica.replica_of`): derived from the
+    # fields above when the stats are built, so the many candidates of one workload share them.
+    prompt_moments: PromptMoments = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "prompt_moments", _prompt_moments(self))
 
     @classmethod
     def of(cls, workload: Workload, prompt_points: int = PROMPT_SUPPORT_POINTS) -> WorkloadStats:
@@ -148,7 +149,7 @@ class WorkloadStats:
 @dataclass(frozen=True, eq=False, slots=True)
 class PromptMoments:
     """What every replica of a workload reads of its prompt support, whatever its scheduler:
-    computed once per `WorkloadStats` (`WorkloadStats.prompt_moments`), not once per candidate.
+    computed when the `WorkloadStats` is built (`WorkloadStats.prompt_moments`), not once per candidate.
     The arrays are read-only: every replica of the workload shares them."""
 
     pe2: float  # E[Pe^2]
