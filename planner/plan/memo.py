@@ -35,10 +35,12 @@ from planner.plan.capacity import SearchContext
 
 MEMO_ENTRIES = 2048
 
-# WorkloadStats fields the capacity never reads: the rates and the name. Every other field
-# (including any added later) is part of the key, so a new capacity input misses, never aliases.
-RATE_ONLY_STATS = frozenset(
-    {"name", "mean_requests_per_s", "peak_requests_per_s", "bucket_durations_s", "bucket_rates"}
+# WorkloadStats fields left out of the key: the rates and the name, which the capacity never
+# reads, and `prompt_moments`, derived from the prompt fields that are in the key. Every other
+# field (including any added later) is part of the key, so a new capacity input misses, never
+# aliases.
+UNKEYED_STATS = frozenset(
+    {"name", "mean_requests_per_s", "peak_requests_per_s", "bucket_durations_s", "bucket_rates", "prompt_moments"}
 )
 # SearchContext fields keyed separately: `stats` above; `profiles` by the one GPU's profile.
 SEPARATE_CONTEXT = frozenset({"stats", "profiles"})
@@ -60,7 +62,7 @@ def context_key(ctx: SearchContext) -> tuple[Hashable, ...]:
     """The capacity inputs of `ctx` common to every GPU: everything but the rates and profiles."""
     stats = ctx.stats
     st = tuple(
-        (f.name, _canonical(getattr(stats, f.name))) for f in fields(stats) if f.name not in RATE_ONLY_STATS
+        (f.name, _canonical(getattr(stats, f.name))) for f in fields(stats) if f.name not in UNKEYED_STATS
     )
     rest = tuple(
         (f.name, _canonical(getattr(ctx, f.name))) for f in fields(ctx) if f.name not in SEPARATE_CONTEXT
