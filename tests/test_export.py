@@ -26,27 +26,21 @@ from planner.export import (
 )
 from planner.schema.plan_report import PlanReport
 from tests.cli_helpers import run_cli
+from tests.plan_helpers import chat_request
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 K8S_VERSION = "1.31.0"  # as tests/test_deploy.py: the oldest minor in upstream support
 
 
-def _chat(**candidates: Any) -> dict[str, Any]:
-    data = yaml.safe_load((EXAMPLES / "chat.yaml").read_text())
-    if candidates:
-        data["candidates"] = candidates
-    return data
-
-
 @pytest.fixture(scope="module")
 def colocated() -> PlanReport:
-    return api.plan(_chat(), base_dir=EXAMPLES, workers=1)
+    return api.plan(chat_request(), base_dir=EXAMPLES, workers=1)
 
 
 @pytest.fixture(scope="module")
 def disaggregated() -> PlanReport:
-    req = _chat(gpus=["h100-sxm"], tensor_parallel_sizes=[1, 2], disaggregation="always")
+    req = chat_request(gpus=["h100-sxm"], tensor_parallel_sizes=[1, 2], disaggregation="always")
     report = api.plan(req, base_dir=EXAMPLES, workers=1)
     assert {d.role for d in report.deployments} == {"prefill", "decode"}
     return report

@@ -11,40 +11,33 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from planner import api
 from planner.export import emit
 from planner.export_bench import METADATA_KEYS, bench_argv, bench_commands, num_prompts, replica_burstiness
 from planner.schema.plan_report import PlanReport
 from tests.cli_helpers import run_cli
+from tests.plan_helpers import chat_request
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 BENCH_ARGS = ROOT / "planner" / "data" / "vllm" / "bench-serve-args-0.11.0.json"
 
 
-def _chat(**candidates: Any) -> dict[str, Any]:
-    data = yaml.safe_load((EXAMPLES / "chat.yaml").read_text())
-    if candidates:
-        data["candidates"] = candidates
-    return data
-
-
 @pytest.fixture(scope="module")
 def colocated() -> PlanReport:
-    return api.plan(_chat(), base_dir=EXAMPLES, workers=1)
+    return api.plan(chat_request(), base_dir=EXAMPLES, workers=1)
 
 
 @pytest.fixture(scope="module")
 def disaggregated() -> PlanReport:
-    req = _chat(gpus=["h100-sxm"], tensor_parallel_sizes=[1, 2], disaggregation="always")
+    req = chat_request(gpus=["h100-sxm"], tensor_parallel_sizes=[1, 2], disaggregation="always")
     return api.plan(req, base_dir=EXAMPLES, workers=1)
 
 
 @pytest.fixture(scope="module")
 def bursty() -> PlanReport:
-    data = _chat(gpus=["h100-sxm"], tensor_parallel_sizes=[1])
+    data = chat_request(gpus=["h100-sxm"], tensor_parallel_sizes=[1])
     data["workload"]["arrivals"] = {"requests_per_s": 40, "burstiness": 0.25}
     return api.plan(data, base_dir=EXAMPLES, workers=1)
 

@@ -305,43 +305,20 @@ def test_the_steps_chain_gives_way_where_its_states_run_out() -> None:
     counts every prompt's step as its own."""
     eng = _engine(1000)
     counts = ([1.0, 2.0], [0.75, 0.25])
-    assert chain_company(
-        eng.replica,
-        rate=1e4,
-        decode_step_s=0.01,
-        last_step_s=0.02,
-        token_s=1e-6,
-        room_tokens=7000.0,
-        company_any=0.5,
-        counts=counts,
-        step_s=0.03,
-    ) == (0.5, counts, 1.0, None)
-    pi, (ks, ps), scale, chain = chain_company(
-        eng.replica,
-        rate=20.0,
-        decode_step_s=0.01,
-        last_step_s=0.02,
-        token_s=1e-6,
-        room_tokens=7000.0,
-        company_any=0.5,
-        counts=counts,
-        step_s=0.03,
-    )
+
+    def company(rate: float, room_tokens: float) -> Any:
+        return chain_company(
+            eng.replica, rate=rate, decode_step_s=0.01, last_step_s=0.02, token_s=1e-6,
+            room_tokens=room_tokens, company_any=0.5, counts=counts, step_s=0.03,
+        )  # fmt: skip
+
+    assert company(1e4, 7000.0) == (0.5, counts, 1.0, None)
+    pi, (ks, ps), scale, chain = company(20.0, 7000.0)
     assert 0.0 < pi < 1.0 and ks[:3] == [1.0, 2.0, 3.0] and sum(ps) == pytest.approx(1.0, rel=1e-9)
     assert 0.0 < scale < 1.0
     assert chain is not None and float(chain[1].sum()) == pytest.approx(1.0, rel=1e-12)  # its pi (D's steps)
     # no room for a second whole prompt: the passes' count alone
-    assert chain_company(
-        eng.replica,
-        rate=20.0,
-        decode_step_s=0.01,
-        last_step_s=0.02,
-        token_s=1e-6,
-        room_tokens=900.0,
-        company_any=0.5,
-        counts=counts,
-        step_s=0.03,
-    ) == (0.5, counts, 1.0, None)
+    assert company(20.0, 900.0) == (0.5, counts, 1.0, None)
 
 
 def test_couple_by_rank_pairs_the_two_distributions_quantile_by_quantile() -> None:
