@@ -7,7 +7,10 @@ python3 bench/bench_forecast_cost.py [BUCKETS:BUCKET_S ...]      (default 2160:3
 For each history size and each forecaster, the process CPU time of `planner.forecast.forecast`
 (1,000 buckets ahead at the 0.5/0.9/0.99 quantiles) on a seeded synthetic history with a daily
 and a weekly cycle, and that time per estimated unit (us). The admission limit is sound while
-the largest us/unit times the limit stays within the per-call budget (~30 s).
+the largest us/unit times the limit stays within the per-call budget (~30 s), over the methods
+a plan request may name (planner/schema/history_workload.py METHODS); the others (`conformal`,
+one extra mstl fit per calibration origin) are measured too and marked, the service does not
+run them.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import time
 
 from planner.forecast import FORECASTERS, forecast
 from planner.history.series import HistorySeries
+from planner.schema.history_workload import METHODS as SERVICE_METHODS
 from planner.server.policy import FORECAST_UNIT_OFFSET, FORECAST_UNITS_PER_CALL
 
 HORIZON_BUCKETS = 1000
@@ -49,6 +53,7 @@ def main() -> int:
             print(
                 f"{n:>7,} buckets of {bucket_s:>6g} s  {method:<15} {cpu_s:7.2f} s CPU  "
                 f"{1e6 * cpu_s / units:6.3f} us/unit  (limit at this rate: {cpu_s / units * FORECAST_UNITS_PER_CALL:5.1f} s)"
+                + ("" if method in SERVICE_METHODS else "  [not offered by the service]")
             )
     return 0
 
