@@ -66,7 +66,9 @@ def test_the_fit_recovers_the_terms_the_runs_were_made_with() -> None:
 
 
 def _held_out_mape(gpu: str) -> dict[str, float]:
-    runs = [r for r in _corpus(gpu) if _predictable(r)]
+    """Fitted on every other run of the GPU's modelled era (runs before vLLM 0.6 are scored apart,
+    as `validate` scores them: their CPU costs are another release's), the other half predicted."""
+    runs = [r for r in _corpus(gpu) if _predictable(r) and r.release_era == "modelled"]
     fit_half, held = runs[0::2], runs[1::2]
     fit = fit_serving(fit_half, resolve_profile("auto", gpu), force=True)
     from planner.measurements.serving_fit import _mape_pct
@@ -82,12 +84,13 @@ def _predictable(run: ServingRun) -> bool:
     return True
 
 
-_MISSING = (
-    "saturation throughput of bursts (hundreds to 1,000 prompts, outputs of 4-200 tokens): the "
-    "per-sequence term that fits them (1-1.5 ms a decode) breaks light-load TPOT; the front end's "
-    "per-request CPU time, serial in a burst (GPUStack's 4-token bursts: 15-22 ms a request beyond "
-    "the modelled burst on all three GPU/model pairs), and a ShareGPT burst's longest response (it runs "
-    "at the mean lengths) are not in the model"
+_H100_MISSING = (
+    "saturation throughput 22.1% held out (TPOT 4.7%, TTFT 5.5%): the per-rig compute share fits "
+    "GPUStack's H100 at 0.29 where its prefill-bound bursts alone ask 0.37-0.49, because it also absorbs "
+    "what the model lacks: the front end's per-request CPU time, serial in a burst (the 4-token "
+    "bursts: 11-15 ms a request beyond the modelled burst once the rig's compute is accounted for, on "
+    "all three GPU/model pairs), and a ShareGPT burst's longest response (it runs at the mean lengths); "
+    "so the prefill-bound bursts held out come out 25-30% low"
 )
 
 
@@ -95,8 +98,8 @@ _MISSING = (
     "gpu",
     [
         "h200-sxm",
-        pytest.param("h100-sxm", marks=pytest.mark.xfail(strict=True, reason=_MISSING)),
-        pytest.param("a100-80gb-sxm", marks=pytest.mark.xfail(strict=True, reason=_MISSING)),
+        pytest.param("h100-sxm", marks=pytest.mark.xfail(strict=True, reason=_H100_MISSING)),
+        "a100-80gb-sxm",
     ],
 )
 def test_a_fit_on_half_the_runs_predicts_the_other_half(gpu: str) -> None:
@@ -109,8 +112,9 @@ def test_a_fit_on_half_the_runs_predicts_the_other_half(gpu: str) -> None:
 def test_a_fit_the_terms_cannot_make_good_is_refused_naming_the_threshold() -> None:
     """GPUStack's Qwen3-14B bursts on an H100: 1,000 4-token requests run at 44 requests/s, 5x
     below what the per-step and per-sequence terms allow without breaking the long-output bursts
-    (a serial per-request cost the model lacks); forced, the terms sit at their bounds and the
-    fit misses by ~57%."""
+    (a serial per-request cost the model lacks); forced, the rig's compute share goes to 0.29 to
+    meet them, the prefill-bound bursts come out low, and the fit misses by ~27% (~57% without the
+    share)."""
     runs = [r for r in _corpus("h100-sxm") if r.id.startswith("gpustack-qwen3-14b") and _predictable(r)]
     with pytest.raises(InvalidInput) as err:
         fit_serving(runs, resolve_profile("auto", "h100-sxm"), field="--serving")
@@ -118,6 +122,43 @@ def test_a_fit_the_terms_cannot_make_good_is_refused_naming_the_threshold() -> N
     assert f"over {100 * MAX_FIT_MAPE:.0f}%" in err.value.reason
     forced = fit_serving(runs, resolve_profile("auto", "h100-sxm"), force=True)
     assert forced.fit_mape_pct > 100 * MAX_FIT_MAPE
+
+
+def test_the_fit_recovers_a_rig_compute_share_it_is_handed() -> None:
+    """GPUStack's A100 bursts re-measured as capplan predicts them on a rig computing at half the
+    profile's matmul and attention throughput: the fit gives the half back (a burst's throughput is
+    among the figures, so the per-rig term is free) and scales both efficiencies by it."""
+    base = resolve_profile("auto", "a100-80gb-sxm")
+    slow = base.model_copy(
+        update={"eta_matmul": 0.5 * base.eta_matmul, "eta_attention": 0.5 * base.eta_attention}
+    )
+    runs = []
+    for run in _corpus("a100-80gb-sxm"):
+        if not run.saturation or not _predictable(run):
+            continue
+        (_, tok_s) = predict_figures(run, slow)["saturation_throughput"]
+        assert tok_s is not None
+        runs.append(
+            run.model_copy(
+                update={"measured": run.measured.model_copy(update={"output_throughput_tok_s": tok_s})}
+            )
+        )
+    fit = fit_serving(runs, base, hold=("step_overhead_s", "sequence_overhead_s"))
+    value, fitted = fit.parameters["compute_scale"]
+    assert fitted and value == pytest.approx(0.5, rel=0.02)
+    assert fit.profile.eta_matmul == pytest.approx(value * base.eta_matmul)
+    assert fit.profile.eta_attention == pytest.approx(value * base.eta_attention)
+    assert fit.profile.eta_bandwidth == base.eta_bandwidth
+    assert fit.to_dict()["parameters"]["compute_scale"] == {"value": value, "fitted": True}
+
+
+def test_the_rig_compute_share_is_held_without_a_burst() -> None:
+    """Light-load runs alone (the H200 corpus: TTFT and TPOT, no burst) cannot tell a rig's
+    compute from its front end: the share stays 1, the kernel efficiencies the base's."""
+    base = resolve_profile("auto", "h200-sxm")
+    fit = fit_serving(_h200_runs(), base)
+    assert fit.parameters["compute_scale"] == (1.0, False)
+    assert (fit.profile.eta_matmul, fit.profile.eta_attention) == (base.eta_matmul, base.eta_attention)
 
 
 def test_runs_of_two_gpus_are_refused() -> None:
