@@ -35,16 +35,22 @@ LAST_SEQUENCE = 0.5  # the drain ends when fewer than this many sequences are ex
 
 def running_share(output: LengthDistribution, steps: np.ndarray, queued: bool) -> np.ndarray:
     """S(k) at each k of `steps` (module docstring): the share of the K sequences still running
-    after k decode steps."""
+    after k decode steps. Suffix sums over the support's sorted decode counts: O(steps + support)
+    memory, whatever the longest output."""
     values, probs = output.support()
     d = np.maximum(values - 1.0, 0.0)
-    k = steps[:, None]
-    if queued:
-        mean_d = float(probs @ d)
-        if mean_d <= 0.0:
-            return np.zeros(len(steps))
-        return np.asarray((np.maximum(d[None, :] - k, 0.0) @ probs) / mean_d)
-    return np.asarray((d[None, :] > k).astype(float) @ probs)
+    order = np.argsort(d, kind="stable")
+    d, probs = d[order], probs[order]
+    # tail_p[i] = P(D >= d[i]), tail_pd[i] = E[D; D >= d[i]] (suffix sums; a zero past the end)
+    tail_p = np.append(np.cumsum(probs[::-1])[::-1], 0.0)
+    tail_pd = np.append(np.cumsum((probs * d)[::-1])[::-1], 0.0)
+    first_above = np.searchsorted(d, steps, side="right")  # the first support point with D > k
+    if not queued:
+        return np.asarray(tail_p[first_above])
+    mean_d = float(tail_pd[0])
+    if mean_d <= 0.0:
+        return np.zeros(len(steps))
+    return np.asarray((tail_pd[first_above] - steps * tail_p[first_above]) / mean_d)
 
 
 def burst_tail_s(replica: Replica, output: LengthDistribution, prompts: int) -> float:
