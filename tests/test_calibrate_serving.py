@@ -225,6 +225,7 @@ def test_the_command_writes_a_profile_evaluate_takes(
     report = json.loads(stdout)
     assert report["max_fit_mape_pct"] == 25.0
     assert report["parameters"]["completions_overhead_s"]["fitted"] is True
+    assert report["parameters"]["compute_scale"] == {"value": 1.0, "fitted": False}  # no burst: held
     run = report["runs"][0]["figures"]["ttft_p50"]
     assert abs(run["error_after_pct"]) < abs(run["error_before_pct"])
     prof = load_profile_file(out)
