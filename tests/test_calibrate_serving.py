@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from planner import api
-from planner.costmodel.profile import load_profile_file
+from planner.costmodel.profile import Profile, load_profile_file
 from planner.costmodel.profiles import resolve_profile
 from planner.errors import InvalidInput
 from planner.measurements import builtin_corpus
@@ -66,7 +66,9 @@ def test_the_fit_recovers_the_terms_the_runs_were_made_with() -> None:
 
 
 def _held_out_mape(gpu: str) -> dict[str, float]:
-    runs = [r for r in _corpus(gpu) if _predictable(r)]
+    """Fitted on every other run of the GPU's modelled era (runs before vLLM 0.6 are scored apart,
+    as `validate` scores them: their CPU costs are another release's), the other half predicted."""
+    runs = [r for r in _corpus(gpu) if _predictable(r) and r.release_era == "modelled"]
     fit_half, held = runs[0::2], runs[1::2]
     fit = fit_serving(fit_half, resolve_profile("auto", gpu), force=True)
     from planner.measurements.serving_fit import _mape_pct
@@ -82,12 +84,18 @@ def _predictable(run: ServingRun) -> bool:
     return True
 
 
-_MISSING = (
-    "saturation throughput of bursts (hundreds to 1,000 prompts, outputs of 4-200 tokens): the "
-    "per-sequence term that fits them (1-1.5 ms a decode) breaks light-load TPOT; the front end's "
-    "per-request CPU time, serial in a burst (GPUStack's 4-token bursts: 15-22 ms a request beyond "
-    "the modelled burst on all three GPU/model pairs), and a ShareGPT burst's longest response (it runs "
-    "at the mean lengths) are not in the model"
+_H100_MISSING = (
+    "saturation throughput 24.8% held out (TPOT 3.0%, TTFT 5.1%): the per-rig compute share fits "
+    "GPUStack's H100 at 0.29 where its prefill-bound bursts alone ask 0.37-0.49, because it also "
+    "absorbs the front end's per-request CPU time the model lacks, serial in a burst (the 4-token "
+    "bursts: 7-12 ms a request beyond the modelled burst once the rig's compute is accounted for, "
+    "on all three GPU/model pairs); so the prefill-bound bursts held out come out 25-30% low"
+)
+_A100_MISSING = (
+    "saturation throughput 21.0% held out: the bf16 bursts held out are within 11-14%, the FP8 "
+    "ShareGPT burst +37%: vLLM serves an FP8 checkpoint on an A100 (no FP8 tensor cores) with "
+    "weight-only FP8 kernels, slower than bf16 at a full batch (GPUStack: 751 against 832 tok/s), "
+    "which the cost model does not price"
 )
 
 
@@ -95,8 +103,8 @@ _MISSING = (
     "gpu",
     [
         "h200-sxm",
-        pytest.param("h100-sxm", marks=pytest.mark.xfail(strict=True, reason=_MISSING)),
-        pytest.param("a100-80gb-sxm", marks=pytest.mark.xfail(strict=True, reason=_MISSING)),
+        pytest.param("h100-sxm", marks=pytest.mark.xfail(strict=True, reason=_H100_MISSING)),
+        pytest.param("a100-80gb-sxm", marks=pytest.mark.xfail(strict=True, reason=_A100_MISSING)),
     ],
 )
 def test_a_fit_on_half_the_runs_predicts_the_other_half(gpu: str) -> None:
@@ -109,8 +117,9 @@ def test_a_fit_on_half_the_runs_predicts_the_other_half(gpu: str) -> None:
 def test_a_fit_the_terms_cannot_make_good_is_refused_naming_the_threshold() -> None:
     """GPUStack's Qwen3-14B bursts on an H100: 1,000 4-token requests run at 44 requests/s, 5x
     below what the per-step and per-sequence terms allow without breaking the long-output bursts
-    (a serial per-request cost the model lacks); forced, the terms sit at their bounds and the
-    fit misses by ~57%."""
+    (a serial per-request cost the model lacks); forced, the rig's compute share goes to 0.29 to
+    meet them, the prefill-bound bursts come out low, and the fit misses by ~27% (~57% without the
+    share)."""
     runs = [r for r in _corpus("h100-sxm") if r.id.startswith("gpustack-qwen3-14b") and _predictable(r)]
     with pytest.raises(InvalidInput) as err:
         fit_serving(runs, resolve_profile("auto", "h100-sxm"), field="--serving")
@@ -118,6 +127,84 @@ def test_a_fit_the_terms_cannot_make_good_is_refused_naming_the_threshold() -> N
     assert f"over {100 * MAX_FIT_MAPE:.0f}%" in err.value.reason
     forced = fit_serving(runs, resolve_profile("auto", "h100-sxm"), force=True)
     assert forced.fit_mape_pct > 100 * MAX_FIT_MAPE
+
+
+def test_the_fit_recovers_a_rig_compute_share_it_is_handed() -> None:
+    """GPUStack's A100 bursts re-measured as capplan predicts them on a rig computing at half the
+    profile's matmul and attention throughput: the fit gives the half back (a burst's throughput is
+    among the figures, so the per-rig term is free) and scales both efficiencies by it."""
+    base = resolve_profile("auto", "a100-80gb-sxm")
+    slow = base.model_copy(
+        update={"eta_matmul": 0.5 * base.eta_matmul, "eta_attention": 0.5 * base.eta_attention}
+    )
+    runs = []
+    for run in _corpus("a100-80gb-sxm"):
+        if not run.saturation or not _predictable(run):
+            continue
+        (_, tok_s) = predict_figures(run, slow)["saturation_throughput"]
+        assert tok_s is not None
+        runs.append(
+            run.model_copy(
+                update={"measured": run.measured.model_copy(update={"output_throughput_tok_s": tok_s})}
+            )
+        )
+    fit = fit_serving(runs, base, hold=("step_overhead_s", "sequence_overhead_s"))
+    value, fitted = fit.parameters["compute_scale"]
+    assert fitted and value == pytest.approx(0.5, rel=0.02)
+    assert fit.profile.eta_matmul == pytest.approx(value * base.eta_matmul)
+    assert fit.profile.eta_attention == pytest.approx(value * base.eta_attention)
+    assert fit.profile.eta_bandwidth == base.eta_bandwidth
+    assert fit.to_dict()["parameters"]["compute_scale"] == {"value": value, "fitted": True}
+
+
+def test_the_rig_compute_share_is_held_without_a_burst() -> None:
+    """Light-load runs alone (the H200 corpus: TTFT and TPOT, no burst) cannot tell a rig's
+    compute from its front end: the share stays 1, the kernel efficiencies the base's."""
+    base = resolve_profile("auto", "h200-sxm")
+    fit = fit_serving(_h200_runs(), base)
+    assert fit.parameters["compute_scale"] == (1.0, False)
+    assert (fit.profile.eta_matmul, fit.profile.eta_attention) == (base.eta_matmul, base.eta_attention)
+
+
+# GPUStack's prefill-bound bursts (random lengths, one GPU): the share of the built-in profile's
+# matmul and attention efficiency at which the analytic model meets each one's measured
+# throughput (docs/measurements.md, "Slow rigs"), to 0.01.
+RIG_SHARES = {
+    "gpustack-qwen3-14b-h100-sxm-random-32000-100": 0.49,
+    "gpustack-qwen3-14b-h100-sxm-random-4000-200": 0.41,
+    "gpustack-qwen3-14b-h100-sxm-random-2000-100": 0.41,
+    "gpustack-qwen3-32b-h100-sxm-random-32000-100": 0.49,
+    "gpustack-qwen3-32b-h100-sxm-random-4000-200": 0.37,
+    "gpustack-qwen3-32b-h100-sxm-random-2000-100": 0.41,
+    "gpustack-qwen3-32b-a100-80gb-sxm-random-32000-100": 0.82,
+    "gpustack-qwen3-32b-a100-80gb-sxm-random-4000-200": 0.92,
+    "gpustack-qwen3-32b-a100-80gb-sxm-random-2000-100": 0.92,
+}
+
+
+def test_gpustacks_h100_computes_at_half_the_profile_where_its_a100_keeps_pace() -> None:
+    """The evidence that GPUStack's H100 is a slow rig, not a wrong H100 profile: its
+    prefill-bound bursts meet the model at 37-49% of the profile's compute, the same publisher's
+    A100 bursts of the same lengths at 82-92% of theirs (and its H100 light-load TPOT is within 2%:
+    the pinned tpot_p50 of tests/test_real_accuracy.py)."""
+    from scipy.optimize import brentq
+
+    by_id = {r.id: r for r in builtin_corpus()}
+    for run_id, share in RIG_SHARES.items():
+        run = by_id[run_id]
+        base = resolve_profile("auto", str(run.settings.gpu))
+        measured = run.measured.output_throughput_tok_s
+        assert measured is not None
+
+        def miss(k: float, run: ServingRun = run, base: Profile = base, measured: float = measured) -> float:
+            prof = base.model_copy(
+                update={"eta_matmul": k * base.eta_matmul, "eta_attention": k * base.eta_attention}
+            )
+            (_, tok_s) = predict_figures(run, prof)["saturation_throughput"]
+            assert tok_s is not None
+            return tok_s / measured - 1.0
+
+        assert brentq(miss, 0.1, 1.2, xtol=1e-3) == pytest.approx(share, abs=0.006), run_id
 
 
 def test_runs_of_two_gpus_are_refused() -> None:
@@ -138,6 +225,7 @@ def test_the_command_writes_a_profile_evaluate_takes(
     report = json.loads(stdout)
     assert report["max_fit_mape_pct"] == 25.0
     assert report["parameters"]["completions_overhead_s"]["fitted"] is True
+    assert report["parameters"]["compute_scale"] == {"value": 1.0, "fitted": False}  # no burst: held
     run = report["runs"][0]["figures"]["ttft_p50"]
     assert abs(run["error_after_pct"]) < abs(run["error_before_pct"])
     prof = load_profile_file(out)

@@ -1,6 +1,6 @@
 """`capplan calibrate --serving RUNS... [--base-profile P] [-o FILE] [--simulate] [--force]`:
 fit a profile's serving terms (per-step and per-sequence engine cost, the front end per
-endpoint) to measured vLLM runs of one GPU, the base profile's kernel terms fixed
+endpoint, and the rig's compute share where the runs include a burst) to measured vLLM runs of one GPU, the base profile's kernel terms fixed
 (planner/measurements/serving_fit.py). Prints each run's figures before and after the fit,
 the MAPE per figure kind, and writes the profile `evaluate`, `simulate` and `plan` take with
 `--profile FILE`. A fit missing the runs by more than 25% on average is refused unless
@@ -90,9 +90,8 @@ def render(d: dict[str, Any]) -> str:
         "serving terms:",
     ]
     for name, p in d["parameters"].items():
-        out.append(
-            f"  {name:22s} {1e3 * p['value_s']:.4g} ms  ({'fitted' if p['fitted'] else 'held at the base'})"
-        )
+        value = f"{p['value']:.3g} x the base's compute" if "value" in p else f"{1e3 * p['value_s']:.4g} ms"
+        out.append(f"  {name:22s} {value}  ({'fitted' if p['fitted'] else 'held at the base'})")
     out.append(
         f"profile {d['profile']['name']} written to {d['output']}"
         if d["output"]

@@ -183,7 +183,7 @@ def fit_builtin(
 # the vLLM release more than on the GPU (the corpus's H200 runs, vLLM 0.14.1, show ~0 engine cost
 # per step where the H100 runs that set VLLM_ENGINE_COST_S, vLLM 0.11.0, show 0.97 ms); every
 # GPU's profile carries the same engine cost, so that plans compare GPUs, not releases.
-BUILTIN_HELD_TERMS = ("step_overhead_s", "sequence_overhead_s")
+BUILTIN_HELD_TERMS = ("step_overhead_s", "sequence_overhead_s", "compute_scale")  # a rig's compute: not the GPU's
 
 
 def builtin_h200_profile() -> Profile:

@@ -15,9 +15,15 @@ What a run becomes (docs/measurements.md, "What capplan predicts for a run"):
   `Deployment.resolve` fills it (planner/vllm_defaults.py). `kv_cache_dtype: auto` is the model's
   dtype: bf16 KV even under fp8 weights (vLLM's `auto`).
 * Lengths: `dataset: random` with input/output length L and range ratio r: uniform over
-  [L(1 - r), L(1 + r)] (vLLM's RandomDataset), a constant L when r is 0 or unstated; any other
-  dataset (sharegpt, sonnet, ...): a constant at the run's mean lengths (token totals over
-  completed requests) -- only the means are known, so the spread of real prompts is lost.
+  [L(1 - r), L(1 + r)] (vLLM's RandomDataset), a constant L when r is 0 or unstated; a run that
+  kept its per-request lengths (`--save-detailed`): those, exactly; a `sharegpt` burst (load
+  `saturation`): the shipped ShareGPT length sample (planner/data/lengths/, the requests of one
+  published burst) scaled to the run's mean lengths (token totals over completed requests), so
+  the burst's longest responses are there (its duration depends on them: planner/measurements/
+  burst.py); any other run: a constant at the run's mean lengths. An open or closed loop keeps
+  the means: its TTFT p99 is set by the longest of its own few hundred prompts, which a stand-in
+  sample of other prompts (another tokenizer) does not know (with the sample, the H200 ShareGPT
+  open loops' TTFT p99 came out 77-91% high, against 20% at the means).
 * Load: `open` (a finite rate, no binding cap): gamma gaps at the rate, CV^2 = 1/burstiness;
   `closed` (`max_concurrency` C below `num_prompts`): C clients in a closed loop, with the rate
   as a cap when finite (both limits apply, planner/closed_loop.py); `saturation` (rate inf and
@@ -26,8 +32,9 @@ What a run becomes (docs/measurements.md, "What capplan predicts for a run"):
   analytic model's figure is that closed loop solved at num_prompts clients (planner/closed_loop.py:
   N requests in flight for the burst's life, so a burst smaller than what the engine holds runs at
   its own batch, not at the capacity; a burst that fills the engine gets the capacity, its max
-  stable rate x the mean output); the simulator runs the burst itself (num_prompts requests at
-  t = 0, a finite run that drains).
+  stable rate x the mean output), plus the burst's tail: the last responses finishing in a
+  thinning batch (planner/measurements/burst.py); the simulator runs the burst itself
+  (num_prompts requests at t = 0, a finite run that drains).
 * Figures: TTFT p50/p99, TPOT p50, ITL p50/p99, output throughput (tokens/s). The analytic
   TPOT p50 is the mean decode step (a request's TPOT averages its steps); its throughput is the
   served rate x the mean output. The front-end cost is the profile's `request_overhead_s`.
@@ -44,7 +51,9 @@ import numpy as np
 from planner.costmodel.profile import Endpoint, Profile
 from planner.deployment import Deployment
 from planner.errors import InvalidInput
-from planner.workload import Arrivals, Histogram, LengthDistribution, Workload
+from planner.measurements.burst import burst_tail_s
+from planner.measurements.dataset_lengths import dataset_lengths
+from planner.workload import MAX_SAMPLES, Arrivals, Histogram, LengthDistribution, Workload
 
 if TYPE_CHECKING:
     from planner.deployment import ResolvedDeployment
@@ -101,8 +110,18 @@ def _where(run: ServingRun, field: str) -> str:
     return f"{run.source}: {run.id}.{field}"
 
 
-def _lengths(run: ServingRun, centre: int | None, mean: float | None, field: str) -> LengthDistribution:
-    """vLLM's random draw around `centre` (uniform at the range ratio), else the mean."""
+def _lengths(
+    run: ServingRun, centre: int | None, mean: float | None, field: str, burst: bool
+) -> LengthDistribution:
+    """The run's own per-request lengths where it kept them; vLLM's random draw around `centre`
+    (uniform at the range ratio); for a burst, the dataset's shipped length sample at the run's
+    mean; else the mean (module docstring)."""
+    side: Literal["input", "output"] = "input" if field == "input_len" else "output"
+    detailed = run.measured.per_request
+    if detailed is not None:
+        lens = detailed.input_lens if side == "input" else detailed.output_lens
+        if lens:
+            return LengthDistribution(samples=tuple(max(1, int(x)) for x in lens[:MAX_SAMPLES]))
     r = run.load.range_ratio or 0.0
     if run.load.dataset == "random" and centre is not None:
         if r <= 0.0:
@@ -114,7 +133,8 @@ def _lengths(run: ServingRun, centre: int | None, mean: float | None, field: str
         raise InvalidInput(
             _where(run, field), "unknown: the run states neither a random length nor token totals"
         )
-    return LengthDistribution(constant=max(1, round(mean)))
+    shaped = dataset_lengths(run.load.dataset, side, mean) if burst else None
+    return shaped if shaped is not None else LengthDistribution(constant=max(1, round(mean)))
 
 
 def _load_kind(run: ServingRun, prompts: int) -> LoadKind:
@@ -167,8 +187,8 @@ def run_workload(run: ServingRun) -> RunInputs:
     workload = Workload(
         name=run.id,
         arrivals=_arrivals(run, kind, prompts),
-        input_tokens=_lengths(run, ld.input_len, run.mean_input_tokens, "input_len"),
-        output_tokens=_lengths(run, ld.output_len, run.mean_output_tokens, "output_len"),
+        input_tokens=_lengths(run, ld.input_len, run.mean_input_tokens, "input_len", kind == "saturation"),
+        output_tokens=_lengths(run, ld.output_len, run.mean_output_tokens, "output_len", kind == "saturation"),
         endpoint=endpoint_of(run),
     )
     return RunInputs(_deployment(run), workload, kind, prompts)
@@ -198,11 +218,15 @@ def _analytic(run: ServingRun, inputs: RunInputs, resolved: ResolvedDeployment) 
 
     wl = inputs.workload
     mean_out = float(wl.output_tokens.mean())
-    if inputs.load == "saturation":  # the burst as a closed loop of num_prompts clients
-        loop, _ = solve_workload(resolved, wl)
-        return {"requests_per_s": loop.requests_per_s,
-                "output_throughput_tok_s": loop.requests_per_s * mean_out,
-                "notes": (_burst_note(loop.saturated, inputs.num_prompts),)}  # fmt: skip
+    if inputs.load == "saturation":  # the burst as a closed loop of num_prompts clients, and its tail
+        loop, model = solve_workload(resolved, wl)
+        replica = model.engines["colocated"].replica
+        bulk_s = inputs.num_prompts / loop.requests_per_s
+        tail_s = burst_tail_s(replica, wl.output_tokens, inputs.num_prompts)
+        rate = inputs.num_prompts / (bulk_s + tail_s)
+        return {"requests_per_s": rate,
+                "output_throughput_tok_s": rate * mean_out,
+                "notes": (_burst_note(loop.saturated, inputs.num_prompts), _tail_note(tail_s, bulk_s))}  # fmt: skip
     if inputs.load == "closed":
         loop, model = solve_workload(resolved, wl)
         pred = model.evaluate(loop.requests_per_s)
@@ -226,6 +250,10 @@ def _burst_note(saturated: bool, prompts: int) -> str:
     if saturated:
         return f"saturation: {prompts:,} prompts fill the engine; the figure is its capacity"
     return f"saturation: {prompts:,} prompts never fill the engine; the figure is the closed loop at {prompts:,} clients"
+
+
+def _tail_note(tail_s: float, bulk_s: float) -> str:
+    return f"saturation: the burst's tail (its last responses, a thinning batch) adds {tail_s:.3g} s to {bulk_s:.3g} s"
 
 
 def _finite(x: float) -> float | None:

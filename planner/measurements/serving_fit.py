@@ -10,7 +10,15 @@ step timing does not:
 * `sequence_overhead_s`: the engine's cost per decode in a step (scheduling, sampling,
   detokenizing, streaming each sequence);
 * `request_overhead_s` / `completions_overhead_s`: the front end per request on
-  /v1/chat/completions and /v1/completions.
+  /v1/chat/completions and /v1/completions;
+* `compute_scale` (no unit): the rig's matmul and attention throughput as a share of the base
+  profile's (both efficiencies scaled by it, memory bandwidth untouched). A per-rig term: the
+  kernel tables a built-in profile is fitted to were timed on a healthy GPU, and a rig with
+  capped clocks or power computes slower while its memory-bound decode steps keep pace (GPUStack's
+  H100: light-load TPOT within 2% of the profile, prefill-bound bursts 1.5-2.1x slower than it,
+  where the same publisher's A100 bursts are within 5-15% of theirs; docs/measurements.md,
+  "Slow rigs"). Fitted only where a burst's throughput is among the figures (a light-load TTFT
+  alone cannot tell the rig's compute from its front end); the fitted profile is that rig's.
 
 Residuals: each run's relative error, (predicted - measured) / measured, on the figures the
 issue scores: TPOT p50 (ITL p50 where the run printed no TPOT), TTFT p50, and saturation
@@ -44,6 +52,8 @@ __all__ = [
     "BOUNDS_S",
     "FIT_FIGURES",
     "MAX_FIT_MAPE",
+    "SCALE_BOUNDS",
+    "TERMS",
     "RunFit",
     "ServingFit",
     "endpoint_of",
@@ -58,6 +68,10 @@ BOUNDS_S: dict[str, tuple[float, float]] = {
     "request_overhead_s": (0.0, 1.0),
     "completions_overhead_s": (0.0, 1.0),
 }
+# The per-rig compute term's bounds (a share of the base's compute; the top is also capped so
+# that both scaled efficiencies stay <= 1, their documented range).
+SCALE_BOUNDS: dict[str, tuple[float, float]] = {"compute_scale": (0.1, 2.0)}
+TERMS: tuple[str, ...] = (*BOUNDS_S, *SCALE_BOUNDS)
 FIT_FIGURES = ("tpot_p50", "ttft_p50", "saturation_throughput")
 MISS = 1.0  # the residual of a figure the trial profile cannot predict (an unstable open loop)
 MAX_RUNS = 500  # runs in one fit: bounds its time (each trial predicts every run)
@@ -96,7 +110,7 @@ class ServingFit:
     """The fitted profile, the terms (value, fitted or held) and each run's fit; MAPEs in %."""
 
     profile: Profile
-    parameters: dict[str, tuple[float, bool]]  # name -> (value s, fitted)
+    parameters: dict[str, tuple[float, bool]]  # name -> (value: s, or a share for compute_scale; fitted)
     runs: tuple[RunFit, ...]
     mape_before_pct: dict[str, float]
     mape_after_pct: dict[str, float]
@@ -107,7 +121,10 @@ class ServingFit:
         return {
             "profile": self.profile.model_dump(),
             "method": self.method,
-            "parameters": {k: {"value_s": v, "fitted": f} for k, (v, f) in self.parameters.items()},
+            "parameters": {
+                k: {("value" if k in SCALE_BOUNDS else "value_s"): v, "fitted": f}
+                for k, (v, f) in self.parameters.items()
+            },
             "mape_before_pct": self.mape_before_pct,
             "mape_after_pct": self.mape_after_pct,
             "fit_mape_pct": self.fit_mape_pct,
@@ -142,12 +159,36 @@ def _free_terms(
             kinds.add("completions_overhead_s" if endpoint_of(run) == "completions" else "request_overhead_s")
         if "tpot_p50" in figs or "saturation_throughput" in figs:
             kinds.update(("step_overhead_s", "sequence_overhead_s"))
-    return [k for k in BOUNDS_S if k in kinds]
+        if "saturation_throughput" in figs:
+            kinds.add("compute_scale")
+    return [k for k in TERMS if k in kinds]
+
+
+def _bounds(base: Profile, name: str, kernel_step_s: float) -> tuple[float, float]:
+    if name == "compute_scale":
+        lo, hi = SCALE_BOUNDS[name]
+        return lo, min(hi, 1.0 / max(base.eta_matmul, base.eta_attention))
+    lo, hi = BOUNDS_S[name]
+    return (kernel_step_s if name == "step_overhead_s" else lo), hi
+
+
+def _start(base: Profile, name: str) -> float:
+    if name == "compute_scale":
+        return 1.0
+    return base.front_end_s("completions") if name == "completions_overhead_s" else float(getattr(base, name))
 
 
 def _with_terms(base: Profile, names: Sequence[str], x_s: Sequence[float] | np.ndarray, name: str) -> Profile:
     update: dict[str, Any] = {n: float(v) for n, v in zip(names, x_s, strict=True)}
+    scale = update.pop("compute_scale", None)
+    if scale is not None:
+        update["eta_matmul"] = base.eta_matmul * scale
+        update["eta_attention"] = base.eta_attention * scale
     return base.model_copy(update={**update, "name": name})
+
+
+def _term_text(name: str, value: float) -> str:
+    return f"{name} = {value:.3f}" if name in SCALE_BOUNDS else f"{name} = {1e3 * value:.3f} ms"
 
 
 def _residuals(figures: Sequence[dict[str, tuple[float, float | None]]]) -> np.ndarray:
@@ -208,23 +249,15 @@ def fit_serving(
     _check_runs(runs, base, field)
     gpu = str(runs[0].settings.gpu)
     before = [predict_figures(r, base, simulate=simulate) for r in runs]
-    unknown = sorted(set(hold) - set(BOUNDS_S))
+    unknown = sorted(set(hold) - set(TERMS))
     if unknown:
-        raise InvalidInput("hold", f"{', '.join(unknown)}: not a serving term ({', '.join(BOUNDS_S)})")
+        raise InvalidInput("hold", f"{', '.join(unknown)}: not a serving term ({', '.join(TERMS)})")
     free = [k for k in _free_terms(runs, before) if k not in hold]
     if not free:
         raise InvalidInput(field, f"none of the runs printed {', '.join(FIT_FIGURES)}: nothing to fit")
     label = name or f"{gpu}-serving"
-    lo = np.array([kernel_step_s if k == "step_overhead_s" else BOUNDS_S[k][0] for k in free])
-    hi = np.array([BOUNDS_S[k][1] for k in free])
-    x0 = np.clip(
-        [  # the base's values (np.clip: inside the bounds)
-            base.front_end_s("completions") if k == "completions_overhead_s" else getattr(base, k)
-            for k in free
-        ],
-        lo,
-        hi,
-    )
+    lo, hi = (np.array(b) for b in zip(*(_bounds(base, k, kernel_step_s) for k in free), strict=True))
+    x0 = np.clip([_start(base, k) for k in free], lo, hi)  # the base's values, inside the bounds
     scale = np.array([max(1e-3 * (h - lo_), v) for lo_, h, v in zip(lo, hi, x0, strict=True)])
 
     def residuals(x_s: np.ndarray) -> np.ndarray:
@@ -250,12 +283,14 @@ def fit_serving(
     )
     source = (
         f"{base.source} Serving terms fitted by `capplan calibrate --serving` "
-        f"({', '.join(f'{k} = {1e3 * float(v):.3f} ms' for k, v in zip(free, res.x, strict=True))}; "
+        f"({', '.join(_term_text(k, float(v)) for k, v in zip(free, res.x, strict=True))}; "
         f"{'simulator' if simulate else 'analytic model'}, fit MAPE {100 * fit_mape:.1f}%) "
         f"to {len(runs)} runs of the serving-run corpus: {', '.join(r.id for r in runs)}."
     ).strip()
     fitted = fitted.model_copy(update={"source": source})
     params = {k: (float(getattr(fitted, k) or 0.0), k in free) for k in BOUNDS_S}
+    fitted_scale = dict(zip(free, res.x, strict=True)).get("compute_scale")
+    params["compute_scale"] = (1.0 if fitted_scale is None else float(fitted_scale), fitted_scale is not None)
     return ServingFit(
         profile=fitted,
         parameters=params,
