@@ -77,6 +77,7 @@ VLLM_PORT = 8000  # `vllm serve`'s default --port
 # NixlConnector's handshake port (VLLM_NIXL_SIDE_CHANNEL_PORT, default 5600): vLLM's
 # docs/features/nixl_connector_usage.md, "Environment Variables".
 NIXL_SIDE_CHANNEL_PORT = 5600
+RAY_PORT = 6379  # `ray start --head`'s default GCS port, as vLLM's multi-node examples use it
 SHM_SIZE_LIMIT = "2Gi"
 DISAGGREGATED_NOTE = (
     "# prefill/decode pools: --kv-transfer-config is NixlConnector's, kv_role kv_producer on prefill and\n"
@@ -119,15 +120,46 @@ def vllm_command(model: str, dep: PlanDeployment) -> list[str]:
     return ["vllm", "serve", model, *dep.vllm_args]
 
 
+def replica_nodes(dep: PlanDeployment) -> int:
+    """Nodes one replica of `dep` spans (TP x PP GPUs over the GPU's node size)."""
+    from planner.catalog.gpus import get_gpu
+    from planner.costmodel.multinode import nodes
+
+    return nodes(
+        get_gpu(dep.gpu, "deployments.gpu"), dep.tensor_parallel_size, dep.pipeline_parallel_size or 1
+    )
+
+
+def ray_launch(dep: PlanDeployment) -> list[str]:
+    """The multi-node launch vLLM documents for a replica beyond one node (docs/serving/
+    parallelism_scaling.md, "Running vLLM on multiple nodes"; examples/online_serving/
+    multi-node-serving.sh): a Ray head on one node, the others joining it, then `vllm serve` on
+    the head. As comments: each line runs on a different machine. Empty for one node."""
+    n = replica_nodes(dep)
+    if n == 1:
+        return []
+    return [
+        f"# each replica spans {n} nodes ({dep.tensor_parallel_size * (dep.pipeline_parallel_size or 1)} GPUs): "
+        "a Ray cluster per replica, vLLM's multi-node launch",
+        f"#   on the head node:            ray start --head --port={RAY_PORT}",
+        f"#   on {'the other node' if n == 2 else f'each of the other {n - 1} nodes'}: "
+        f"ray start --address=<head-node-ip>:{RAY_PORT}",
+        "#   then on the head node (after `ray status` shows every node):",
+    ]
+
+
 def vllm_commands(report: PlanReport) -> str:
     """One shell line per deployment (shlex-quoted), each after a comment naming its role, GPU
-    and replicas at the peak."""
+    and replicas at the peak (and, for a replica beyond one node, the Ray launch: `ray_launch`)."""
     lines = []
     for dep in deployments_of(report):
+        pp = dep.pipeline_parallel_size or 1
         lines.append(
             f"# {dep.role}: {_plural(dep.replicas_peak, 'replica')} at the peak on {dep.gpu} x TP"
-            f"{dep.tensor_parallel_size} (replicas by bucket: {_replicas_text(dep.replicas_by_bucket)})"
+            f"{dep.tensor_parallel_size}{f' x PP{pp}' if pp > 1 else ''} (replicas by bucket: "
+            f"{_replicas_text(dep.replicas_by_bucket)})"
         )
+        lines += ray_launch(dep)
         lines.append(shlex.join(vllm_command(report.served_model or report.model, dep)))
     return "\n".join(lines) + "\n"
 
