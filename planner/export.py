@@ -78,6 +78,7 @@ VLLM_PORT = 8000  # `vllm serve`'s default --port
 # docs/features/nixl_connector_usage.md, "Environment Variables".
 NIXL_SIDE_CHANNEL_PORT = 5600
 RAY_PORT = 6379  # `ray start --head`'s default GCS port, as vLLM's multi-node examples use it
+LWS_ROLE_LABEL = "capplan/lws-role"  # leader | worker pods of a multi-node replica's group
 SHM_SIZE_LIMIT = "2Gi"
 DISAGGREGATED_NOTE = (
     "# prefill/decode pools: --kv-transfer-config is NixlConnector's, kv_role kv_producer on prefill and\n"
@@ -172,11 +173,15 @@ def _slug(text: str) -> str:
 
 
 def _names(report: PlanReport) -> list[str]:
-    """`vllm-<model>-<role>-<gpu>-tp<n>`, a DNS-1035 label (63 chars; the model part shortened
+    """`vllm-<model>-<role>-<gpu>-tp<n>` (`-pp<n>` with PP), a DNS-1035 label (63 chars; the model part shortened
     first), with the configuration appended where two deployments would share a name."""
     deps = report.deployments
     model = _slug(report.model.rsplit("/", 1)[-1]) or "model"
-    tails = [f"{d.role}-{_slug(d.gpu)}-tp{d.tensor_parallel_size}" for d in deps]
+    tails = [
+        f"{d.role}-{_slug(d.gpu)}-tp{d.tensor_parallel_size}"
+        + (f"-pp{d.pipeline_parallel_size}" if (d.pipeline_parallel_size or 1) > 1 else "")
+        for d in deps
+    ]
     if len(set(tails)) < len(tails):
         tails = [
             f"{t}-b{d.max_num_batched_tokens}-s{d.max_num_seqs}" for t, d in zip(tails, deps, strict=True)
@@ -230,6 +235,11 @@ def _annotations(report: PlanReport, dep: PlanDeployment, name: str) -> dict[str
         "role": dep.role,
         "gpu": dep.gpu,
         "tensor_parallel_size": dep.tensor_parallel_size,
+        **(
+            {}
+            if dep.pipeline_parallel_size is None
+            else {"pipeline_parallel_size": dep.pipeline_parallel_size}
+        ),
         "replicas_peak": dep.replicas_peak,
         "replicas_by_bucket": dep.replicas_by_bucket,
         "requests_per_s_per_replica_capacity": _num(dep.requests_per_s_per_replica),
@@ -366,14 +376,68 @@ def _deployment(
     }
 
 
-def _service(name: str, labels: dict[str, str]) -> dict[str, Any]:
+def _leader_worker_set(
+    report: PlanReport, dep: PlanDeployment, name: str, image: str, labels: dict[str, str]
+) -> dict[str, Any]:
+    """A replica beyond one node as the LeaderWorkerSet vLLM documents for multi-node serving
+    (docs/deployment/frameworks/lws.md): per replica a group of `nodes` pods, one node's GPUs
+    each; the leader starts the Ray head and then `vllm serve` with the plan's flags (vLLM waits
+    for the Ray placement group of every GPU), the workers join the head at the address LWS
+    gives them (LWS_LEADER_ADDRESS). The pod template is the Deployment's (`_deployment`)."""
+    n = replica_nodes(dep)
+    per_pod = dep.tensor_parallel_size * (dep.pipeline_parallel_size or 1) // n
+    template = _deployment(report, dep, name, image, labels)["spec"]["template"]
+    limits = {GPU_RESOURCE: per_pod}
+    leader_spec = json.loads(json.dumps(template["spec"]))  # a deep copy of plain data
+    leader = leader_spec["containers"][0]
+    serve = shlex.join([*leader.pop("command"), *leader.pop("args")])
+    leader["command"] = ["sh", "-c", f"ray start --head --port={RAY_PORT} && exec {serve}"]
+    leader["ports"].append({"name": "ray", "containerPort": RAY_PORT, "protocol": "TCP"})
+    leader["resources"] = {"limits": limits, "requests": limits}
+    worker_spec = json.loads(json.dumps(template["spec"]))
+    worker = worker_spec["containers"][0]
+    for key in ("command", "args", "ports", "startupProbe", "readinessProbe", "livenessProbe"):
+        worker.pop(key)
+    worker["command"] = ["sh", "-c", f"ray start --address=$(LWS_LEADER_ADDRESS):{RAY_PORT} --block"]
+    worker["resources"] = {"limits": limits, "requests": limits}
+    return {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1",
+        "kind": "LeaderWorkerSet",
+        "metadata": {"name": name, "labels": labels, "annotations": _annotations(report, dep, name)},
+        "spec": {
+            "replicas": dep.replicas_peak,
+            # as the Deployment: a new group comes up before an old one goes
+            "rolloutStrategy": {
+                "type": "RollingUpdate",
+                "rollingUpdateConfiguration": {"maxSurge": 1, "maxUnavailable": 0},
+            },
+            "leaderWorkerTemplate": {
+                "size": n,
+                "restartPolicy": "RecreateGroupOnPodRestart",  # a lost node restarts its replica
+                "leaderTemplate": {
+                    "metadata": {**template["metadata"], "labels": {**labels, LWS_ROLE_LABEL: "leader"}},
+                    "spec": leader_spec,
+                },
+                "workerTemplate": {
+                    "metadata": {"labels": {**labels, LWS_ROLE_LABEL: "worker"}},
+                    "spec": worker_spec,
+                },
+            },
+        },
+    }
+
+
+def _service(name: str, labels: dict[str, str], leaders_only: bool = False) -> dict[str, Any]:
+    selector = {"app.kubernetes.io/instance": name}
+    if leaders_only:  # a LeaderWorkerSet: only the leader pods serve HTTP
+        selector[LWS_ROLE_LABEL] = "leader"
     return {
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": {"name": name, "labels": labels},
         "spec": {
             "type": "ClusterIP",
-            "selector": {"app.kubernetes.io/instance": name},
+            "selector": selector,
             "ports": [{"name": "http", "port": VLLM_PORT, "targetPort": "http", "protocol": "TCP"}],
         },
     }
@@ -382,7 +446,8 @@ def _service(name: str, labels: dict[str, str]) -> dict[str, Any]:
 def k8s_manifests(
     report: PlanReport, *, image: str = VLLM_IMAGE, gateway: str = GATEWAY_NAME
 ) -> list[dict[str, Any]]:
-    """A Deployment and a Service per plan deployment, in the plan's order. Disaggregated plans
+    """A Deployment and a Service per plan deployment, in the plan's order (a replica beyond one
+    node: a LeaderWorkerSet and a Service over its leaders, `_leader_worker_set`). Disaggregated plans
     get prefill and decode Deployments whose flags carry the plan's `--kv-transfer-config`; the
     proxy that sends each request to a prefill and then a decode pod is not part of them. A plan
     of several parts (`route_backends`) ends with the HTTPRoute that splits the traffic by their
@@ -399,7 +464,10 @@ def k8s_manifests(
             "app.kubernetes.io/part-of": model,
             "app.kubernetes.io/managed-by": "capplan",
         }
-        docs += [_deployment(report, dep, name, image, labels), _service(name, labels)]
+        if replica_nodes(dep) > 1:  # a replica beyond one node (docs/multi-node.md)
+            docs += [_leader_worker_set(report, dep, name, image, labels), _service(name, labels, True)]
+        else:
+            docs += [_deployment(report, dep, name, image, labels), _service(name, labels)]
     return docs + _route_documents(report, gateway, model)
 
 

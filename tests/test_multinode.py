@@ -180,6 +180,32 @@ def test_the_example_plans_multi_node_replicas_and_emits_the_ray_launch() -> Non
     assert text.splitlines()[-1].startswith("vllm serve meta-llama/Llama-3.1-405B-Instruct-FP8 ")
 
 
+def test_k8s_makes_a_multi_node_replica_a_leader_worker_set() -> None:
+    """vLLM's LWS recipe: per replica one leader (Ray head, then `vllm serve`) and nodes - 1
+    workers joining it, one node's GPUs each; the Service reaches the leaders only."""
+    from planner import api
+    from planner.export import k8s_manifests
+
+    report = api.plan(yaml.safe_load(EXAMPLE.read_text()), workers=1)
+    lws, svc = k8s_manifests(report)
+    assert (lws["kind"], svc["kind"]) == ("LeaderWorkerSet", "Service") and lws["metadata"]["name"].endswith(
+        "-tp8-pp2"
+    )
+    group = lws["spec"]["leaderWorkerTemplate"]
+    assert group["size"] == 2 and lws["spec"]["replicas"] == report.deployments[0].replicas_peak
+    leader = group["leaderTemplate"]["spec"]["containers"][0]
+    worker = group["workerTemplate"]["spec"]["containers"][0]
+    assert (
+        leader["resources"]["limits"]["nvidia.com/gpu"]
+        == 8
+        == worker["resources"]["limits"]["nvidia.com/gpu"]
+    )
+    assert leader["command"][2].startswith("ray start --head --port=6379 && exec vllm serve ")
+    assert "--pipeline-parallel-size 2" in leader["command"][2]
+    assert worker["command"][2] == "ray start --address=$(LWS_LEADER_ADDRESS):6379 --block"
+    assert svc["spec"]["selector"]["capplan/lws-role"] == "leader"
+
+
 def test_grpc_carries_the_pp_keys() -> None:
     from planner.server.convert import to_mapping, to_message
     from planner.v1 import planner_service_pb2 as pb
