@@ -205,7 +205,8 @@ def _replicas(pl: Planning, why: Infeasibility, tries: _Tries) -> tuple[list[Rel
 
 
 def _fit(pl: Planning, tries: _Tries) -> tuple[list[RelaxedPlan], str]:
-    """The model fits no candidate: GPUs where it fits, larger TPs, fp8 weights (in that order)."""
+    """The model fits no candidate: GPUs where it fits, larger TPs, fp8 weights, two pipeline
+    stages (replicas of two nodes' GPUs: docs/multi-node.md), in that order."""
     from planner.catalog.gpus import get_gpu
     from planner.plan.search import unfit_shapes
 
@@ -220,11 +221,10 @@ def _fit(pl: Planning, tries: _Tries) -> tuple[list[RelaxedPlan], str]:
         else None
     )
     unfit = {
-        (g, tp)
-        for g, tp, pp, _ in unfit_shapes(pl.ctx.model, space, others, profile, lora=pl.ctx.lora)
-        if pp == 1
+        (g, tp, pp) for g, tp, pp, _ in unfit_shapes(pl.ctx.model, space, others, profile, lora=pl.ctx.lora)
     }
-    fitting = [g for g in others if any((g, tp) not in unfit for tp in space.tensor_parallel_sizes)]
+    shapes = [(tp, pp) for tp in space.tensor_parallel_sizes for pp in space.pipeline_parallel_sizes]
+    fitting = [g for g in others if any((g, tp, pp) not in unfit for tp, pp in shapes)]
     node = min(get_gpu(g).max_gpus_per_node for g in listed)
     tps = sorted({*space.tensor_parallel_sizes, *(t for t in (1, 2, 4, 8) if t <= node)})
     changes: list[tuple[str, Any]] = []
@@ -234,6 +234,8 @@ def _fit(pl: Planning, tries: _Tries) -> tuple[list[RelaxedPlan], str]:
         changes.append(("candidates.tensor_parallel_sizes", tps))
     if space.weight_dtype == "bf16":  # fp8 halves bf16's weights; the other formats are smaller already
         changes.append(("candidates.weight_dtype", "fp8"))
+    if max(space.pipeline_parallel_sizes) < 2:  # half the layers a GPU, at twice the GPUs a replica
+        changes.append(("candidates.pipeline_parallel_sizes", sorted({*space.pipeline_parallel_sizes, 2})))
     for field, value in changes:
         r = tries.plan(field, value)
         if r is not None:
