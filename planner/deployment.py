@@ -126,6 +126,11 @@ class Deployment(BaseModel):
             raise ValueError(
                 "give either replicas (colocated) or disaggregated.prefill_replicas/decode_replicas, not both"
             )
+        if self.disaggregated is not None and self.pipeline_parallel_size > 1:
+            raise ValueError(
+                "pipeline_parallel_size > 1 is modelled for colocated replicas only; give prefill/decode pools "
+                "one stage (docs/multi-node.md)"
+            )
         return self
 
     @classmethod

@@ -178,6 +178,13 @@ def test_evaluate_and_simulate_carry_pp() -> None:
     assert ev.model_dump()["deployment"]["pipeline_parallel_size"] == 2
     sim = api.simulate({**req, "requests": 30, "seed": 1})
     assert sim.completed == 30 and sim.deployment.pipeline_parallel_size == 2
+    # prefill/decode pools stay one stage: a disaggregated PP deployment is refused by name
+    from planner.errors import InvalidInput
+
+    pools = {"prefill_replicas": 1, "decode_replicas": 1}
+    with pytest.raises(InvalidInput, match="colocated replicas only") as e:
+        api.evaluate({**req, "deployment": {**dep, "disaggregated": pools}})
+    assert e.value.field == "deployment"
     # without PP the key is absent, as before
     one = {**req, "deployment": {**dep, "pipeline_parallel_size": 1}}
     assert "pipeline_parallel_size" not in api.evaluate(one).model_dump()["deployment"]

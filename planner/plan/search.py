@@ -330,7 +330,9 @@ def shapes_of(
             for pp in space.pipeline_parallel_sizes:
                 if (gpu, tp, pp) in skip:
                     continue
-                for role in roles:
+                for role in roles if pp == 1 else [r for r in roles if r == "colocated"]:
+                    # PP replicas serve colocated: prefill/decode pools stay one stage each
+                    # (docs/multi-node.md)
                     thresholds = space.long_prefill_token_thresholds if role == "colocated" else (0,)
                     for t in thresholds:
                         out.append(
