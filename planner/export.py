@@ -33,6 +33,7 @@ import yaml
 
 from planner.errors import InvalidInput
 from planner.export_bench import bench_commands, deployments_of
+from planner.export_multinode import LWS_ROLE_LABEL, leader_worker_set, ray_launch, replica_nodes
 from planner.export_route import (
     GATEWAY_API_VERSION,
     GATEWAY_NAME,
@@ -77,8 +78,6 @@ VLLM_PORT = 8000  # `vllm serve`'s default --port
 # NixlConnector's handshake port (VLLM_NIXL_SIDE_CHANNEL_PORT, default 5600): vLLM's
 # docs/features/nixl_connector_usage.md, "Environment Variables".
 NIXL_SIDE_CHANNEL_PORT = 5600
-RAY_PORT = 6379  # `ray start --head`'s default GCS port, as vLLM's multi-node examples use it
-LWS_ROLE_LABEL = "capplan/lws-role"  # leader | worker pods of a multi-node replica's group
 SHM_SIZE_LIMIT = "2Gi"
 DISAGGREGATED_NOTE = (
     "# prefill/decode pools: --kv-transfer-config is NixlConnector's, kv_role kv_producer on prefill and\n"
@@ -119,34 +118,6 @@ def _replicas_text(reps: list[int]) -> str:
 def vllm_command(model: str, dep: PlanDeployment) -> list[str]:
     """`vllm serve MODEL` and the plan's flags, exactly."""
     return ["vllm", "serve", model, *dep.vllm_args]
-
-
-def replica_nodes(dep: PlanDeployment) -> int:
-    """Nodes one replica of `dep` spans (TP x PP GPUs over the GPU's node size)."""
-    from planner.catalog.gpus import get_gpu
-    from planner.costmodel.multinode import nodes
-
-    return nodes(
-        get_gpu(dep.gpu, "deployments.gpu"), dep.tensor_parallel_size, dep.pipeline_parallel_size or 1
-    )
-
-
-def ray_launch(dep: PlanDeployment) -> list[str]:
-    """The multi-node launch vLLM documents for a replica beyond one node (docs/serving/
-    parallelism_scaling.md, "Running vLLM on multiple nodes"; examples/online_serving/
-    multi-node-serving.sh): a Ray head on one node, the others joining it, then `vllm serve` on
-    the head. As comments: each line runs on a different machine. Empty for one node."""
-    n = replica_nodes(dep)
-    if n == 1:
-        return []
-    return [
-        f"# each replica spans {n} nodes ({dep.tensor_parallel_size * (dep.pipeline_parallel_size or 1)} GPUs): "
-        "a Ray cluster per replica, vLLM's multi-node launch",
-        f"#   on the head node:            ray start --head --port={RAY_PORT}",
-        f"#   on {'the other node' if n == 2 else f'each of the other {n - 1} nodes'}: "
-        f"ray start --address=<head-node-ip>:{RAY_PORT}",
-        "#   then on the head node (after `ray status` shows every node):",
-    ]
 
 
 def vllm_commands(report: PlanReport) -> str:
@@ -376,57 +347,6 @@ def _deployment(
     }
 
 
-def _leader_worker_set(
-    report: PlanReport, dep: PlanDeployment, name: str, image: str, labels: dict[str, str]
-) -> dict[str, Any]:
-    """A replica beyond one node as the LeaderWorkerSet vLLM documents for multi-node serving
-    (docs/deployment/frameworks/lws.md): per replica a group of `nodes` pods, one node's GPUs
-    each; the leader starts the Ray head and then `vllm serve` with the plan's flags (vLLM waits
-    for the Ray placement group of every GPU), the workers join the head at the address LWS
-    gives them (LWS_LEADER_ADDRESS). The pod template is the Deployment's (`_deployment`)."""
-    n = replica_nodes(dep)
-    per_pod = dep.tensor_parallel_size * (dep.pipeline_parallel_size or 1) // n
-    template = _deployment(report, dep, name, image, labels)["spec"]["template"]
-    limits = {GPU_RESOURCE: per_pod}
-    leader_spec = json.loads(json.dumps(template["spec"]))  # a deep copy of plain data
-    leader = leader_spec["containers"][0]
-    serve = shlex.join([*leader.pop("command"), *leader.pop("args")])
-    leader["command"] = ["sh", "-c", f"ray start --head --port={RAY_PORT} && exec {serve}"]
-    leader["ports"].append({"name": "ray", "containerPort": RAY_PORT, "protocol": "TCP"})
-    leader["resources"] = {"limits": limits, "requests": limits}
-    worker_spec = json.loads(json.dumps(template["spec"]))
-    worker = worker_spec["containers"][0]
-    for key in ("command", "args", "ports", "startupProbe", "readinessProbe", "livenessProbe"):
-        worker.pop(key)
-    worker["command"] = ["sh", "-c", f"ray start --address=$(LWS_LEADER_ADDRESS):{RAY_PORT} --block"]
-    worker["resources"] = {"limits": limits, "requests": limits}
-    return {
-        "apiVersion": "leaderworkerset.x-k8s.io/v1",
-        "kind": "LeaderWorkerSet",
-        "metadata": {"name": name, "labels": labels, "annotations": _annotations(report, dep, name)},
-        "spec": {
-            "replicas": dep.replicas_peak,
-            # as the Deployment: a new group comes up before an old one goes
-            "rolloutStrategy": {
-                "type": "RollingUpdate",
-                "rollingUpdateConfiguration": {"maxSurge": 1, "maxUnavailable": 0},
-            },
-            "leaderWorkerTemplate": {
-                "size": n,
-                "restartPolicy": "RecreateGroupOnPodRestart",  # a lost node restarts its replica
-                "leaderTemplate": {
-                    "metadata": {**template["metadata"], "labels": {**labels, LWS_ROLE_LABEL: "leader"}},
-                    "spec": leader_spec,
-                },
-                "workerTemplate": {
-                    "metadata": {"labels": {**labels, LWS_ROLE_LABEL: "worker"}},
-                    "spec": worker_spec,
-                },
-            },
-        },
-    }
-
-
 def _service(name: str, labels: dict[str, str], leaders_only: bool = False) -> dict[str, Any]:
     selector = {"app.kubernetes.io/instance": name}
     if leaders_only:  # a LeaderWorkerSet: only the leader pods serve HTTP
@@ -447,7 +367,7 @@ def k8s_manifests(
     report: PlanReport, *, image: str = VLLM_IMAGE, gateway: str = GATEWAY_NAME
 ) -> list[dict[str, Any]]:
     """A Deployment and a Service per plan deployment, in the plan's order (a replica beyond one
-    node: a LeaderWorkerSet and a Service over its leaders, `_leader_worker_set`). Disaggregated plans
+    node: a LeaderWorkerSet and a Service over its leaders, planner/export_multinode.py). Disaggregated plans
     get prefill and decode Deployments whose flags carry the plan's `--kv-transfer-config`; the
     proxy that sends each request to a prefill and then a decode pod is not part of them. A plan
     of several parts (`route_backends`) ends with the HTTPRoute that splits the traffic by their
@@ -465,7 +385,8 @@ def k8s_manifests(
             "app.kubernetes.io/managed-by": "capplan",
         }
         if replica_nodes(dep) > 1:  # a replica beyond one node (docs/multi-node.md)
-            docs += [_leader_worker_set(report, dep, name, image, labels), _service(name, labels, True)]
+            deployment = _deployment(report, dep, name, image, labels)
+            docs += [leader_worker_set(deployment, dep), _service(name, labels, True)]
         else:
             docs += [_deployment(report, dep, name, image, labels), _service(name, labels)]
     return docs + _route_documents(report, gateway, model)
