@@ -55,8 +55,11 @@ reads pp f W + f S KV bytes for n tokens: PP buys KV room and compute, not weigh
 and the sends add latency per cycle. The approximations: stages are balanced (f for every
 stage; the embedding and lm_head, 0.5% of 405B's parameters, are spread with the layers), one
 cycle carries the budget of one scheduled batch (vLLM schedules a budget per micro-batch, up to
-pp per cycle: conservative for prefill throughput), and the CPU side of pp micro-batches is
-assumed to fit in a cycle.
+pp per cycle: conservative for prefill throughput), a prompt's chunks pipeline (vLLM schedules a
+request's next chunk before the last one returns: "PP>1 and we have already scheduled all prompt
+tokens but they are not finished yet", vllm/v1/core/sched/scheduler.py) so its TTFT leaves out
+the last chunk's pipeline fill (pp - 1 stage times of that chunk), and the CPU side of pp
+micro-batches is assumed to fit in a cycle.
 
 TP across nodes (tp > the GPUs of one node or NVLink domain): the two all-reduces per layer run
 as one flat NCCL ring over all tp GPUs, whose slowest hop is each GPU's NIC: 2(tp - 1)/tp x data
