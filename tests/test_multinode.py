@@ -252,3 +252,15 @@ def test_bad_pp_names_the_field() -> None:
     with pytest.raises(InvalidInput) as e:
         validate_request(PlanRequest, req)
     assert e.value.field == "candidates.pipeline_parallel_sizes[1]"
+
+
+def test_alternatives_carry_pp_only_when_set() -> None:
+    from planner.commands.plan import _shape
+    from planner.schema.plan_report import AlternativeDeployment
+
+    base = {"gpu": "h100-sxm", "tensor_parallel_size": 8, "role": "colocated", "replicas_peak": 2}
+    base |= {"max_num_batched_tokens": 2048, "max_num_seqs": 64}
+    assert "pipeline_parallel_size" not in AlternativeDeployment(**base).model_dump()
+    two = AlternativeDeployment(**base, pipeline_parallel_size=2).model_dump()
+    assert two["pipeline_parallel_size"] == 2
+    assert _shape(two) == "h100-sxm TP8 x PP2 (16 GPUs a replica) colocated"

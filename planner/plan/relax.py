@@ -68,7 +68,7 @@ def ceil_4(x: float) -> float:
 def _summary(r: RelaxedPlan) -> str:
     shape = " + ".join(
         f"{d.replicas_peak:,} x {d.gpu}" + (f" TP{d.tensor_parallel_size}" if d.tensor_parallel_size > 1 else "")
-        + f" {d.role}"
+        + (f" x PP{d.pipeline_parallel_size}" if d.pipeline_parallel_size else "") + f" {d.role}"
         for d in r.deployments
     )  # fmt: skip
     n = r.gpu_count_peak
@@ -105,6 +105,7 @@ class _Tries:
                     replicas_peak=d.replicas_peak,
                     max_num_batched_tokens=d.max_num_batched_tokens,
                     max_num_seqs=d.max_num_seqs,
+                    pipeline_parallel_size=d.pipeline_parallel_size,
                 )
                 for d in rep.deployments
             ],

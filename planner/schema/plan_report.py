@@ -183,6 +183,17 @@ class AlternativeDeployment(_Report):
     replicas_peak: int
     max_num_batched_tokens: int
     max_num_seqs: int
+    pipeline_parallel_size: int | None = None  # absent without PP
+
+    @model_serializer(mode="wrap")
+    def _drop_absent_pp(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Without PP the key is left out: reports read as they did before PP existed."""
+        out: dict[str, Any] = handler(self)
+        return (
+            out
+            if out.get("pipeline_parallel_size") is not None
+            else {k: v for k, v in out.items() if k != "pipeline_parallel_size"}
+        )
 
 
 class Alternative(_Report):

@@ -2057,20 +2057,22 @@ class Simulated(_message.Message):
     def __init__(self, requests: _Optional[int] = ..., seed: _Optional[int] = ..., ttft_p99_ms: _Optional[float] = ..., itl_p99_ms: _Optional[float] = ..., slo_met: _Optional[bool] = ..., groups: _Optional[_Iterable[_Union[SimulatedGroup, _Mapping]]] = ...) -> None: ...
 
 class AlternativeDeployment(_message.Message):
-    __slots__ = ("gpu", "tensor_parallel_size", "role", "replicas_peak", "max_num_batched_tokens", "max_num_seqs")
+    __slots__ = ("gpu", "tensor_parallel_size", "role", "replicas_peak", "max_num_batched_tokens", "max_num_seqs", "pipeline_parallel_size")
     GPU_FIELD_NUMBER: _ClassVar[int]
     TENSOR_PARALLEL_SIZE_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
     REPLICAS_PEAK_FIELD_NUMBER: _ClassVar[int]
     MAX_NUM_BATCHED_TOKENS_FIELD_NUMBER: _ClassVar[int]
     MAX_NUM_SEQS_FIELD_NUMBER: _ClassVar[int]
+    PIPELINE_PARALLEL_SIZE_FIELD_NUMBER: _ClassVar[int]
     gpu: str
     tensor_parallel_size: int
     role: Role
     replicas_peak: int
     max_num_batched_tokens: int
     max_num_seqs: int
-    def __init__(self, gpu: _Optional[str] = ..., tensor_parallel_size: _Optional[int] = ..., role: _Optional[_Union[Role, str]] = ..., replicas_peak: _Optional[int] = ..., max_num_batched_tokens: _Optional[int] = ..., max_num_seqs: _Optional[int] = ...) -> None: ...
+    pipeline_parallel_size: int
+    def __init__(self, gpu: _Optional[str] = ..., tensor_parallel_size: _Optional[int] = ..., role: _Optional[_Union[Role, str]] = ..., replicas_peak: _Optional[int] = ..., max_num_batched_tokens: _Optional[int] = ..., max_num_seqs: _Optional[int] = ..., pipeline_parallel_size: _Optional[int] = ...) -> None: ...
 
 class Alternative(_message.Message):
     __slots__ = ("kind", "label", "feasible", "usd_per_month", "usd_per_hour_peak", "delta_usd_per_month", "delta_fraction", "gpu_count_peak", "deployments", "reason")
