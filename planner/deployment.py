@@ -20,6 +20,7 @@ from planner.catalog.models import MAX_POSITION_EMBEDDINGS, Dtype, ModelSpec
 from planner.catalog.quantization import DEFAULT_GROUP_SIZE, GroupSize, WeightDtype
 from planner.costmodel.lora import LoraConfig
 from planner.costmodel.memory import KvCapacity
+from planner.costmodel.multinode import MAX_PIPELINE_PARALLEL
 from planner.costmodel.profile import Profile
 from planner.costmodel.roofline import Replica
 from planner.errors import InvalidInput
@@ -93,7 +94,8 @@ class Deployment(BaseModel):
     long_prefill_token_threshold up to 1,048,576 (the threshold from 0), gpu_memory_utilization
     in (0, 1], usd_per_gpu_hour in (0, 1000], max_model_len in [2, the model's context]; `lora`
     (vLLM --enable-lora; None: off): max_loras 1..256, max_lora_rank one of vLLM's ranks
-    (planner.costmodel.lora.LoraConfig). Whether
+    (planner.costmodel.lora.LoraConfig); pipeline_parallel_size 1..16 (the replica is tp x
+    pipeline_parallel_size GPUs; planner.costmodel.multinode). Whether
     vLLM can run the combination (heads over TP, node size, budget vs seqs, memory, one
     max_model_len sequence in the KV cache) is `planner.costmodel.feasibility`, checked by
     `resolve`."""
@@ -114,12 +116,20 @@ class Deployment(BaseModel):
     usd_per_gpu_hour: float | None = Field(default=None, gt=0, le=MAX_USD_PER_GPU_HOUR)
     disaggregated: Disaggregation | None = None
     lora: LoraConfig | None = None
+    # Pipeline stages (vLLM --pipeline-parallel-size): a replica is tp x this many GPUs, over
+    # several nodes where more than one node's (planner.costmodel.multinode)
+    pipeline_parallel_size: int = Field(default=1, ge=1, le=MAX_PIPELINE_PARALLEL)
 
     @model_validator(mode="after")
     def _replicas_or_pools(self) -> Deployment:
         if self.disaggregated is not None and "replicas" in self.model_fields_set:
             raise ValueError(
                 "give either replicas (colocated) or disaggregated.prefill_replicas/decode_replicas, not both"
+            )
+        if self.disaggregated is not None and self.pipeline_parallel_size > 1:
+            raise ValueError(
+                "pipeline_parallel_size > 1 is modelled for colocated replicas only; give prefill/decode pools "
+                "one stage (docs/multi-node.md)"
             )
         return self
 
@@ -175,6 +185,7 @@ class Deployment(BaseModel):
             self.max_model_len,  # unset: the model's context, not checked (evaluate's defaults as before)
             self.lora,
             self.weight_group_size,
+            self.pipeline_parallel_size,
         )
         if problems:
             raise InvalidInput(f"{root}.{problems[0].field}", problems[0].reason)
@@ -189,6 +200,7 @@ class Deployment(BaseModel):
             profile=prof,
             lora=self.lora,
             weight_group_size=self.weight_group_size,
+            pp=self.pipeline_parallel_size,
         )
         kv = kv_capacity(replica, self.gpu_memory_utilization, budget, seqs)
         if kv.kv_cache_blocks <= 0:  # feasibility leaves a block; rounding at the edge may not
@@ -265,7 +277,7 @@ class ResolvedDeployment:
 
     @property
     def gpus(self) -> int:
-        return self.total_replicas * self.replica.tp
+        return self.total_replicas * self.replica.gpus
 
     @property
     def usd_per_hour(self) -> float:
@@ -298,6 +310,7 @@ class ResolvedDeployment:
             "max_num_batched_tokens": self.max_num_batched_tokens,
             "long_prefill_token_threshold": self.long_prefill_token_threshold,
             **({} if d.lora is None else {"lora": self.lora_memory()}),
+            **({} if self.replica.pp == 1 else {"pipeline_parallel_size": self.replica.pp}),
         }
 
     def lora_memory(self) -> dict[str, Any] | None:

@@ -33,6 +33,7 @@ import yaml
 
 from planner.errors import InvalidInput
 from planner.export_bench import bench_commands, deployments_of
+from planner.export_multinode import LWS_ROLE_LABEL, leader_worker_set, ray_launch, replica_nodes
 from planner.export_route import (
     GATEWAY_API_VERSION,
     GATEWAY_NAME,
@@ -121,13 +122,16 @@ def vllm_command(model: str, dep: PlanDeployment) -> list[str]:
 
 def vllm_commands(report: PlanReport) -> str:
     """One shell line per deployment (shlex-quoted), each after a comment naming its role, GPU
-    and replicas at the peak."""
+    and replicas at the peak (and, for a replica beyond one node, the Ray launch: `ray_launch`)."""
     lines = []
     for dep in deployments_of(report):
+        pp = dep.pipeline_parallel_size or 1
         lines.append(
             f"# {dep.role}: {_plural(dep.replicas_peak, 'replica')} at the peak on {dep.gpu} x TP"
-            f"{dep.tensor_parallel_size} (replicas by bucket: {_replicas_text(dep.replicas_by_bucket)})"
+            f"{dep.tensor_parallel_size}{f' x PP{pp}' if pp > 1 else ''} (replicas by bucket: "
+            f"{_replicas_text(dep.replicas_by_bucket)})"
         )
+        lines += ray_launch(dep)
         lines.append(shlex.join(vllm_command(report.served_model or report.model, dep)))
     return "\n".join(lines) + "\n"
 
@@ -140,11 +144,15 @@ def _slug(text: str) -> str:
 
 
 def _names(report: PlanReport) -> list[str]:
-    """`vllm-<model>-<role>-<gpu>-tp<n>`, a DNS-1035 label (63 chars; the model part shortened
+    """`vllm-<model>-<role>-<gpu>-tp<n>` (`-pp<n>` with PP), a DNS-1035 label (63 chars; the model part shortened
     first), with the configuration appended where two deployments would share a name."""
     deps = report.deployments
     model = _slug(report.model.rsplit("/", 1)[-1]) or "model"
-    tails = [f"{d.role}-{_slug(d.gpu)}-tp{d.tensor_parallel_size}" for d in deps]
+    tails = [
+        f"{d.role}-{_slug(d.gpu)}-tp{d.tensor_parallel_size}"
+        + (f"-pp{d.pipeline_parallel_size}" if (d.pipeline_parallel_size or 1) > 1 else "")
+        for d in deps
+    ]
     if len(set(tails)) < len(tails):
         tails = [
             f"{t}-b{d.max_num_batched_tokens}-s{d.max_num_seqs}" for t, d in zip(tails, deps, strict=True)
@@ -198,6 +206,11 @@ def _annotations(report: PlanReport, dep: PlanDeployment, name: str) -> dict[str
         "role": dep.role,
         "gpu": dep.gpu,
         "tensor_parallel_size": dep.tensor_parallel_size,
+        **(
+            {}
+            if dep.pipeline_parallel_size is None
+            else {"pipeline_parallel_size": dep.pipeline_parallel_size}
+        ),
         "replicas_peak": dep.replicas_peak,
         "replicas_by_bucket": dep.replicas_by_bucket,
         "requests_per_s_per_replica_capacity": _num(dep.requests_per_s_per_replica),
@@ -334,14 +347,17 @@ def _deployment(
     }
 
 
-def _service(name: str, labels: dict[str, str]) -> dict[str, Any]:
+def _service(name: str, labels: dict[str, str], leaders_only: bool = False) -> dict[str, Any]:
+    selector = {"app.kubernetes.io/instance": name}
+    if leaders_only:  # a LeaderWorkerSet: only the leader pods serve HTTP
+        selector[LWS_ROLE_LABEL] = "leader"
     return {
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": {"name": name, "labels": labels},
         "spec": {
             "type": "ClusterIP",
-            "selector": {"app.kubernetes.io/instance": name},
+            "selector": selector,
             "ports": [{"name": "http", "port": VLLM_PORT, "targetPort": "http", "protocol": "TCP"}],
         },
     }
@@ -350,7 +366,8 @@ def _service(name: str, labels: dict[str, str]) -> dict[str, Any]:
 def k8s_manifests(
     report: PlanReport, *, image: str = VLLM_IMAGE, gateway: str = GATEWAY_NAME
 ) -> list[dict[str, Any]]:
-    """A Deployment and a Service per plan deployment, in the plan's order. Disaggregated plans
+    """A Deployment and a Service per plan deployment, in the plan's order (a replica beyond one
+    node: a LeaderWorkerSet and a Service over its leaders, planner/export_multinode.py). Disaggregated plans
     get prefill and decode Deployments whose flags carry the plan's `--kv-transfer-config`; the
     proxy that sends each request to a prefill and then a decode pod is not part of them. A plan
     of several parts (`route_backends`) ends with the HTTPRoute that splits the traffic by their
@@ -367,7 +384,11 @@ def k8s_manifests(
             "app.kubernetes.io/part-of": model,
             "app.kubernetes.io/managed-by": "capplan",
         }
-        docs += [_deployment(report, dep, name, image, labels), _service(name, labels)]
+        if replica_nodes(dep) > 1:  # a replica beyond one node (docs/multi-node.md)
+            deployment = _deployment(report, dep, name, image, labels)
+            docs += [leader_worker_set(deployment, dep), _service(name, labels, True)]
+        else:
+            docs += [_deployment(report, dep, name, image, labels), _service(name, labels)]
     return docs + _route_documents(report, gateway, model)
 
 

@@ -219,7 +219,8 @@ def _comment(report: PlanReport, dep: PlanDeployment) -> list[str]:
     )
     lines = [
         f"# {dep.id}: one {dep.role} replica of {dep.replicas_peak} at the peak on {dep.gpu} x TP"
-        f"{dep.tensor_parallel_size}, {_g(at.requests_per_s_per_replica)} req/s",
+        f"{dep.tensor_parallel_size}{f' x PP{dep.pipeline_parallel_size}' if dep.pipeline_parallel_size else ''}, "
+        f"{_g(at.requests_per_s_per_replica)} req/s",
         f"# lengths: a {ln.prefix_tokens}-token shared prefix (prefix-cache hits {wl.prefix_cache_hit_fraction:.3g}), "
         f"then uniform at range ratio {ln.range_ratio:g}: prompt p99 "
         f"{ln.prefix_tokens + ln.p99(ln.input_tokens):,.0f} (workload {wl.p99_input_tokens:,.0f}), {output}; "

@@ -19,6 +19,7 @@ PUBLISHED = {
     "Qwen/Qwen3-30B-A3B": (30.5, 3.3),
     "meta-llama/Llama-3.1-8B-Instruct": (8.03, 8.03),
     "meta-llama/Llama-3.1-70B-Instruct": (70.6, 70.6),
+    "meta-llama/Llama-3.1-405B-Instruct": (405.9, 405.9),  # card: 405B; HF safetensors: 406B
     "meta-llama/Meta-Llama-3-8B-Instruct": (8.03, 8.03),
     "mistralai/Mistral-7B-Instruct-v0.3": (7.25, 7.25),
     "mistralai/Mixtral-8x7B-v0.1": (46.7, 12.9),

@@ -46,9 +46,9 @@ S = ["--model", "Qwen/Qwen3-8B", "--gpu", "h100-sxm"]
             "greater than 0",
         ),
         (
-            ["concurrency", *S, "--context-tokens", "10", "--concurrency", "1", "--tp", "16"],
+            ["concurrency", *S, "--context-tokens", "10", "--concurrency", "1", "--tp", "12"],
             "--tp",
-            "exceeds the 8 GPUs",
+            "must fill whole nodes",
         ),
         (
             ["concurrency", *S, "--context-tokens", "10", "--concurrency", "1", "--weight-dtype", "int4"],

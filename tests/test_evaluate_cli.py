@@ -227,10 +227,10 @@ BAD: list[tuple[str, str, str]] = [
     (
         _yaml(
             "{arrivals: {requests_per_s: 1}, " + GOOD_LENGTHS + "}",
-            "{model: Qwen/Qwen3-8B, gpu: h100-sxm, tp: 16}",
+            "{model: Qwen/Qwen3-8B, gpu: h100-sxm, tp: 12}",
         ),
         "deployment.tp",
-        "exceeds the 8 GPUs",
+        "must fill whole nodes",
     ),
     (
         _yaml(

@@ -207,8 +207,12 @@ def test_feasibility_lists_every_reason_with_its_field() -> None:
     assert feasibility(qwen8, h100, 1) == []
     # 32 query heads do not split over 3 GPUs; 3 GPUs also fit (node of 8): one reason
     assert [p.field for p in feasibility(qwen8, h100, 3)] == ["tp"]
-    # 16 > 8 GPUs per node, and the heads split fine: one reason, about the node
-    assert [(p.field, "node" in p.reason) for p in feasibility(qwen8, h100, 16)] == [("tp", True)]
+    # 16 = two whole 8-GPU nodes: a TP group across nodes vLLM runs over Ray (multinode.py)
+    assert feasibility(qwen8, h100, 16) == []
+    # 12 > 8 fills no whole nodes (and 32 heads do not split over 12): the node's reason first
+    assert [(p.field, "node" in p.reason) for p in feasibility(qwen8, h100, 12)] == [("tp", True), ("tp", False)]
+    # more stages than layers (Qwen3-8B has 36)
+    assert [p.field for p in feasibility(qwen8, h100, 1, pp=37)] == ["pipeline_parallel_size"]
     # the budget below max_num_seqs: blame the one the caller gave
     assert feasibility(qwen8, h100, 1, max_num_batched_tokens=512) == [
         Infeasibility(

@@ -307,7 +307,8 @@ def test_the_planner_adapter_passes_the_new_data_through():
     def point(
         cid: str, tp: int, rate: float, role: str = "colocated", by_bucket: Any = None
     ) -> SimpleNamespace:
-        return SimpleNamespace(config=SimpleNamespace(id=cid, gpu="h100", tensor_parallel_size=tp, role=role),
+        # gpus: a replica's GPUs (TP x PP; no PP here), what the MILP sizes by
+        return SimpleNamespace(config=SimpleNamespace(id=cid, gpu="h100", tensor_parallel_size=tp, gpus=tp, role=role),
                                requests_per_s=rate, capacity_by_bucket_per_s=by_bucket)  # fmt: skip
 
     points = [

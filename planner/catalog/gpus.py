@@ -55,6 +55,12 @@ class GpuSpec(BaseModel):
     # Streaming multiprocessors (NVIDIA) or compute units (AMD): how many attention work items the
     # GPU runs at once (Profile.decode_attention_items_per_sm).
     sm_count: Sourced
+    # Beyond one node (planner.costmodel.multinode, docs/multi-node.md): GPUs joined by NVLink
+    # (NVSwitch: the HGX node's 8; an NVLink bridge: 2; none: 1), and each GPU's share of the
+    # scale-out fabric (InfiniBand/RoCE NIC per GPU, one direction) with its per-call latency.
+    nvlink_domain_gpus: Sourced
+    inter_node_bandwidth_bytes_per_s: Sourced
+    inter_node_latency_s: Sourced
 
     # Plain-float accessors: the cost model reads these, reports read the Sourced fields.
     @property
@@ -76,6 +82,18 @@ class GpuSpec(BaseModel):
     @property
     def interconnect_latency(self) -> float:
         return _req(self.interconnect_latency_s)
+
+    @property
+    def nvlink_domain(self) -> int:
+        return int(_req(self.nvlink_domain_gpus))
+
+    @property
+    def inter_node_bandwidth(self) -> float:
+        return _req(self.inter_node_bandwidth_bytes_per_s)
+
+    @property
+    def inter_node_latency(self) -> float:
+        return _req(self.inter_node_latency_s)
 
     @property
     def price(self) -> float:

@@ -31,6 +31,9 @@ _GPU_FIELDS = (
     "fp8_dense_flops_per_s",
     "interconnect_bandwidth_bytes_per_s",
     "interconnect_latency_s",
+    "nvlink_domain_gpus",
+    "inter_node_bandwidth_bytes_per_s",
+    "inter_node_latency_s",
     "usd_per_gpu_hour",
 )
 

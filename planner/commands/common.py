@@ -235,11 +235,13 @@ def put_slo_flags(args: argparse.Namespace, data: MutableMapping[str, Any], flag
 def deployment_line(dep: Mapping[str, Any]) -> str:
     """'Qwen/Qwen3-8B on h100-sxm x TP2, 2 replicas, colocated (4 GPUs)' from a deployment block."""
     tp = f" x TP{dep['tp']}" if dep["tp"] > 1 else ""
+    pp = dep.get("pipeline_parallel_size") or 1
+    tp += f" x PP{pp}" if pp > 1 else ""
     if dep["mode"] == "disaggregated":
         shape = f"disaggregated: {dep['prefill_replicas']} prefill + {dep['decode_replicas']} decode replicas"
     else:
         shape = f"{dep['replicas']} replica{'s' if dep['replicas'] != 1 else ''}, colocated"
-    gpus = dep["replicas"] * dep["tp"]
+    gpus = dep["replicas"] * dep["tp"] * pp
     return f"{dep['model']} on {dep['gpu']}{tp}, {shape} ({gpus} GPU{'s' if gpus != 1 else ''})"
 
 

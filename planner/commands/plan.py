@@ -176,6 +176,9 @@ def _targets(slo: dict[str, Any]) -> str:
 
 def _shape(d: dict[str, Any]) -> str:
     tp = f" TP{d['tensor_parallel_size']}" if d["tensor_parallel_size"] > 1 else ""
+    pp = d.get("pipeline_parallel_size") or 1
+    if pp > 1:  # a replica of TP x PP GPUs (planner.costmodel.multinode)
+        tp += f" x PP{pp} ({d['tensor_parallel_size'] * pp} GPUs a replica)"
     return f"{d['gpu']}{tp} {d['role']}"
 
 

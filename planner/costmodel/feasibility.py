@@ -3,7 +3,8 @@
 `feasibility` is the cheap check the planner filters candidates with (no deployment, no
 workload, no profile: catalog look-ups already done, a few multiplications) and the one
 `Deployment.resolve` raises from, naming the field at fault. vLLM refuses each of these at
-startup: heads that do not split over the TP group, a TP group larger than one node,
+startup: heads that do not split over the TP group, a TP group beyond one node that does not
+fill whole nodes (or pipeline stages straddling nodes, or more stages than layers),
 `max_num_batched_tokens < max_num_seqs`, weights that do not fit the memory it may use, a
 KV cache with no room left after the activations of a full budget, and a KV cache that cannot
 hold one sequence of `max_model_len` tokens (vLLM's `check_enough_kv_cache_memory`,
@@ -22,6 +23,7 @@ from planner.catalog.models import Dtype, ModelSpec
 from planner.catalog.quantization import DEFAULT_GROUP_SIZE, WeightDtype, weight_format_error
 from planner.costmodel.lora import LoraConfig
 from planner.costmodel.memory import DEFAULT_VLLM_VERSION, memory_budget
+from planner.costmodel.multinode import placement_error
 from planner.costmodel.profile import THEORETICAL, Profile
 from planner.costmodel.roofline import Replica
 from planner.vllm_defaults import (
@@ -57,6 +59,7 @@ def feasibility(
     max_model_len: int | None = None,
     lora: LoraConfig | None = None,
     weight_group_size: int = DEFAULT_GROUP_SIZE,
+    pp: int = 1,
 ) -> list[Infeasibility]:
     """Every reason vLLM could not serve `model` on `tp` x `gpu` with these limits (empty: it can).
     Unset limits take vLLM's defaults for the GPU; a limit a caller left unset is never the one
@@ -64,11 +67,17 @@ def feasibility(
     (theoretical: the seed's); None: vLLM's, as for every measured or transferred profile.
     `max_model_len`: the longest sequence vLLM must hold (None: not checked; vLLM's default, the
     model's context, is checked only where a caller passes it). `lora`: the adapter buffers
-    vLLM allocates with --enable-lora (planner.costmodel.lora), counted with the weights."""
+    vLLM allocates with --enable-lora (planner.costmodel.lora), counted with the weights. `pp`:
+    pipeline stages (a replica of tp x pp GPUs over whole nodes, planner.costmodel.multinode);
+    each stage needs a layer."""
     out: list[Infeasibility] = []
-    if tp > gpu.max_gpus_per_node:
+    if (why := placement_error(gpu, tp, pp)) is not None:
+        out.append(Infeasibility("tp", why))
+    if pp > model.layers:
         out.append(
-            Infeasibility("tp", f"{tp} exceeds the {gpu.max_gpus_per_node} GPUs of one {gpu.name} node")
+            Infeasibility(
+                "pipeline_parallel_size", f"{pp} stages exceed {model.name}'s {model.layers} layers"
+            )
         )
     if (why := model.tp_error(tp)) is not None:
         out.append(Infeasibility("tp", why))
@@ -90,6 +99,7 @@ def feasibility(
         profile=THEORETICAL if profile is None else profile,
         lora=lora,
         weight_group_size=weight_group_size,
+        pp=pp,
     )
     version = DEFAULT_VLLM_VERSION if profile is None else None  # None: as the profile implies
     out += _memory(r, budget, seqs, gpu_memory_utilization, max_num_batched_tokens, version, max_model_len)
@@ -112,7 +122,8 @@ def _memory(
     fixed = b.weight_bytes + b.non_torch_bytes + b.cuda_graph_bytes + b.lora_bytes
     block = r.kv_bytes_per_token * BLOCK_SIZE_TOKENS
     model, gpu, tp = r.model, r.gpu, r.tp
-    where = f"{model.name} on {tp} x {gpu.name} at gpu_memory_utilization {utilization:g}"
+    shape = f"{tp} x {gpu.name}" if r.pp == 1 else f"{tp} x {r.pp} (TP x PP) {gpu.name}"
+    where = f"{model.name} on {shape} at gpu_memory_utilization {utilization:g}"
     lora_note = f" (LoRA adapters {b.lora_bytes / GIB:.1f} GiB)" if b.lora_bytes else ""
     if fixed + block > b.requested_bytes:
         return [

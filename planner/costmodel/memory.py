@@ -24,6 +24,7 @@ from planner.catalog.gpus import GpuSpec
 from planner.catalog.models import DTYPE_BYTES, ModelSpec
 from planner.catalog.quantization import DEFAULT_GROUP_SIZE, WeightDtype, linear_bytes_per_weight
 from planner.costmodel.lora import LoraConfig, lora_buffer_bytes, lora_shrink_buffer_bytes
+from planner.costmodel.multinode import stage_loaded_weight_bytes
 from planner.costmodel.profile import THEORETICAL
 from planner.costmodel.roofline import Replica
 from planner.errors import InvalidInput, echo
@@ -205,6 +206,18 @@ def seed_activation_bytes(replica: Replica, max_num_batched_tokens: int, max_num
     return max_num_batched_tokens * per_token * 2 + logits
 
 
+def replica_loaded_weight_bytes(replica: Replica) -> float:
+    """`loaded_weight_bytes` on one GPU of the replica's largest pipeline stage (the layers'
+    share, one vocabulary matrix, the rotary cache: planner.costmodel.multinode)."""
+    m = replica.model
+    whole = loaded_weight_bytes(m, replica.tp, replica.weight_dtype, replica.weight_group_size)
+    if replica.pp == 1:
+        return whole
+    vocab = padded_vocab(m.vocab_size) * m.hidden_size * BF16_BYTES / replica.tp
+    rotary = m.max_position_embeddings * m.head_dim * BF16_BYTES
+    return stage_loaded_weight_bytes(m, whole, vocab, rotary, replica.pp)
+
+
 @dataclass(frozen=True)
 class MemoryBudget:
     """One GPU's startup budget, in bytes, term by term as vLLM logs it. `vllm_version` is None
@@ -272,11 +285,9 @@ def memory_budget(
         vllm_version=v,
         total_bytes=total,
         requested_bytes=total * gpu_memory_utilization,
-        weight_bytes=loaded_weight_bytes(
-            replica.model, replica.tp, replica.weight_dtype, replica.weight_group_size
-        ),
+        weight_bytes=replica_loaded_weight_bytes(replica),
         activation_bytes=profile_activation_bytes(replica.model, replica.tp, tokens, seqs, replica.lora),
-        non_torch_bytes=non_torch_bytes(replica.tp, v),
+        non_torch_bytes=non_torch_bytes(replica.gpus, v),
         cuda_graph_bytes=cuda_graph_bytes(v),
         lora_bytes=lora_buffer_bytes(replica.model, replica.tp, replica.lora),
     )

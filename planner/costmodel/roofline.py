@@ -1,4 +1,5 @@
-"""Roofline step times for one replica (a tensor-parallel group of `tp` GPUs).
+"""Roofline step times for one replica (a tensor-parallel group of `tp` GPUs, or `pp` pipeline
+stages of such groups: planner.costmodel.multinode).
 
 `Replica` is the unit the cost model times. Its step-time coefficients are computed once
 (`coefficients`) and every time it reports comes from the one formula in `steptime.py`; the
@@ -17,6 +18,7 @@ from planner.catalog.gpus import GpuSpec
 from planner.catalog.models import Dtype, ModelSpec
 from planner.catalog.quantization import DEFAULT_GROUP_SIZE, WeightDtype
 from planner.costmodel.lora import LoraConfig
+from planner.costmodel.multinode import pipeline_coefficients, stage_fraction, stage_kv_bytes_per_token
 from planner.costmodel.profile import THEORETICAL, Profile
 from planner.costmodel.steptime import (
     ACTIVATION_BYTES,
@@ -71,30 +73,35 @@ class Replica:
     profile: Profile = THEORETICAL
     lora: LoraConfig | None = None  # vLLM --enable-lora (planner.costmodel.lora); None: off
     weight_group_size: int = DEFAULT_GROUP_SIZE  # AWQ/GPTQ checkpoints' quantization group
+    # Pipeline stages (vLLM --pipeline-parallel-size): the replica is tp x pp GPUs and its "step"
+    # is one pipeline cycle (planner.costmodel.multinode); 1 = no PP, exactly the TP-only step.
+    pp: int = 1
 
     @cached_property
     def coefficients(self) -> StepCoefficients:
-        return step_coefficients(
+        k = step_coefficients(
             self.model, self.gpu, self.profile, self.tp, self.weight_dtype, self.kv_dtype,
             weight_group_size=self.weight_group_size, lora=self.lora,
         )
+        return pipeline_coefficients(k, self.model, self.gpu, self.tp, self.pp)
 
-    # --- per-GPU constants ------------------------------------------------------------------
+    # --- per-GPU constants (the largest pipeline stage's GPU) --------------------------------
     @cached_property
     def kv_bytes_per_token(self) -> int:
-        return self.model.kv_bytes_per_token(self.kv_dtype, self.tp)
+        return stage_kv_bytes_per_token(self.model, self.model.kv_bytes_per_token(self.kv_dtype, self.tp), self.pp)
 
     @cached_property
     def weight_bytes_per_gpu(self) -> float:
-        return self.model.weight_bytes(self.weight_dtype, self.weight_group_size) / self.tp
+        w = self.model.weight_bytes(self.weight_dtype, self.weight_group_size) / self.tp
+        return w if self.pp == 1 else w * stage_fraction(self.model, self.pp)
 
     @property
     def gpus(self) -> int:
-        return self.tp
+        return self.tp * self.pp
 
     @property
     def usd_per_hour(self) -> float:
-        return self.gpu.price * self.tp
+        return self.gpu.price * self.gpus
 
     def weight_bytes_read(self, tokens: float) -> float:
         """Per GPU. Dense: all weights. MoE: dense part + the experts this many tokens touch."""

@@ -70,6 +70,7 @@ from planner.costmodel.lora import (
     lora_step_bytes,
     lora_step_flops_per_token,
 )
+from planner.costmodel.multinode import allreduce_link
 from planner.costmodel.profile import Profile
 
 FloatArray = npt.NDArray[np.float64]
@@ -214,9 +215,11 @@ def step_coefficients(
     # --- end LoRA
     if tp > 1:
         # Two ring all-reduces per layer of tokens x hidden activations: 2(t-1)/t of the data
-        # crosses each GPU's link, plus a latency floor per call.
-        per_token = (2 * (tp - 1) / tp) * model.hidden_size * ACTIVATION_BYTES / gpu.interconnect_bandwidth
-        ar_slope, ar_fixed = 2 * model.layers * per_token, 2 * model.layers * gpu.interconnect_latency
+        # crosses each GPU's link, plus a latency floor per call. The link: the node's, or the
+        # inter-node fabric for a TP group beyond one node (planner.costmodel.multinode).
+        link_bw, link_s = allreduce_link(gpu, tp)
+        per_token = (2 * (tp - 1) / tp) * model.hidden_size * ACTIVATION_BYTES / link_bw
+        ar_slope, ar_fixed = 2 * model.layers * per_token, 2 * model.layers * link_s
     else:
         ar_slope = ar_fixed = 0.0
     attn_flops = 4.0 * model.layers * model.query_dim / tp

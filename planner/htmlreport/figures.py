@@ -233,7 +233,9 @@ def _cost_by_gpu(plan: PlanReport) -> dict[str, Any]:
 def _group_label(plan: PlanReport, deployments: list[str], replicas: list[int]) -> str:
     by_id = {d.id: d for d in plan.deployments}
     parts = [
-        f"{by_id[i].gpu} TP{by_id[i].tensor_parallel_size} {by_id[i].role} x {n}"
+        f"{by_id[i].gpu} TP{by_id[i].tensor_parallel_size}"
+        + (f" x PP{by_id[i].pipeline_parallel_size}" if by_id[i].pipeline_parallel_size else "")
+        + f" {by_id[i].role} x {n}"
         for i, n in zip(deployments, replicas, strict=True)
     ]
     return " + ".join(parts)

@@ -112,7 +112,11 @@ def summary(plan: PlanReport) -> str:
             )
         )
     deps = [
-        (f"{d.role}: {d.replicas_peak} x {d.gpu} TP{d.tensor_parallel_size}", d.vllm_command)
+        (
+            f"{d.role}: {d.replicas_peak} x {d.gpu} TP{d.tensor_parallel_size}"
+            + (f" x PP{d.pipeline_parallel_size}" if d.pipeline_parallel_size else ""),
+            d.vllm_command,
+        )
         for d in plan.deployments
     ]
     return f'<table id="summary">\n{_rows(rows)}\n{_rows(deps, code=True)}\n</table>'

@@ -50,6 +50,9 @@ class Alternatives:
                     replicas_peak=max(reps),
                     max_num_batched_tokens=p.config.max_num_batched_tokens,
                     max_num_seqs=p.config.max_num_seqs,
+                    pipeline_parallel_size=p.config.pipeline_parallel_size
+                    if p.config.pipeline_parallel_size > 1
+                    else None,
                 )
             )
         base = self.base_month

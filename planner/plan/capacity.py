@@ -49,13 +49,21 @@ class ReplicaConfig:
     max_num_batched_tokens: int
     max_num_seqs: int
     long_prefill_token_threshold: int = 0
+    # Pipeline stages (planner.costmodel.multinode): the replica is TP x PP GPUs
+    pipeline_parallel_size: int = 1
+
+    @property
+    def gpus(self) -> int:
+        """GPUs one replica holds (what it is billed and sized by)."""
+        return self.tensor_parallel_size * self.pipeline_parallel_size
 
     @property
     def id(self) -> str:
         """A stable name (MILP candidate id, report key)."""
         t = f"/t{self.long_prefill_token_threshold}" if self.long_prefill_token_threshold else ""
+        pp = f"/pp{self.pipeline_parallel_size}" if self.pipeline_parallel_size > 1 else ""
         return (
-            f"{self.gpu}/tp{self.tensor_parallel_size}/{self.role}"
+            f"{self.gpu}/tp{self.tensor_parallel_size}{pp}/{self.role}"
             f"/b{self.max_num_batched_tokens}/s{self.max_num_seqs}{t}"
         )
 
@@ -114,6 +122,7 @@ class SearchContext:
             weight_group_size=self.weight_group_size,
             disaggregated=dis,
             lora=self.lora,
+            pipeline_parallel_size=cfg.pipeline_parallel_size,
         )
         # `replicas` counts colocated replicas only (the pools' sizes are in `disaggregated`).
         return spec if dis is not None else spec.model_copy(update={"replicas": replicas})

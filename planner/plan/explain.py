@@ -17,7 +17,8 @@ def _ms(s: float) -> str:
 def _where(p: CapacityPoint) -> str:
     c = p.config
     tp = f" TP{c.tensor_parallel_size}" if c.tensor_parallel_size > 1 else ""
-    return f"{c.gpu}{tp}"
+    pp = f" PP{c.pipeline_parallel_size}" if c.pipeline_parallel_size > 1 else ""
+    return f"{c.gpu}{tp}{pp}"
 
 
 def _lowest(points: Sequence[CapacityPoint], attr: str) -> CapacityPoint | None:
@@ -99,12 +100,12 @@ def no_candidate(
     e2e_p99_s: float | None,
     points: Sequence[CapacityPoint],
     others: Sequence[CapacityPoint],
-    unfit: Sequence[tuple[str, int, str]],
+    unfit: Sequence[tuple[str, int, int, str]],
     disaggregation: str,
 ) -> Infeasibility:
     """No configuration meets the SLOs on its own: say which target or limit is to blame."""
     if not any(p.fits for p in points):
-        shapes = "; ".join(f"{g} TP{tp}: {why}" for g, tp, why in unfit[:4])
+        shapes = "; ".join(f"{g} TP{tp}{f' PP{pp}' if pp > 1 else ''}: {why}" for g, tp, pp, why in unfit[:4])
         more = f" (and {len(unfit) - 4} more)" if len(unfit) > 4 else ""
         return Infeasibility(
             constraint="candidates",

@@ -110,12 +110,13 @@ def incompatible_pairs(points: Sequence[CapacityPoint], kv_heads: int) -> tuple[
 
 
 def default_configs(
-    gpus: Sequence[str], tps: Sequence[int], unfit: Sequence[tuple[str, int, str]] = ()
+    gpus: Sequence[str], tps: Sequence[int], unfit: Sequence[tuple[str, int, int, str]] = ()
 ) -> list[ReplicaConfig]:
-    """Colocated replicas with vLLM's default budget and `max_num_seqs` for each GPU type."""
+    """Colocated replicas with vLLM's default budget and `max_num_seqs` for each GPU type (one
+    stage: the alternatives compare single-stage replicas)."""
     from planner.catalog.gpus import get_gpu
 
-    skip = {(g, tp) for g, tp, _ in unfit}
+    skip = {(g, tp) for g, tp, pp, _ in unfit if pp == 1}
     out = []
     for g in gpus:
         spec = get_gpu(g)
@@ -140,6 +141,7 @@ def vllm_args(ctx: SearchContext, cfg: ReplicaConfig) -> list[str]:
     against planner/data/vllm/serve-args-0.11.0.json)."""
     args = [
         "--tensor-parallel-size", str(cfg.tensor_parallel_size),
+        *multinode_args(cfg),
         "--max-model-len", str(ctx.max_model_len),
         "--max-num-batched-tokens", str(cfg.max_num_batched_tokens),
         "--max-num-seqs", str(cfg.max_num_seqs),
@@ -157,6 +159,19 @@ def vllm_args(ctx: SearchContext, cfg: ReplicaConfig) -> list[str]:
     if cfg.role != "colocated":
         args += ["--kv-transfer-config", kv_transfer_config(cfg.role)]
     return args
+
+
+def multinode_args(cfg: ReplicaConfig) -> list[str]:
+    """`--pipeline-parallel-size` with PP, and the Ray executor vLLM's multi-node serving and
+    its PP batch queue run on (docs/multi-node.md) for PP or a replica beyond one node; nothing
+    for a single-node TP replica."""
+    from planner.catalog.gpus import get_gpu
+
+    pp = cfg.pipeline_parallel_size
+    out = [] if pp == 1 else ["--pipeline-parallel-size", str(pp)]
+    if pp > 1 or cfg.gpus > get_gpu(cfg.gpu).max_gpus_per_node:
+        out += ["--distributed-executor-backend", "ray"]
+    return out
 
 
 def lora_args(lora: LoraConfig) -> list[str]:

@@ -324,6 +324,7 @@ class _Answer:
             profile=pl.ctx.profile(cfg.gpu).name,
             at_peak=None if s is None else at_peak(at, cfg.role, s.requests_per_s_per_replica),
             lora=_lora_memory(pl.ctx, cfg),
+            pipeline_parallel_size=cfg.pipeline_parallel_size if cfg.pipeline_parallel_size > 1 else None,
         )
 
     def _gpus(self) -> tuple[list[GpuUse], list[int]]:

@@ -119,7 +119,7 @@ class Planning:
             candidates_in_milp=0 if st is None else st.candidates_in_model,
             milp_variables=0 if st is None else st.variables,
             milp_constraints=0 if st is None else st.constraints,
-            unfit=[f"{g} TP{tp}: {why}" for g, tp, why in self.found.unfit],
+            unfit=[f"{g} TP{tp}{f' PP{pp}' if pp > 1 else ''}: {why}" for g, tp, pp, why in self.found.unfit],
         )
 
     def base_notes(self) -> list[str]:

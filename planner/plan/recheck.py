@@ -107,7 +107,7 @@ class _Recheck:
                 Candidate(
                     id=cfg.id,
                     resource=cfg.gpu,
-                    units_per_replica=cfg.tensor_parallel_size,
+                    units_per_replica=cfg.gpus,
                     capacity_per_s=max(by_bucket),
                     pool=cfg.role,
                     group=cfg.gpu,
@@ -143,7 +143,7 @@ class _Recheck:
             rows = [i for i, c in enumerate(cfgs) if c.gpu == gpu]
             n = np.asarray([_optimistic(self.sizings[cfgs[i]]) for i in rows], dtype=np.int64)
             n = np.where(has_demand, np.maximum(n + data.spare_replicas, data.min_replicas), 0)
-            units = n * np.asarray([cfgs[i].tensor_parallel_size for i in rows], dtype=np.int64)[:, None]
+            units = n * np.asarray([cfgs[i].gpus for i in rows], dtype=np.int64)[:, None]
             price = self.pl.price_of[gpu]
             cost, _ = best_reserved(units, hours, price.reserved_usd_per_gpu_hour, price.usd_per_gpu_hour)
             if price.inventory is not None:

@@ -68,7 +68,7 @@ def ceil_4(x: float) -> float:
 def _summary(r: RelaxedPlan) -> str:
     shape = " + ".join(
         f"{d.replicas_peak:,} x {d.gpu}" + (f" TP{d.tensor_parallel_size}" if d.tensor_parallel_size > 1 else "")
-        + f" {d.role}"
+        + (f" x PP{d.pipeline_parallel_size}" if d.pipeline_parallel_size else "") + f" {d.role}"
         for d in r.deployments
     )  # fmt: skip
     n = r.gpu_count_peak
@@ -105,6 +105,7 @@ class _Tries:
                     replicas_peak=d.replicas_peak,
                     max_num_batched_tokens=d.max_num_batched_tokens,
                     max_num_seqs=d.max_num_seqs,
+                    pipeline_parallel_size=d.pipeline_parallel_size,
                 )
                 for d in rep.deployments
             ],
@@ -205,7 +206,8 @@ def _replicas(pl: Planning, why: Infeasibility, tries: _Tries) -> tuple[list[Rel
 
 
 def _fit(pl: Planning, tries: _Tries) -> tuple[list[RelaxedPlan], str]:
-    """The model fits no candidate: GPUs where it fits, larger TPs, fp8 weights (in that order)."""
+    """The model fits no candidate: GPUs where it fits, larger TPs, fp8 weights, two pipeline
+    stages (replicas of two nodes' GPUs: docs/multi-node.md), in that order."""
     from planner.catalog.gpus import get_gpu
     from planner.plan.search import unfit_shapes
 
@@ -219,8 +221,11 @@ def _fit(pl: Planning, tries: _Tries) -> tuple[list[RelaxedPlan], str]:
         if req.profile in ("auto", "calibrated", "theoretical")
         else None
     )
-    unfit = {(g, tp) for g, tp, _ in unfit_shapes(pl.ctx.model, space, others, profile, lora=pl.ctx.lora)}
-    fitting = [g for g in others if any((g, tp) not in unfit for tp in space.tensor_parallel_sizes)]
+    unfit = {
+        (g, tp, pp) for g, tp, pp, _ in unfit_shapes(pl.ctx.model, space, others, profile, lora=pl.ctx.lora)
+    }
+    shapes = [(tp, pp) for tp in space.tensor_parallel_sizes for pp in space.pipeline_parallel_sizes]
+    fitting = [g for g in others if any((g, tp, pp) not in unfit for tp, pp in shapes)]
     node = min(get_gpu(g).max_gpus_per_node for g in listed)
     tps = sorted({*space.tensor_parallel_sizes, *(t for t in (1, 2, 4, 8) if t <= node)})
     changes: list[tuple[str, Any]] = []
@@ -230,6 +235,8 @@ def _fit(pl: Planning, tries: _Tries) -> tuple[list[RelaxedPlan], str]:
         changes.append(("candidates.tensor_parallel_sizes", tps))
     if space.weight_dtype == "bf16":  # fp8 halves bf16's weights; the other formats are smaller already
         changes.append(("candidates.weight_dtype", "fp8"))
+    if max(space.pipeline_parallel_sizes) < 2:  # half the layers a GPU, at twice the GPUs a replica
+        changes.append(("candidates.pipeline_parallel_sizes", sorted({*space.pipeline_parallel_sizes, 2})))
     for field, value in changes:
         r = tries.plan(field, value)
         if r is not None:

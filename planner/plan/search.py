@@ -100,6 +100,7 @@ class Shape:
     long_prefill_token_threshold: int = 0
     budgets: tuple[int, ...] | None = None
     seqs: tuple[int, ...] | None = None
+    pipeline_parallel_size: int = 1
 
 
 @dataclass(frozen=True)
@@ -156,7 +157,12 @@ class _ShapeSearch:
             for s in seqs:
                 self.consider(
                     ReplicaConfig(
-                        sh.gpu, sh.tensor_parallel_size, "decode", 0 if s == 0 else decode_budget(s), s
+                        sh.gpu,
+                        sh.tensor_parallel_size,
+                        "decode",
+                        0 if s == 0 else decode_budget(s),
+                        s,
+                        pipeline_parallel_size=sh.pipeline_parallel_size,
                     )
                 )
         elif sh.budgets is not None:
@@ -204,7 +210,13 @@ class _ShapeSearch:
     def _cfg(self, budget: int, seqs: int) -> ReplicaConfig:
         sh = self.shape
         return ReplicaConfig(
-            sh.gpu, sh.tensor_parallel_size, sh.role, budget, seqs, sh.long_prefill_token_threshold
+            sh.gpu,
+            sh.tensor_parallel_size,
+            sh.role,
+            budget,
+            seqs,
+            sh.long_prefill_token_threshold,
+            sh.pipeline_parallel_size,
         )
 
 
@@ -269,8 +281,8 @@ def unfit_shapes(
     profile: Callable[[str], Profile] | None = None,
     max_model_len: int | None = None,
     lora: LoraConfig | None = None,
-) -> list[tuple[str, int, str]]:
-    """(gpu, tp, reason) for the GPU x TP pairs vLLM cannot run the model on at all (the cheap
+) -> list[tuple[str, int, int, str]]:
+    """(gpu, tp, pp, reason) for the GPU x TP x PP shapes vLLM cannot run the model on at all (the cheap
     feasibility check at the smallest budget and `max_num_seqs` the search would use, with each
     GPU's `profile` so the memory budget is the one its deployments resolve with, and a KV cache
     that holds one `max_model_len` sequence)."""
@@ -285,21 +297,23 @@ def unfit_shapes(
     for gpu in gpus:
         g = get_gpu(gpu)
         for tp in space.tensor_parallel_sizes:
-            why = feasibility(
-                spec,
-                g,
-                tp,
-                space.weight_dtype,
-                space.kv_dtype,
-                budget,
-                seqs,
-                space.gpu_memory_utilization,
-                None if profile is None else profile(gpu),
-                max_model_len,
-                lora,
-            )
-            if why:
-                out.append((gpu, tp, why[0].reason))
+            for pp in space.pipeline_parallel_sizes:
+                why = feasibility(
+                    spec,
+                    g,
+                    tp,
+                    space.weight_dtype,
+                    space.kv_dtype,
+                    budget,
+                    seqs,
+                    space.gpu_memory_utilization,
+                    None if profile is None else profile(gpu),
+                    max_model_len,
+                    lora,
+                    pp=pp,
+                )
+                if why:
+                    out.append((gpu, tp, pp, why[0].reason))
     return out
 
 
@@ -307,18 +321,23 @@ def shapes_of(
     space: CandidateSpace,
     gpus: Sequence[str],
     roles: Sequence[Role],
-    unfit: Sequence[tuple[str, int, str]] = (),
+    unfit: Sequence[tuple[str, int, int, str]] = (),
 ) -> list[Shape]:
-    skip = {(g, tp) for g, tp, _ in unfit}
+    skip = {(g, tp, pp) for g, tp, pp, _ in unfit}
     out = []
     for gpu in gpus:
         for tp in space.tensor_parallel_sizes:
-            if (gpu, tp) in skip:
-                continue
-            for role in roles:
-                thresholds = space.long_prefill_token_thresholds if role == "colocated" else (0,)
-                for t in thresholds:
-                    out.append(Shape(gpu, tp, role, t, space.max_num_batched_tokens, space.max_num_seqs))
+            for pp in space.pipeline_parallel_sizes:
+                if (gpu, tp, pp) in skip:
+                    continue
+                for role in roles if pp == 1 else [r for r in roles if r == "colocated"]:
+                    # PP replicas serve colocated: prefill/decode pools stay one stage each
+                    # (docs/multi-node.md)
+                    thresholds = space.long_prefill_token_thresholds if role == "colocated" else (0,)
+                    for t in thresholds:
+                        out.append(
+                            Shape(gpu, tp, role, t, space.max_num_batched_tokens, space.max_num_seqs, pp)
+                        )
     return out
 
 
@@ -341,7 +360,7 @@ def prune_divisible(
             d = q.config
             if q is p or (d.gpu, d.role) != (c.gpu, c.role):
                 continue
-            tp_p, tp_q = c.tensor_parallel_size, d.tensor_parallel_size
+            tp_p, tp_q = c.gpus, d.gpus
             if tp_q <= tp_p and tp_p % tp_q == 0 and partners(d) >= partners(c):
                 m = tp_p // tp_q
                 if q.requests_per_s * m >= p.requests_per_s and (
@@ -378,13 +397,13 @@ def _partners(
 @dataclass(frozen=True)
 class SearchResult:
     """`best`: the candidates (per shape the best, minus the divisibly dominated), sorted by id;
-    `points`: every root-find made, sorted; `unfit`: (gpu, tp, reason) for shapes whose weights
+    `points`: every root-find made, sorted; `unfit`: (gpu, tp, pp, reason) for shapes whose weights
     do not fit at any budget; `dominated`: configurations dropped as dominated (screened out,
     beaten within their shape, or beaten by a smaller replica of the same GPU type)."""
 
     best: tuple[CapacityPoint, ...]
     points: tuple[CapacityPoint, ...]
-    unfit: tuple[tuple[str, int, str], ...]
+    unfit: tuple[tuple[str, int, int, str], ...]
     dominated: int = 0
     evaluated: int = 0  # root-finds and screens
     # Configurations a tolerance could have ranked below a candidate: the shapes' runners-up, the
@@ -415,14 +434,15 @@ def combine(
         runners.pop(p.config, None)
     feasible_points = sum(1 for p in points if p.feasible)
     screened = sum(r.screened for r in results)
-    unfit: dict[tuple[str, int], str] = {}
+    unfit: dict[tuple[str, int, int], str] = {}
     for r in results:
         if r.points and all(not p.fits for p in r.points):
-            unfit.setdefault((r.shape.gpu, r.shape.tensor_parallel_size), r.points[0].reason)
+            sh = r.shape
+            unfit.setdefault((sh.gpu, sh.tensor_parallel_size, sh.pipeline_parallel_size), r.points[0].reason)
     return SearchResult(
         best=tuple(sorted(kept, key=lambda p: p.config.id)),
         points=tuple(points),
-        unfit=tuple((g, tp, why) for (g, tp), why in sorted(unfit.items())),
+        unfit=tuple((g, tp, pp, why) for (g, tp, pp), why in sorted(unfit.items())),
         dominated=screened + (feasible_points - len(best)) + dropped,
         evaluated=len(points) + screened,
         runners_up=tuple(runners[c] for c in sorted(runners)),

@@ -103,7 +103,7 @@ def milp_data(
             Candidate(
                 id=p.config.id,
                 resource=p.config.gpu,
-                units_per_replica=p.config.tensor_parallel_size,
+                units_per_replica=p.config.gpus,
                 capacity_per_s=p.requests_per_s,
                 pool=p.config.role,
                 group=p.config.gpu,

@@ -91,12 +91,16 @@ class PlanDeployment(_Report):
     profile: str
     at_peak: PoolAtPeak | None
     lora: LoraMemory | None = None  # absent without LoRA
+    # Pipeline stages per replica (a replica is tensor_parallel_size x this many GPUs, over
+    # several nodes when more than one node's GPUs); absent without PP
+    pipeline_parallel_size: int | None = None
 
     @model_serializer(mode="wrap")
     def _drop_absent_lora(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         """Without LoRA the key is left out: reports read as they did before LoRA existed."""
         out: dict[str, Any] = handler(self)
-        return out if out.get("lora") is not None else {k: v for k, v in out.items() if k != "lora"}
+        # pipeline_parallel_size likewise: absent without PP (planner.costmodel.multinode)
+        return {k: v for k, v in out.items() if v is not None or k not in ("lora", "pipeline_parallel_size")}
 
 
 class GpuUse(_Report):
@@ -179,6 +183,17 @@ class AlternativeDeployment(_Report):
     replicas_peak: int
     max_num_batched_tokens: int
     max_num_seqs: int
+    pipeline_parallel_size: int | None = None  # absent without PP
+
+    @model_serializer(mode="wrap")
+    def _drop_absent_pp(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Without PP the key is left out: reports read as they did before PP existed."""
+        out: dict[str, Any] = handler(self)
+        return (
+            out
+            if out.get("pipeline_parallel_size") is not None
+            else {k: v for k, v in out.items() if k != "pipeline_parallel_size"}
+        )
 
 
 class Alternative(_Report):

@@ -28,6 +28,7 @@ from planner.catalog.models import Dtype
 from planner.catalog.prices import DEFAULT_PRICE_LIST
 from planner.catalog.quantization import DEFAULT_GROUP_SIZE, GroupSize, WeightDtype
 from planner.costmodel.lora import LoraConfig
+from planner.costmodel.multinode import MAX_PIPELINE_PARALLEL
 from planner.costmodel.profiles import DEFAULT_PROFILE
 from planner.deployment import (
     MAX_KV_TRANSFER_BANDWIDTH_BYTES_PER_S,
@@ -85,6 +86,7 @@ MAX_AVAILABILITY_REPLICAS = MAX_SPARE_REPLICAS  # what the MILP takes
 DEFAULT_MIN_REPLICAS = 2
 
 TensorParallel = Annotated[int, Field(ge=1, le=MAX_TP)]
+PipelineParallel = Annotated[int, Field(ge=1, le=MAX_PIPELINE_PARALLEL)]
 BudgetTokens = Annotated[int, Field(ge=64, le=MAX_BUDGET_TOKENS)]
 Seqs = Annotated[int, Field(ge=1, le=MAX_SEQS)]
 Threshold = Annotated[int, Field(ge=0, le=MAX_BUDGET_TOKENS)]
@@ -199,9 +201,20 @@ class CandidateSpace(BaseModel):
     kv_transfer_latency_s: float = Field(
         default=1e-3, ge=0, le=MAX_KV_TRANSFER_LATENCY_S, description="per-transfer setup latency, s; [0, 10]"
     )
+    pipeline_parallel_sizes: tuple[PipelineParallel, ...] = Field(
+        default=(1,),
+        min_length=1,
+        description=f"pipeline stages per replica (vLLM --pipeline-parallel-size), each in [1, "
+        f"{MAX_PIPELINE_PARALLEL}]; a replica is TP x PP GPUs, over several nodes where more than one "
+        "node's (docs/multi-node.md)",
+    )
 
     @field_validator(
-        "tensor_parallel_sizes", "max_num_batched_tokens", "max_num_seqs", "long_prefill_token_thresholds"
+        "tensor_parallel_sizes",
+        "max_num_batched_tokens",
+        "max_num_seqs",
+        "long_prefill_token_thresholds",
+        "pipeline_parallel_sizes",
     )
     @classmethod
     def _sorted(cls, v: tuple[int, ...] | None) -> tuple[int, ...] | None:

@@ -66,17 +66,20 @@ class DeploymentSummary(_Report):
     max_num_batched_tokens: int
     long_prefill_token_threshold: int
     lora: LoraMemory | None = None  # absent without LoRA
+    # Pipeline stages per replica (vLLM --pipeline-parallel-size); absent without PP
+    pipeline_parallel_size: int | None = None
 
     @model_serializer(mode="wrap")
     def _drop_absent_lora(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         """Without LoRA the key is left out: reports read as they did before LoRA existed."""
         out: dict[str, Any] = handler(self)
-        return out if out.get("lora") is not None else {k: v for k, v in out.items() if k != "lora"}
+        # pipeline_parallel_size likewise: absent without PP (planner.costmodel.multinode)
+        return {k: v for k, v in out.items() if v is not None or k not in ("lora", "pipeline_parallel_size")}
 
     @property
     def gpus(self) -> int:
-        """GPUs the deployment holds: every replica times its tensor-parallel group."""
-        return self.replicas * self.tp
+        """GPUs the deployment holds: every replica times its tensor-parallel group and stages."""
+        return self.replicas * self.tp * (self.pipeline_parallel_size or 1)
 
 
 class Floors(_Report):

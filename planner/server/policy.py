@@ -209,7 +209,7 @@ def _workload(w: Any, prefix: str, limits: Limits) -> None:
 
 def plan_configurations(plan: Mapping[str, Any]) -> int:
     """An upper bound on the configurations a Plan's search evaluates (module docstring): per
-    GPU type x TP, the colocated shapes (x thresholds), prefill and decode, each its budgets x
+    GPU type x TP x PP, the colocated shapes (x thresholds), prefill and decode, each its budgets x
     max_num_seqs. planner/plan/search.py is what it bounds."""
     from planner.catalog.gpus import gpu_names
     from planner.schema.plan_request import COARSE_BUDGETS
@@ -222,6 +222,7 @@ def plan_configurations(plan: Mapping[str, Any]) -> int:
         return len(v) if isinstance(v, list | tuple) and v else None
 
     gpus, tps = n("gpus") or len(gpu_names()), n("tensor_parallel_sizes") or DEFAULT_TPS
+    tps *= n("pipeline_parallel_sizes") or 1  # each TP with each PP is a shape
     budgets, seqs = n("max_num_batched_tokens"), n("max_num_seqs")
     thresholds = n("long_prefill_token_thresholds") or 1
 
