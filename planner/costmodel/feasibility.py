@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from planner.catalog.gpus import GpuSpec
 from planner.catalog.models import Dtype, ModelSpec
 from planner.catalog.quantization import DEFAULT_GROUP_SIZE, WeightDtype, weight_format_error
+from planner.costmodel.expert_parallel import ExpertParallel, ep_error
 from planner.costmodel.lora import LoraConfig
 from planner.costmodel.memory import DEFAULT_VLLM_VERSION, memory_budget
 from planner.costmodel.profile import THEORETICAL, Profile
@@ -57,6 +58,7 @@ def feasibility(
     max_model_len: int | None = None,
     lora: LoraConfig | None = None,
     weight_group_size: int = DEFAULT_GROUP_SIZE,
+    ep: ExpertParallel | None = None,
 ) -> list[Infeasibility]:
     """Every reason vLLM could not serve `model` on `tp` x `gpu` with these limits (empty: it can).
     Unset limits take vLLM's defaults for the GPU; a limit a caller left unset is never the one
@@ -64,8 +66,22 @@ def feasibility(
     (theoretical: the seed's); None: vLLM's, as for every measured or transferred profile.
     `max_model_len`: the longest sequence vLLM must hold (None: not checked; vLLM's default, the
     model's context, is checked only where a caller passes it). `lora`: the adapter buffers
-    vLLM allocates with --enable-lora (planner.costmodel.lora), counted with the weights."""
+    vLLM allocates with --enable-lora (planner.costmodel.lora), counted with the weights. `ep`:
+    expert parallelism (a MoE model, an EP group of at most E GPUs within one node, a skew of at
+    most the EP size; planner.costmodel.expert_parallel)."""
     out: list[Infeasibility] = []
+    if ep is not None:
+        if (bad := ep_error(model, tp, ep)) is not None:
+            return [Infeasibility(*bad)]
+        if ep.ep_size(tp) > gpu.max_gpus_per_node:
+            out.append(
+                Infeasibility(
+                    "data_parallel_size",
+                    f"tp {tp} x data_parallel_size {ep.data_parallel_size} exceeds the "
+                    f"{gpu.max_gpus_per_node} GPUs of one {gpu.name} node (the all-to-all is modelled "
+                    "within a node)",
+                )
+            )
     if tp > gpu.max_gpus_per_node:
         out.append(
             Infeasibility("tp", f"{tp} exceeds the {gpu.max_gpus_per_node} GPUs of one {gpu.name} node")
@@ -90,6 +106,7 @@ def feasibility(
         profile=THEORETICAL if profile is None else profile,
         lora=lora,
         weight_group_size=weight_group_size,
+        expert_parallel=ep,
     )
     version = DEFAULT_VLLM_VERSION if profile is None else None  # None: as the profile implies
     out += _memory(r, budget, seqs, gpu_memory_utilization, max_num_batched_tokens, version, max_model_len)

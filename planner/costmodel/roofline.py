@@ -16,6 +16,7 @@ from typing import Literal
 from planner.catalog.gpus import GpuSpec
 from planner.catalog.models import Dtype, ModelSpec
 from planner.catalog.quantization import DEFAULT_GROUP_SIZE, WeightDtype
+from planner.costmodel.expert_parallel import ExpertParallel, expert_fraction_per_gpu
 from planner.costmodel.lora import LoraConfig
 from planner.costmodel.profile import THEORETICAL, Profile
 from planner.costmodel.steptime import (
@@ -71,12 +72,22 @@ class Replica:
     profile: Profile = THEORETICAL
     lora: LoraConfig | None = None  # vLLM --enable-lora (planner.costmodel.lora); None: off
     weight_group_size: int = DEFAULT_GROUP_SIZE  # AWQ/GPTQ checkpoints' quantization group
+    # vLLM --enable-expert-parallel (planner.costmodel.expert_parallel): this replica is then one
+    # DP rank of `tp` GPUs; None: experts split over TP
+    expert_parallel: ExpertParallel | None = None
 
     @cached_property
     def coefficients(self) -> StepCoefficients:
         return step_coefficients(
-            self.model, self.gpu, self.profile, self.tp, self.weight_dtype, self.kv_dtype,
-            weight_group_size=self.weight_group_size, lora=self.lora,
+            self.model,
+            self.gpu,
+            self.profile,
+            self.tp,
+            self.weight_dtype,
+            self.kv_dtype,
+            weight_group_size=self.weight_group_size,
+            lora=self.lora,
+            ep=self.expert_parallel,
         )
 
     # --- per-GPU constants ------------------------------------------------------------------
@@ -86,7 +97,11 @@ class Replica:
 
     @cached_property
     def weight_bytes_per_gpu(self) -> float:
-        return self.model.weight_bytes(self.weight_dtype, self.weight_group_size) / self.tp
+        ep, m = self.expert_parallel, self.model
+        if ep is not None and m.is_moe:  # dense part over TP, whole experts over the EP group
+            dense, experts, _ = m.weight_bytes_parts(self.weight_dtype, self.weight_group_size)
+            return dense / self.tp + experts * expert_fraction_per_gpu(m, ep.ep_size(self.tp))
+        return m.weight_bytes(self.weight_dtype, self.weight_group_size) / self.tp
 
     @property
     def gpus(self) -> int:

@@ -22,11 +22,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from planner.catalog.models import Dtype
 from planner.catalog.prices import DEFAULT_PRICE_LIST
 from planner.catalog.quantization import DEFAULT_GROUP_SIZE, GroupSize, WeightDtype
+from planner.costmodel.expert_parallel import MAX_ROUTING_SKEW
 from planner.costmodel.lora import LoraConfig
 from planner.costmodel.profiles import DEFAULT_PROFILE
 from planner.deployment import (
@@ -199,6 +200,19 @@ class CandidateSpace(BaseModel):
     kv_transfer_latency_s: float = Field(
         default=1e-3, ge=0, le=MAX_KV_TRANSFER_LATENCY_S, description="per-transfer setup latency, s; [0, 10]"
     )
+    expert_parallel: bool = Field(
+        default=False,
+        description="MoE models: also plan with vLLM --enable-expert-parallel (each GPU of a TP group holds "
+        "whole experts, EP size = TP; planner.costmodel.expert_parallel): one plan with and one without, the "
+        "cheaper kept (ties: expert-parallel); dense models: ignored",
+    )
+    routing_skew: float = Field(
+        default=1.0,
+        ge=1.0,
+        le=MAX_ROUTING_SKEW,
+        description="with expert_parallel: the load of the most loaded EP rank over the mean, [1, 64] and at most "
+        "the EP size; 1.0 = uniform routing. The expert GEMMs and reads of every MoE layer wait for that rank",
+    )
 
     @field_validator(
         "tensor_parallel_sizes", "max_num_batched_tokens", "max_num_seqs", "long_prefill_token_thresholds"
@@ -206,6 +220,15 @@ class CandidateSpace(BaseModel):
     @classmethod
     def _sorted(cls, v: tuple[int, ...] | None) -> tuple[int, ...] | None:
         return None if v is None else tuple(sorted(set(v)))
+
+    @field_validator("routing_skew")
+    @classmethod
+    def _skew_needs_ep(cls, v: float, info: ValidationInfo) -> float:
+        if v != 1.0 and not info.data.get("expert_parallel", False):
+            raise ValueError(
+                f"{v:g} applies with expert_parallel: true only (routing skew is modelled for EP)"
+            )
+        return v
 
     @field_validator("weight_checkpoints")
     @classmethod
