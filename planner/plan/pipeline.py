@@ -27,7 +27,7 @@ from planner.plan import defaults
 from planner.plan.alternatives import Alternatives
 from planner.plan.capacity import CapacityPoint, ReplicaConfig, SearchContext
 from planner.plan.capacity_pool import CapacityPool, default_workers
-from planner.plan.expert_parallel import by_expert_parallel, expert_parallel_summary
+from planner.plan.ep_variants import by_expert_parallel, expert_parallel_summary
 from planner.plan.flags import default_configs, incompatible_pairs, plan_max_model_len, vllm_args
 from planner.plan.infeasible import infeasible_report, milp_infeasible, no_candidate, too_many_replicas
 from planner.plan.peak import at_peak, points_at, predicted, shares
