@@ -167,7 +167,7 @@ def test_plan_skew_needs_expert_parallel() -> None:
     assert e.value.field == "candidates.routing_skew"
 
 
-def test_the_example_plans_expert_parallel_and_skew_tips_it_back() -> None:
+def test_the_example_plans_expert_parallel_and_a_cheaper_tp_split_warns() -> None:
     req = yaml.safe_load((ROOT / "examples" / "qwen30b-a3b-ep4-h100.yaml").read_text())
     report = plan(req, base_dir=ROOT / "examples", workers=1)
     assert report.status == "OPTIMAL"
@@ -176,16 +176,19 @@ def test_the_example_plans_expert_parallel_and_skew_tips_it_back() -> None:
         ep = dep.expert_parallel
         assert ep is not None and (ep.ep_size, ep.experts_per_gpu, ep.data_parallel_size) == (4, 32, 1)
         assert ep.expert_gib_per_gpu == 48 * 32 * EXPERT_BYTES / GIB == 13.5
-    assert any(n.startswith("candidates.expert_parallel: expert-parallel chosen") for n in report.notes)
+    note = next(n for n in report.notes if n.startswith("candidates.expert_parallel: expert-parallel planned"))
+    assert note.endswith(f"${report.usd_per_month:,.0f}/month, experts split over TP ${report.usd_per_month:,.0f}/month")
+    assert not any("expert parallelism costs" in w for w in report.warnings)  # uniform routing: a tie
     # long prompts (compute-bound prefills, TTFT binds): a router whose hottest GPU carries 1.5 x
-    # the mean makes EP the costlier plan, and TP is kept (decode steps, bound by reading the
-    # weights, barely feel it: every expert is read at a large batch either way)
+    # the mean makes EP the costlier plan; it is still the plan asked for, with a warning (decode
+    # steps, bound by reading the weights, barely feel skew: every expert is read at a large batch)
     req["workload"] = {"arrivals": {"requests_per_s": 60}, "input_tokens": {"constant": 6000}, "output_tokens": {"constant": 50}}
     req["slo"] = {"ttft_p99_ms": 600}
     req["candidates"]["routing_skew"] = 1.5
     skewed = plan(req, base_dir=ROOT / "examples", workers=1)
-    assert all("--enable-expert-parallel" not in d.vllm_args and d.expert_parallel is None for d in skewed.deployments)
-    assert any("experts split over TP chosen" in n for n in skewed.notes)
+    assert all("--enable-expert-parallel" in d.vllm_args for d in skewed.deployments)
+    assert skewed.usd_per_month == pytest.approx(40_763, abs=1)
+    assert any("costs $40,763/month where splitting the experts over TP costs $30,572" in w for w in skewed.warnings)
 
 
 def test_evaluate_and_simulate_carry_dp_ranks() -> None:

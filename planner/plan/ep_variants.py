@@ -1,11 +1,13 @@
-"""`candidates.expert_parallel`: a MoE model planned with and without vLLM's
---enable-expert-parallel, the cheaper plan kept.
+"""`candidates.expert_parallel`: a MoE model planned with vLLM's --enable-expert-parallel, beside
+the same request with the experts split over TP for comparison.
 
-EP is a whole-plan switch, as the weight format is (planner.plan.pipeline): every candidate of TP
-> 1 runs with EP (EP size = TP, planner.costmodel.expert_parallel) in one plan and with experts
-split over TP in the other. Ties go to EP: at routing skew 1 the roofline gives both the same
-bytes and FLOPs per GPU, and EP's fewer, larger expert GEMMs (which the roofline does not
-model) are the reason to ask for it. A dense model, or a request without the key, plans once.
+EP is a whole-plan setting, as the weight format is (planner.plan.pipeline): every candidate of
+TP > 1 runs with EP (EP size = TP, planner.costmodel.expert_parallel), TP 1 candidates as they
+are (vLLM turns EP on only for 2 GPUs or more). The request asked for EP, so the EP plan is the
+answer whenever it is solved (a checkpoint may need it: e.g. block-quantized experts whose width
+does not split over TP); the plan with the experts split over TP is solved too, its cost goes in
+a note, and a warning says so where it is cheaper. Only when the EP plan has no solution and the
+other has is the other returned. A dense model, or a request without the key, plans once.
 """
 
 from __future__ import annotations
@@ -22,8 +24,8 @@ _SOLVED = ("OPTIMAL", "FEASIBLE")
 
 
 def by_expert_parallel(req: PlanRequest, plan_one: Callable[[PlanRequest], PlanReport]) -> PlanReport:
-    """One plan with EP and one without when the request allows EP for a MoE model; the cheaper
-    solved one kept (ties: EP), the other's monthly cost in a note."""
+    """The EP plan when the request allows EP for a MoE model, with the TP-split plan's monthly
+    cost in a note (and a warning where it is lower); the TP-split plan where EP has no solution."""
     from planner.catalog.models import get_model
 
     c = req.candidates
@@ -31,27 +33,29 @@ def by_expert_parallel(req: PlanRequest, plan_one: Callable[[PlanRequest], PlanR
         return plan_one(req)
     with_ep = plan_one(req)
     without = plan_one(
-        req.model_copy(
-            update={"candidates": c.model_copy(update={"expert_parallel": False, "routing_skew": 1.0})}
-        )
+        req.model_copy(update={"candidates": c.model_copy(update={"expert_parallel": False, "routing_skew": 1.0})})
     )
 
     def cost(r: PlanReport) -> float | None:
         return r.usd_per_month if r.status in _SOLVED else None
 
-    ep_cost, tp_cost = cost(with_ep), cost(without)
-    keep_ep = ep_cost is not None and (tp_cost is None or ep_cost <= tp_cost)
-    best = with_ep if keep_ep or tp_cost is None else without
-
     def shown(v: float | None, r: PlanReport) -> str:
         return f"${v:,.0f}/month" if v is not None else r.status
 
+    ep_cost, tp_cost = cost(with_ep), cost(without)
+    best = without if ep_cost is None and tp_cost is not None else with_ep
     note = (
         f"candidates.expert_parallel: {'expert-parallel' if best is with_ep else 'experts split over TP'} "
-        f"chosen; expert-parallel (routing_skew {c.routing_skew:g}) {shown(ep_cost, with_ep)}, "
+        f"planned; expert-parallel (routing_skew {c.routing_skew:g}) {shown(ep_cost, with_ep)}, "
         f"experts split over TP {shown(tp_cost, without)}"
     )
-    return best.model_copy(update={"notes": [*best.notes, note]})
+    warnings = list(best.warnings)
+    if best is with_ep and ep_cost is not None and tp_cost is not None and tp_cost < ep_cost:
+        warnings.append(
+            f"expert parallelism costs ${ep_cost:,.0f}/month where splitting the experts over TP costs "
+            f"${tp_cost:,.0f}: drop candidates.expert_parallel unless the checkpoint needs it"
+        )
+    return best.model_copy(update={"notes": [*best.notes, note], "warnings": warnings})
 
 
 def expert_parallel_summary(ctx: SearchContext, cfg: ReplicaConfig) -> ExpertParallelSummary | None:

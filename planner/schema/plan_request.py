@@ -202,9 +202,9 @@ class CandidateSpace(BaseModel):
     )
     expert_parallel: bool = Field(
         default=False,
-        description="MoE models: also plan with vLLM --enable-expert-parallel (each GPU of a TP group holds "
-        "whole experts, EP size = TP; planner.costmodel.expert_parallel): one plan with and one without, the "
-        "cheaper kept (ties: expert-parallel); dense models: ignored",
+        description="MoE models: vLLM --enable-expert-parallel on every candidate of TP > 1 (each GPU holds "
+        "whole experts, EP size = TP; planner.costmodel.expert_parallel); the experts split over TP are planned "
+        "too and their cost noted, with a warning where cheaper; dense models: ignored",
     )
     routing_skew: float = Field(
         default=1.0,
