@@ -16,6 +16,8 @@ the re-read of prefill chunks' prefix KV (../../../shared/DESIGN.md, "The roofli
 for n decodes over a total context of S tokens and prefill chunks of c tokens at offset p
 (C = sum c); `sequence` is the profile's `sequence_overhead_s`, the engine's cost per decode in
 the step (0 by default). Everything is per GPU of the TP group; a step of no tokens takes 0 s.
+Expert parallelism (planner.costmodel.expert_parallel) changes only the coefficients: the
+hottest GPU's experts in W and P, and the all-to-all added to the all-reduce term.
 
 Calibrated profiles refine three terms (each off, i.e. exactly the above, at its default):
 
