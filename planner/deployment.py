@@ -18,6 +18,12 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from planner.catalog.gpus import GpuSpec
 from planner.catalog.models import MAX_POSITION_EMBEDDINGS, Dtype, ModelSpec
 from planner.catalog.quantization import DEFAULT_GROUP_SIZE, GroupSize, WeightDtype
+from planner.costmodel.expert_parallel import (
+    MAX_DATA_PARALLEL_SIZE,
+    MAX_ROUTING_SKEW,
+    ExpertParallel,
+    experts_per_gpu,
+)
 from planner.costmodel.lora import LoraConfig
 from planner.costmodel.memory import KvCapacity
 from planner.costmodel.multinode import MAX_PIPELINE_PARALLEL
@@ -95,7 +101,11 @@ class Deployment(BaseModel):
     in (0, 1], usd_per_gpu_hour in (0, 1000], max_model_len in [2, the model's context]; `lora`
     (vLLM --enable-lora; None: off): max_loras 1..256, max_lora_rank one of vLLM's ranks
     (planner.costmodel.lora.LoraConfig); pipeline_parallel_size 1..16 (the replica is tp x
-    pipeline_parallel_size GPUs; planner.costmodel.multinode). Whether
+    pipeline_parallel_size GPUs; planner.costmodel.multinode); `expert_parallel` (vLLM
+    --enable-expert-parallel, MoE models), `data_parallel_size` 1..64 (DP ranks per instance:
+    each replica is then that many engine ranks of `tp` GPUs) and `routing_skew` 1..64 (the
+    hottest EP rank's load over the mean; planner.costmodel.expert_parallel), both only with
+    expert_parallel. Whether
     vLLM can run the combination (heads over TP, node size, budget vs seqs, memory, one
     max_model_len sequence in the KV cache) is `planner.costmodel.feasibility`, checked by
     `resolve`."""
@@ -119,6 +129,9 @@ class Deployment(BaseModel):
     # Pipeline stages (vLLM --pipeline-parallel-size): a replica is tp x this many GPUs, over
     # several nodes where more than one node's (planner.costmodel.multinode)
     pipeline_parallel_size: int = Field(default=1, ge=1, le=MAX_PIPELINE_PARALLEL)
+    expert_parallel: bool = False
+    data_parallel_size: int = Field(default=1, ge=1, le=MAX_DATA_PARALLEL_SIZE)
+    routing_skew: float = Field(default=1.0, ge=1.0, le=MAX_ROUTING_SKEW)
 
     @model_validator(mode="after")
     def _replicas_or_pools(self) -> Deployment:
@@ -147,6 +160,19 @@ class Deployment(BaseModel):
         d = self.disaggregated
         return self.replicas if d is None else d.prefill_replicas + d.decode_replicas
 
+    def expert_parallelism(self, root: str = "deployment") -> ExpertParallel | None:
+        """The EP layout (None: off); data_parallel_size and routing_skew need expert_parallel."""
+        if self.expert_parallel:
+            return ExpertParallel(self.data_parallel_size, self.routing_skew)
+        for key, default in (("data_parallel_size", 1), ("routing_skew", 1.0)):
+            if getattr(self, key) != default:
+                raise InvalidInput(
+                    f"{root}.{key}",
+                    f"applies with expert_parallel: true only (DP attention and routing skew are modelled "
+                    f"for expert-parallel MoE deployments); got {getattr(self, key):g}",
+                )
+        return None
+
     def resolve(self, profile: Profile | str | None = None, root: str = "deployment") -> ResolvedDeployment:
         """Catalog look-ups, vLLM defaults, the feasibility check and KV sizing. `profile`: a
         Profile, or a name or file the registry resolves for this GPU (planner.costmodel.profiles;
@@ -172,6 +198,7 @@ class Deployment(BaseModel):
                 f"{self.max_model_len:,} tokens exceeds {model.name}'s context (max_position_embeddings "
                 f"{model.max_position_embeddings:,}), which vLLM refuses",
             )
+        ep = self.expert_parallelism(root)
         problems = feasibility(
             model,
             gpu,
@@ -186,6 +213,7 @@ class Deployment(BaseModel):
             self.lora,
             self.weight_group_size,
             self.pipeline_parallel_size,
+            ep,
         )
         if problems:
             raise InvalidInput(f"{root}.{problems[0].field}", problems[0].reason)
@@ -201,6 +229,7 @@ class Deployment(BaseModel):
             lora=self.lora,
             weight_group_size=self.weight_group_size,
             pp=self.pipeline_parallel_size,
+            expert_parallel=ep,
         )
         kv = kv_capacity(replica, self.gpu_memory_utilization, budget, seqs)
         if kv.kv_cache_blocks <= 0:  # feasibility leaves a block; rounding at the edge may not
@@ -208,6 +237,7 @@ class Deployment(BaseModel):
                 f"{root}.tp", f"{model.name} on {self.tp} x {gpu.name}: no room for the KV cache"
             )
         d = self.disaggregated
+        ranks = self.data_parallel_size  # engine ranks per replica (1 without DP)
         return ResolvedDeployment(
             spec=self,
             replica=replica,
@@ -222,9 +252,9 @@ class Deployment(BaseModel):
                 else self.max_model_len,
             ),
             usd_per_gpu_hour=self.usd_per_gpu_hour if self.usd_per_gpu_hour is not None else gpu.price,
-            replicas=self.replicas if d is None else 0,
-            prefill_replicas=0 if d is None else d.prefill_replicas,
-            decode_replicas=0 if d is None else d.decode_replicas,
+            replicas=self.replicas * ranks if d is None else 0,
+            prefill_replicas=0 if d is None else d.prefill_replicas * ranks,
+            decode_replicas=0 if d is None else d.decode_replicas * ranks,
             kv_transfer_bandwidth_bytes_per_s=(
                 DEFAULT_KV_TRANSFER_BANDWIDTH_BYTES_PER_S
                 if d is None
@@ -250,6 +280,8 @@ class ResolvedDeployment:
     decode_replicas: int
     kv_transfer_bandwidth_bytes_per_s: float
     kv_transfer_latency_s: float
+    # With data_parallel_size D, `replicas` and the pools count DP ranks (instances x D): each
+    # rank is its own scheduler and KV cache of `replica.tp` GPUs (planner.costmodel.expert_parallel)
 
     @property
     def max_num_seqs(self) -> int:
@@ -311,6 +343,26 @@ class ResolvedDeployment:
             "long_prefill_token_threshold": self.long_prefill_token_threshold,
             **({} if d.lora is None else {"lora": self.lora_memory()}),
             **({} if self.replica.pp == 1 else {"pipeline_parallel_size": self.replica.pp}),
+            **({} if not d.expert_parallel else {"expert_parallel": self.expert_parallel_summary()}),
+        }
+
+    def expert_parallel_summary(self) -> dict[str, Any] | None:
+        """The report's `expert_parallel` block (schema ExpertParallelSummary), per GPU of a DP
+        rank: the EP group, experts held and their GiB, the KV cache of the rank; None when off."""
+        ep = self.replica.expert_parallel
+        if ep is None:
+            return None
+        m, tp = self.model, self.replica.tp
+        gib = 2.0**30
+        _, expert_bytes, _ = m.weight_bytes_parts(self.spec.weight_dtype, self.spec.weight_group_size)
+        held = experts_per_gpu(m, ep.ep_size(tp))
+        return {
+            "data_parallel_size": ep.data_parallel_size,
+            "ep_size": ep.ep_size(tp),
+            "routing_skew": ep.routing_skew,
+            "experts_per_gpu": held,
+            "expert_gib_per_gpu": expert_bytes * held / m.num_experts / gib,
+            "kv_cache_tokens_per_rank": self.kv.kv_cache_tokens,
         }
 
     def lora_memory(self) -> dict[str, Any] | None:

@@ -259,3 +259,16 @@ def lora_lines(lora: dict[str, Any] | None, indent: str = "  ") -> list[str]:
         f"{lora['adapter_gib']:.2f} GiB per GPU; KV cache left {lora['kv_cache_gib']:.2f} GiB per GPU "
         f"({lora['kv_cache_tokens']:,} tokens)"
     ]
+
+
+def expert_parallel_lines(ep: dict[str, Any] | None, indent: str = "  ") -> list[str]:
+    """The EP group, the experts one GPU holds and a DP rank's KV cache (none without EP)."""
+    if ep is None:
+        return []
+    dp = ep["data_parallel_size"]
+    ranks = f", {dp} DP ranks per instance (replicas count ranks)" if dp > 1 else ""
+    return [
+        f"{indent}expert parallel: EP {ep['ep_size']}{ranks}, {ep['experts_per_gpu']} experts per GPU "
+        f"({ep['expert_gib_per_gpu']:.2f} GiB), routing skew {ep['routing_skew']:g}; KV cache "
+        f"{ep['kv_cache_tokens_per_rank']:,} tokens per rank"
+    ]

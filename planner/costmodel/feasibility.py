@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from planner.catalog.gpus import GpuSpec
 from planner.catalog.models import Dtype, ModelSpec
 from planner.catalog.quantization import DEFAULT_GROUP_SIZE, WeightDtype, weight_format_error
+from planner.costmodel.expert_parallel import ExpertParallel, ep_error
 from planner.costmodel.lora import LoraConfig
 from planner.costmodel.memory import DEFAULT_VLLM_VERSION, memory_budget
 from planner.costmodel.multinode import placement_error
@@ -60,6 +61,7 @@ def feasibility(
     lora: LoraConfig | None = None,
     weight_group_size: int = DEFAULT_GROUP_SIZE,
     pp: int = 1,
+    ep: ExpertParallel | None = None,
 ) -> list[Infeasibility]:
     """Every reason vLLM could not serve `model` on `tp` x `gpu` with these limits (empty: it can).
     Unset limits take vLLM's defaults for the GPU; a limit a caller left unset is never the one
@@ -69,8 +71,21 @@ def feasibility(
     model's context, is checked only where a caller passes it). `lora`: the adapter buffers
     vLLM allocates with --enable-lora (planner.costmodel.lora), counted with the weights. `pp`:
     pipeline stages (a replica of tp x pp GPUs over whole nodes, planner.costmodel.multinode);
-    each stage needs a layer."""
+    each stage needs a layer. `ep`: expert parallelism (a MoE model, an EP group of at most E
+    GPUs within one node, a skew of at most the EP size; planner.costmodel.expert_parallel)."""
     out: list[Infeasibility] = []
+    if ep is not None:
+        if (bad := ep_error(model, tp, ep)) is not None:
+            return [Infeasibility(*bad)]
+        if ep.ep_size(tp) > gpu.max_gpus_per_node:
+            out.append(
+                Infeasibility(
+                    "data_parallel_size",
+                    f"tp {tp} x data_parallel_size {ep.data_parallel_size} exceeds the "
+                    f"{gpu.max_gpus_per_node} GPUs of one {gpu.name} node (the all-to-all is modelled "
+                    "within a node)",
+                )
+            )
     if (why := placement_error(gpu, tp, pp)) is not None:
         out.append(Infeasibility("tp", why))
     if pp > model.layers:
@@ -100,6 +115,7 @@ def feasibility(
         lora=lora,
         weight_group_size=weight_group_size,
         pp=pp,
+        expert_parallel=ep,
     )
     version = DEFAULT_VLLM_VERSION if profile is None else None  # None: as the profile implies
     out += _memory(r, budget, seqs, gpu_memory_utilization, max_num_batched_tokens, version, max_model_len)

@@ -23,6 +23,7 @@ from typing import Literal, get_args
 from planner.catalog.gpus import GpuSpec
 from planner.catalog.models import DTYPE_BYTES, ModelSpec
 from planner.catalog.quantization import DEFAULT_GROUP_SIZE, WeightDtype, linear_bytes_per_weight
+from planner.costmodel.expert_parallel import ExpertParallel, experts_per_gpu
 from planner.costmodel.lora import LoraConfig, lora_buffer_bytes, lora_shrink_buffer_bytes
 from planner.costmodel.multinode import stage_loaded_weight_bytes
 from planner.costmodel.profile import THEORETICAL
@@ -98,7 +99,11 @@ def padded_vocab(vocab_size: int) -> int:
 
 
 def loaded_weight_bytes(
-    model: ModelSpec, tp: int = 1, weight_dtype: WeightDtype = "bf16", group_size: int = DEFAULT_GROUP_SIZE
+    model: ModelSpec,
+    tp: int = 1,
+    weight_dtype: WeightDtype = "bf16",
+    group_size: int = DEFAULT_GROUP_SIZE,
+    ep: ExpertParallel | None = None,
 ) -> float:
     """Per GPU, as vLLM loads them: linear layers in `weight_dtype` split over the TP group, KV
     projections replicated when there are fewer KV heads than GPUs; embeddings and lm_head in bf16
@@ -106,7 +111,11 @@ def loaded_weight_bytes(
     rotary cos/sin cache (max_position_embeddings x head_dim, bf16). At TP 1 in bf16 this is the
     parameter count x 2 plus the rotary cache. Quantized formats: each linear matrix at
     `linear_bytes_per_weight` of its input width (packed values, group scales and zero points at
-    `group_size`), biases and q/k norms in bf16 (docs/quantization.md)."""
+    `group_size`), biases and q/k norms in bf16 (docs/quantization.md). `ep` (expert
+    parallelism): the MoE layers hold ceil(E / E_p) whole experts instead of 1/tp of each
+    (planner.costmodel.expert_parallel)."""
+    if ep is not None and model.is_moe:
+        return _expert_parallel_weight_bytes(model, tp, weight_dtype, group_size, ep)
     m = model
     h = m.hidden_size
     embed = padded_vocab(m.vocab_size) * h * (1 if m.tie_word_embeddings else 2)
@@ -141,6 +150,25 @@ def _quantized_linear_bytes(model: ModelSpec, tp: int, weight_dtype: WeightDtype
     one_mlp = (2 * h * i * per_weight(h) + i * h * per_weight(i)) / tp
     mlp = one_mlp * (m.num_experts if m.is_moe else 1)
     return m.layers * (attn + attn_extra + mlp)
+
+
+def _expert_parallel_weight_bytes(
+    model: ModelSpec, tp: int, weight_dtype: WeightDtype, group_size: int, ep: ExpertParallel
+) -> float:
+    """`loaded_weight_bytes` under EP: the TP layout's bytes with its experts (E slices of 1/tp)
+    swapped for the ceil(E / E_p) whole experts the most loaded GPU holds."""
+    m = model
+    h, i = m.hidden_size, m.intermediate_size
+    one_expert: float
+    if weight_dtype in DTYPE_BYTES:
+        one_expert = m.expert_params * DTYPE_BYTES[weight_dtype]
+    else:
+        one_expert = 2 * h * i * linear_bytes_per_weight(weight_dtype, h, group_size) + i * h * (
+            linear_bytes_per_weight(weight_dtype, i, group_size)
+        )
+    tp_layout = loaded_weight_bytes(m, tp, weight_dtype, group_size)
+    tp_experts = m.layers * m.num_experts * one_expert / tp
+    return tp_layout - tp_experts + m.layers * experts_per_gpu(m, ep.ep_size(tp)) * one_expert
 
 
 def sampler_peak_bytes(vocab_size: int, hidden_size: int, tokens: int, seqs: int) -> float:
@@ -208,9 +236,12 @@ def seed_activation_bytes(replica: Replica, max_num_batched_tokens: int, max_num
 
 def replica_loaded_weight_bytes(replica: Replica) -> float:
     """`loaded_weight_bytes` on one GPU of the replica's largest pipeline stage (the layers'
-    share, one vocabulary matrix, the rotary cache: planner.costmodel.multinode)."""
+    share, one vocabulary matrix, the rotary cache: planner.costmodel.multinode), its experts as
+    expert parallelism places them where it is on."""
     m = replica.model
-    whole = loaded_weight_bytes(m, replica.tp, replica.weight_dtype, replica.weight_group_size)
+    whole = loaded_weight_bytes(
+        m, replica.tp, replica.weight_dtype, replica.weight_group_size, replica.expert_parallel
+    )
     if replica.pp == 1:
         return whole
     vocab = padded_vocab(m.vocab_size) * m.hidden_size * BF16_BYTES / replica.tp

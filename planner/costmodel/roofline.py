@@ -17,6 +17,7 @@ from typing import Literal
 from planner.catalog.gpus import GpuSpec
 from planner.catalog.models import Dtype, ModelSpec
 from planner.catalog.quantization import DEFAULT_GROUP_SIZE, WeightDtype
+from planner.costmodel.expert_parallel import ExpertParallel, expert_fraction_per_gpu
 from planner.costmodel.lora import LoraConfig
 from planner.costmodel.multinode import pipeline_coefficients, stage_fraction, stage_kv_bytes_per_token
 from planner.costmodel.profile import THEORETICAL, Profile
@@ -76,12 +77,15 @@ class Replica:
     # Pipeline stages (vLLM --pipeline-parallel-size): the replica is tp x pp GPUs and its "step"
     # is one pipeline cycle (planner.costmodel.multinode); 1 = no PP, exactly the TP-only step.
     pp: int = 1
+    # vLLM --enable-expert-parallel (planner.costmodel.expert_parallel): this replica is then one
+    # DP rank of `tp` GPUs; None: experts split over TP
+    expert_parallel: ExpertParallel | None = None
 
     @cached_property
     def coefficients(self) -> StepCoefficients:
         k = step_coefficients(
             self.model, self.gpu, self.profile, self.tp, self.weight_dtype, self.kv_dtype,
-            weight_group_size=self.weight_group_size, lora=self.lora,
+            weight_group_size=self.weight_group_size, lora=self.lora, ep=self.expert_parallel,
         )
         return pipeline_coefficients(k, self.model, self.gpu, self.tp, self.pp)
 
@@ -92,8 +96,13 @@ class Replica:
 
     @cached_property
     def weight_bytes_per_gpu(self) -> float:
-        w = self.model.weight_bytes(self.weight_dtype, self.weight_group_size) / self.tp
-        return w if self.pp == 1 else w * stage_fraction(self.model, self.pp)
+        ep, m = self.expert_parallel, self.model
+        if ep is not None and m.is_moe:  # dense part over TP, whole experts over the EP group
+            dense, experts, _ = m.weight_bytes_parts(self.weight_dtype, self.weight_group_size)
+            w = dense / self.tp + experts * expert_fraction_per_gpu(m, ep.ep_size(self.tp))
+        else:
+            w = m.weight_bytes(self.weight_dtype, self.weight_group_size) / self.tp
+        return w if self.pp == 1 else w * stage_fraction(m, self.pp)
 
     @property
     def gpus(self) -> int:

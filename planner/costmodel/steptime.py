@@ -16,6 +16,8 @@ the re-read of prefill chunks' prefix KV (../../../shared/DESIGN.md, "The roofli
 for n decodes over a total context of S tokens and prefill chunks of c tokens at offset p
 (C = sum c); `sequence` is the profile's `sequence_overhead_s`, the engine's cost per decode in
 the step (0 by default). Everything is per GPU of the TP group; a step of no tokens takes 0 s.
+Expert parallelism (planner.costmodel.expert_parallel) changes only the coefficients: the
+hottest GPU's experts in W and P, and the all-to-all added to the all-reduce term.
 
 Calibrated profiles refine three terms (each off, i.e. exactly the above, at its default):
 
@@ -64,6 +66,13 @@ import numpy.typing as npt
 from planner.catalog.gpus import GpuSpec
 from planner.catalog.models import DTYPE_BYTES, Dtype, ModelSpec
 from planner.catalog.quantization import DEFAULT_GROUP_SIZE, WeightDtype, gemm_efficiency
+from planner.costmodel.expert_parallel import (
+    ExpertParallel,
+    all_to_all_coefficients,
+    expert_active_params,
+    expert_fraction_per_gpu,
+    untouched_ratio,
+)
 from planner.costmodel.lora import (
     LoraConfig,
     lora_logits_flops_per_row,
@@ -174,13 +183,16 @@ def step_coefficients(
     *,
     weight_group_size: int = DEFAULT_GROUP_SIZE,
     lora: LoraConfig | None = None,
+    ep: ExpertParallel | None = None,
 ) -> StepCoefficients:
     """Coefficients of a whole step of `model` on `tp` x `gpu` under `profile`. Quantized weights
     shrink the bytes a step reads (`ModelSpec.weight_bytes_parts`: packed values, group scales,
     bf16 embeddings and norms) and set the GEMM rate (`GpuSpec.matmul_flops`: int4
     weight-only at the bf16 rate, int8 and NVFP4 at their tensor-core rates, times the measured
     `gemm_efficiency` where aiconfigurator's tables have one); `lora`: the batched adapters'
-    FLOPs and bytes folded into the linear and weight terms (None: off)."""
+    FLOPs and bytes folded into the linear and weight terms (None: off); `ep`: expert
+    parallelism (planner.costmodel.expert_parallel: the hottest GPU's experts, the all-to-all;
+    None: experts split over TP as before)."""
     bw = gpu.bandwidth * profile.eta_bandwidth
     matmul = gpu.matmul_flops(weight_dtype) * gemm_efficiency(weight_dtype, gpu.name) * profile.eta_matmul
     # Attention runs in bf16 (fp8 KV is dequantized in the kernel).
@@ -222,6 +234,15 @@ def step_coefficients(
         ar_slope, ar_fixed = 2 * model.layers * per_token, 2 * model.layers * link_s
     else:
         ar_slope = ar_fixed = 0.0
+    # --- expert parallelism (planner.costmodel.expert_parallel); None: nothing below runs
+    if ep is not None and model.is_moe:
+        w1 = expert_bytes * expert_fraction_per_gpu(model, ep.ep_size(tp))
+        r = untouched_ratio(model, ep)
+        experts = expert_active_params(model)
+        linear_flops += 2.0 * experts * (ep.routing_skew - 1.0) / tp  # the hottest GPU's share
+        a2a_slope, a2a_fixed = all_to_all_coefficients(model, gpu, tp, ep)
+        ar_slope, ar_fixed = ar_slope + a2a_slope, ar_fixed + a2a_fixed
+    # --- end expert parallelism
     attn_flops = 4.0 * model.layers * model.query_dim / tp
     passes = profile.prefix_kv_passes + profile.prefix_query_kv_passes * query_heads_per_kv_head(model, tp)
     return StepCoefficients(

@@ -88,6 +88,13 @@ class SearchContext:
     max_model_len: int
     lora: LoraConfig | None = None  # vLLM --enable-lora on every replica (None: off)
     weight_group_size: int = DEFAULT_GROUP_SIZE  # AWQ/GPTQ checkpoints' group (candidates.weight_group_size)
+    # vLLM --enable-expert-parallel on every replica of TP > 1 (EP size = TP; a MoE model's plan
+    # with candidates.expert_parallel), at this routing skew; None: experts split over TP
+    expert_parallel_skew: float | None = None
+
+    def expert_parallel(self, cfg: ReplicaConfig) -> bool:
+        """EP is on for `cfg` (vLLM turns it on only where the EP group has 2 GPUs or more)."""
+        return self.expert_parallel_skew is not None and cfg.tensor_parallel_size > 1
 
     def profile(self, gpu: str) -> Profile:
         for name, prof in self.profiles:
@@ -123,6 +130,8 @@ class SearchContext:
             disaggregated=dis,
             lora=self.lora,
             pipeline_parallel_size=cfg.pipeline_parallel_size,
+            expert_parallel=self.expert_parallel(cfg),
+            routing_skew=(self.expert_parallel_skew or 1.0) if self.expert_parallel(cfg) else 1.0,
         )
         # `replicas` counts colocated replicas only (the pools' sizes are in `disaggregated`).
         return spec if dis is not None else spec.model_copy(update={"replicas": replicas})

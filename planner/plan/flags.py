@@ -156,6 +156,8 @@ def vllm_args(ctx: SearchContext, cfg: ReplicaConfig) -> list[str]:
         args += ["--kv-cache-dtype", "fp8"]
     if ctx.lora is not None:
         args += lora_args(ctx.lora)
+    if ctx.expert_parallel(cfg):
+        args += ["--enable-expert-parallel"]
     if cfg.role != "colocated":
         args += ["--kv-transfer-config", kv_transfer_config(cfg.role)]
     return args

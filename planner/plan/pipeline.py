@@ -27,6 +27,7 @@ from planner.plan import defaults
 from planner.plan.alternatives import Alternatives
 from planner.plan.capacity import CapacityPoint, ReplicaConfig, SearchContext
 from planner.plan.capacity_pool import CapacityPool, default_workers
+from planner.plan.ep_variants import by_expert_parallel, expert_parallel_summary
 from planner.plan.flags import default_configs, incompatible_pairs, plan_max_model_len, vllm_args
 from planner.plan.infeasible import infeasible_report, milp_infeasible, no_candidate, too_many_replicas
 from planner.plan.peak import at_peak, points_at, predicted, shares
@@ -135,6 +136,7 @@ def _context(
         max_model_len=max_model_len,
         lora=req.lora,
         weight_group_size=c.weight_group_size,
+        expert_parallel_skew=c.routing_skew if c.expert_parallel else None,
     )
 
 
@@ -156,7 +158,9 @@ def plan(
     base = None if base_dir is None else Path(base_dir)
     req = parse_plan_request(request)
     try:
-        return _by_weight_format(req, lambda r: _plan(r, base, verify, workers, relax=True))
+        return _by_weight_format(
+            req, lambda r: by_expert_parallel(r, lambda one: _plan(one, base, verify, workers, relax=True))
+        )
     except SizeLimitError as exc:
         raise TooLarge(
             f"the sizing problem is larger than the solver takes ({exc}); list fewer candidates "
@@ -325,6 +329,7 @@ class _Answer:
             at_peak=None if s is None else at_peak(at, cfg.role, s.requests_per_s_per_replica),
             lora=_lora_memory(pl.ctx, cfg),
             pipeline_parallel_size=cfg.pipeline_parallel_size if cfg.pipeline_parallel_size > 1 else None,
+            expert_parallel=expert_parallel_summary(pl.ctx, cfg),
         )
 
     def _gpus(self) -> tuple[list[GpuUse], list[int]]:

@@ -66,6 +66,23 @@ class LoraMemory(_Report):
     kv_cache_tokens: int  # per replica
 
 
+class ExpertParallelSummary(_Report):
+    """Expert parallelism on a replica (vLLM --enable-expert-parallel): the EP group and what one
+    GPU holds (planner.costmodel.expert_parallel, docs/expert-parallel.md)."""
+
+    data_parallel_size: int  # DP ranks per vLLM instance (1: EP over the TP group)
+    ep_size: int  # GPUs the experts are split over: tp x data_parallel_size
+    routing_skew: float  # the hottest EP rank's load over the mean (1: uniform)
+    experts_per_gpu: int  # ceil(experts / ep_size): what the most loaded GPU holds
+    expert_gib_per_gpu: float  # those experts' weights on one GPU
+    kv_cache_tokens_per_rank: int  # the KV cache of one DP rank (its own sequences only)
+
+
+def _drop_absent(out: dict[str, Any], *keys: str) -> dict[str, Any]:
+    """A report without the optional blocks `keys` reads as it did before they existed."""
+    return {k: v for k, v in out.items() if not (k in keys and v is None)}
+
+
 class PlanDeployment(_Report):
     """One configuration of the plan. `vllm_args` are the exact `vllm serve` flags of the operating
     point the capacity was modelled at; `requests_per_s_per_replica` is that capacity (within the
@@ -94,13 +111,12 @@ class PlanDeployment(_Report):
     # Pipeline stages per replica (a replica is tensor_parallel_size x this many GPUs, over
     # several nodes when more than one node's GPUs); absent without PP
     pipeline_parallel_size: int | None = None
+    expert_parallel: ExpertParallelSummary | None = None  # absent without EP
 
     @model_serializer(mode="wrap")
     def _drop_absent_lora(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """Without LoRA the key is left out: reports read as they did before LoRA existed."""
-        out: dict[str, Any] = handler(self)
-        # pipeline_parallel_size likewise: absent without PP (planner.costmodel.multinode)
-        return {k: v for k, v in out.items() if v is not None or k not in ("lora", "pipeline_parallel_size")}
+        """Without LoRA (PP, EP) the key is left out: reports read as they did before it existed."""
+        return _drop_absent(handler(self), "lora", "pipeline_parallel_size", "expert_parallel")
 
 
 class GpuUse(_Report):

@@ -22,11 +22,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from planner.catalog.models import Dtype
 from planner.catalog.prices import DEFAULT_PRICE_LIST
 from planner.catalog.quantization import DEFAULT_GROUP_SIZE, GroupSize, WeightDtype
+from planner.costmodel.expert_parallel import MAX_ROUTING_SKEW
 from planner.costmodel.lora import LoraConfig
 from planner.costmodel.multinode import MAX_PIPELINE_PARALLEL
 from planner.costmodel.profiles import DEFAULT_PROFILE
@@ -208,6 +209,19 @@ class CandidateSpace(BaseModel):
         f"{MAX_PIPELINE_PARALLEL}]; a replica is TP x PP GPUs, over several nodes where more than one "
         "node's (docs/multi-node.md)",
     )
+    expert_parallel: bool = Field(
+        default=False,
+        description="MoE models: vLLM --enable-expert-parallel on every candidate of TP > 1 (each GPU holds "
+        "whole experts, EP size = TP; planner.costmodel.expert_parallel); the experts split over TP are planned "
+        "too and their cost noted, with a warning where cheaper; dense models: ignored",
+    )
+    routing_skew: float = Field(
+        default=1.0,
+        ge=1.0,
+        le=MAX_ROUTING_SKEW,
+        description="with expert_parallel: the load of the most loaded EP rank over the mean, [1, 64] and at most "
+        "the EP size; 1.0 = uniform routing. The expert GEMMs and reads of every MoE layer wait for that rank",
+    )
 
     @field_validator(
         "tensor_parallel_sizes",
@@ -219,6 +233,15 @@ class CandidateSpace(BaseModel):
     @classmethod
     def _sorted(cls, v: tuple[int, ...] | None) -> tuple[int, ...] | None:
         return None if v is None else tuple(sorted(set(v)))
+
+    @field_validator("routing_skew")
+    @classmethod
+    def _skew_needs_ep(cls, v: float, info: ValidationInfo) -> float:
+        if v != 1.0 and not info.data.get("expert_parallel", False):
+            raise ValueError(
+                f"{v:g} applies with expert_parallel: true only (routing skew is modelled for EP)"
+            )
+        return v
 
     @field_validator("weight_checkpoints")
     @classmethod

@@ -23,7 +23,7 @@ from planner.deployment import Mode
 from planner.schema.catalog_reports import CatalogReport, GpuCatalogReport, ModelCatalogReport, Report
 from planner.schema.inputs import Replay, Router
 from planner.schema.kinds import BindingLimit, Role, StabilityLimit
-from planner.schema.plan_report import LoraMemory
+from planner.schema.plan_report import ExpertParallelSummary, LoraMemory
 
 __all__ = [
     "AnalyzeReport",
@@ -68,13 +68,15 @@ class DeploymentSummary(_Report):
     lora: LoraMemory | None = None  # absent without LoRA
     # Pipeline stages per replica (vLLM --pipeline-parallel-size); absent without PP
     pipeline_parallel_size: int | None = None
+    # absent without EP; with data_parallel_size D, `replicas` counts DP ranks (instances x D)
+    expert_parallel: ExpertParallelSummary | None = None
 
     @model_serializer(mode="wrap")
     def _drop_absent_lora(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """Without LoRA the key is left out: reports read as they did before LoRA existed."""
+        """Without LoRA (EP) the key is left out: reports read as they did before LoRA existed."""
         out: dict[str, Any] = handler(self)
-        # pipeline_parallel_size likewise: absent without PP (planner.costmodel.multinode)
-        return {k: v for k, v in out.items() if v is not None or k not in ("lora", "pipeline_parallel_size")}
+        # pipeline_parallel_size and expert_parallel likewise: absent without PP / EP
+        return {k: v for k, v in out.items() if not (k in ("lora", "pipeline_parallel_size", "expert_parallel") and v is None)}
 
     @property
     def gpus(self) -> int:
