@@ -1,6 +1,7 @@
 """In-process cost of one latency evaluation plus a capacity root-find (planner.latency).
 
     python3 bench/bench_evaluate.py [RUNS]      (default 200)
+    python3 bench/bench_evaluate.py --ab OTHER_TREE [ROUNDS]      (default 12)
 
 Each run builds the model for a deployment and answers two questions, as a planner does for one
 candidate: `evaluate()` at the workload's rate (steady state by root-finding, p50/p99 TTFT and
@@ -12,12 +13,21 @@ bracketed root-finding). Reported: median and p90 wall time over RUNS runs, for
 * from scratch: also `Deployment.resolve()` and `WorkloadStats.of(workload)` every run.
 
 The target is a median under 5 ms.
+
+`--ab OTHER_TREE`: this checkout against another (a `git worktree` or `git archive` of an older
+commit), per candidate, in two worker processes that take turns (ROUNDS rounds of 20 samples of
+three candidates each). Each side's figure is its fastest sample: on a shared machine other load
+only ever adds time, so the minimum is the reading least moved by it, and taking turns exposes
+both to the same host. Printed: both minima and their ratio (this tree over the other), and the
+ratio of the rounds' 10th percentiles as a second reading.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -58,6 +68,11 @@ def report(name: str, times: list[float]) -> float:
 
 
 def main() -> int:
+    if len(sys.argv) > 1 and sys.argv[1] == "--ab":
+        if len(sys.argv) < 3:
+            print("usage: bench_evaluate.py --ab OTHER_TREE [ROUNDS]", file=sys.stderr)
+            return 2
+        return ab(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 12)
     runs = int(sys.argv[1]) if len(sys.argv) > 1 else 200
     resolved = DEPLOYMENT.resolve()
     stats = WorkloadStats.of(WORKLOAD)
@@ -87,6 +102,71 @@ def main() -> int:
         f"host: sum(range(10**6)) best of 5 took {before:.1f} ms before, {after:.1f} ms after (this "
         "machine is shared: when these move, so do the medians; compare code by interleaved A/B)"
     )
+    return 0
+
+
+# A worker of `--ab`: loads bench_evaluate.py from its tree (argv[1], with that tree first on the
+# path), then per line read (a sample count) prints its fastest and 10th-percentile sample, ms.
+_AB_WORKER = """
+import importlib.util, sys, time
+spec = importlib.util.spec_from_file_location("bench_evaluate_ab", sys.argv[1])
+b = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(b)
+resolved, stats = b.DEPLOYMENT.resolve(), b.WorkloadStats.of(b.WORKLOAD)
+def candidate():
+    m = b.LatencyModel(resolved, stats)
+    m.evaluate(), m.capacity(b.SLO)
+for _ in range(30):
+    candidate()
+for line in sys.stdin:
+    ms = []
+    for _ in range(int(line)):
+        t0 = time.perf_counter()
+        candidate(); candidate(); candidate()
+        ms.append((time.perf_counter() - t0) / 3 * 1e3)
+    ms.sort()
+    print(ms[0], ms[len(ms) // 10], flush=True)
+"""
+AB_SAMPLES = 20  # samples per round, each three candidates
+
+
+def ab(other_tree: str, rounds: int) -> int:
+    """Interleaved best-of A/B of the per-candidate work, this tree against `other_tree`."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    other = os.path.abspath(other_tree)
+    if not os.path.isfile(os.path.join(other, "bench", "bench_evaluate.py")):
+        print(f"--ab: {other} has no bench/bench_evaluate.py", file=sys.stderr)
+        return 2
+    workers = []
+    for tree in (other, here):
+        env = {**os.environ, "PYTHONPATH": tree}
+        argv = [sys.executable, "-c", _AB_WORKER, os.path.join(tree, "bench", "bench_evaluate.py")]
+        workers.append(
+            subprocess.Popen(
+                argv, cwd=tree, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+            )
+        )
+    readings: list[list[tuple[float, float]]] = [[], []]
+    try:
+        for i in range(max(rounds, 1)):
+            for side in (0, 1) if i % 2 == 0 else (1, 0):
+                w = workers[side]
+                assert w.stdin is not None and w.stdout is not None
+                w.stdin.write(f"{AB_SAMPLES}\n")
+                w.stdin.flush()
+                best, p10 = (float(x) for x in w.stdout.readline().split())
+                readings[side].append((best, p10))
+    finally:
+        for w in workers:
+            if w.stdin is not None:
+                w.stdin.close()
+            w.wait()
+    old_min, new_min = (min(r[0] for r in side) for side in readings)
+    old_p10, new_p10 = (statistics.median(r[1] for r in side) for side in readings)
+    print(
+        f"per candidate, fastest: {other} {old_min:.3f} ms, this tree {new_min:.3f} ms: ratio {new_min / old_min:.4f}"
+    )
+    print(f"per candidate, rounds' 10th percentile (median): ratio {new_p10 / old_p10:.4f} ({rounds} rounds)")
     return 0
 
 

@@ -92,7 +92,6 @@ class EngineInputs(Protocol):
     def idle_token_cost_s(self) -> float: ...
     @property
     def idle_company_cap_s(self) -> float: ...
-    def prompt_cost_slope_s(self, s: State) -> float: ...
 
 
 class StateResults:
@@ -135,23 +134,13 @@ class StateResults:
 
     @once
     def feedback(self) -> CountFeedback:
-        """`decode_count.count_feedback`, its inputs read only where they count: the drag and
-        E[Delta]' (`Engine.prompt_cost_slope_s`) where prompts and decodes share the engine and a
-        decode step runs; the queue's relaxation (the prefill queue's service spread) where a
-        backlog drags prefill and the queue is stable."""
-        r, e, s = self.replica, self.engine, self.state
-        both = r.has_prefill and r.has_decode
-        drag = self.drag if both else None
-        drag_per_decode = drag[0] if drag is not None else 0.0
-        slope = e.prompt_cost_slope_s(s) if both and s.t_dec > 0.0 else None
-        relaxation = None
-        if slope is not None and s.n * drag_per_decode > 0.0 and 0.0 < s.rho < 1.0:
-            relaxation = s.rho * full_service_s(r, s) * (r.arrival_cv2 + e.service_shape.cv2)
-            relaxation /= (1.0 - s.rho) ** 2
+        """`decode_count.count_feedback`, the prefill drag read only where prompts and decodes
+        share the engine."""
+        r, s = self.replica, self.state
+        drag = self.drag if r.has_prefill and r.has_decode else None
         return count_feedback(
-            decodes=s.n, arrival_rate_per_s=s.lam, busy=s.busy, decode_step_s=s.t_dec,
-            decode_slope_s=decode_slope_s(r, s), prompt_cost_slope_s=slope, drag_per_decode=drag_per_decode,
-            queue_relaxation_s=relaxation, lifetime_s=r.decode_steps * s.t_step,
+            decodes=s.n, busy=s.busy, decode_step_s=s.t_dec, decode_slope_s=decode_slope_s(r, s),
+            drag_per_decode=drag[0] if drag is not None else 0.0,
         )  # fmt: skip
 
     @once

@@ -32,38 +32,23 @@ class DecodeCompany(NamedTuple):
 
 
 def count_feedback(
-    *,
-    decodes: float,
-    arrival_rate_per_s: float,
-    busy: float,
-    decode_step_s: float,
-    decode_slope_s: float,
-    prompt_cost_slope_s: float | None,
-    drag_per_decode: float,
-    queue_relaxation_s: float | None,
-    lifetime_s: float,
+    *, decodes: float, busy: float, decode_step_s: float, decode_slope_s: float, drag_per_decode: float
 ) -> CountFeedback:
     """(1 - busy, loop). The decodes that end now were delayed by E[Delta] for each prompt that
     arrived during their lifetime, and those prompts are the decodes now: an excess holds
     busy = lam E[Delta] times itself more, at once. Over a lifetime, a step is longer by
-    `decode_slope_s` (b) per decode beside it (e_dec = n b / t_dec) and a prompt's engine time
-    moves with the count, `prompt_cost_slope_s` (E[Delta]'; None without both prompts and
-    decodes): e = e_dec + n lam E[Delta]' / (1 - busy); and where prompts queue, a high count
-    slows prefill (`drag_per_decode`, beta; 0 without a prefill queue), so prompts become
-    decodes at lam beta fewer per second per decode, for as long as the queue holds them back:
-    its relaxation time t_r (`queue_relaxation_s`, the diffusion's rho q (c_a^2 + c_s^2) /
-    (1 - rho)^2; None where the queue does not relax) against the lifetime T,
-    e_q = n beta t_r / (t_r + T). Linearized, dn = noise / (1 - busy) + (e - e_q / (1 - busy))
-    K*dn, K the lifetime's moving average: loop = 1 - e + e_q / (1 - busy)."""
+    `decode_slope_s` (b) per decode beside it, e = n b / t_dec; and where prompts queue, a high
+    count slows prefill (`drag_per_decode`, beta; 0 without a prefill queue), so prompts become
+    decodes at lam beta fewer per second per decode, e_q = n beta. Linearized, dn = noise /
+    (1 - busy) + (e - e_q / (1 - busy)) K*dn, K the lifetime's moving average: loop = 1 - e +
+    e_q / (1 - busy). (How a prompt's engine time moves with the count, E[Delta]', and the
+    drag's relaxation over the queue's own time were terms here once: with both out the
+    synthetic grid reads 191 of 192 cells against 190, the others unchanged; either alone
+    cost cells. docs/latency/decode-count.md.)"""
     keep = 1.0 - busy
     n = decodes
     e = min(n * decode_slope_s / decode_step_s, 1.0) if decode_step_s > 0.0 else 0.0
     e_q = n * drag_per_decode
-    if prompt_cost_slope_s is not None:
-        e = min(e + n * arrival_rate_per_s * prompt_cost_slope_s / keep, 1.0)
-        if e_q > 0.0 and queue_relaxation_s is not None:
-            t_r = queue_relaxation_s
-            e_q *= t_r / (t_r + lifetime_s) if lifetime_s > 0.0 else 1.0
     return CountFeedback(keep, max(1.0 - e + e_q / keep, DECODE_GAIN_FLOOR))  # (keep, loop)
 
 

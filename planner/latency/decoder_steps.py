@@ -134,14 +134,15 @@ def _company_steps(
     x, xp = company
     n_i = s.chunk_tokens.shape[0]
     s_f = max(s.share_full, 1.0)
-    r_tok = s.chunk_tokens[:, -1:]
+    r_tok = np.ascontiguousarray(s.chunk_tokens[:, -1:])  # contiguous: each use below is cheaper
     xs = np.array(x)
+    r_off = np.ascontiguousarray(s.chunk_offset[:, -1:])
     r_pairs = 0.5 * r_tok
-    r_pairs += s.chunk_offset[:, -1:]
+    r_pairs += r_off
     r_pairs *= r_tok  # r_tok (offset + r_tok / 2)
     dims = (n_i + 2 if n_frag else n_i, xs.size)
     block = np.empty((3, *dims))  # one allocation for the three
-    c_all, pairs_all, prefix_all = block
+    c_all, pairs_all, prefix_all = block[0], block[1], block[2]  # (indexing: cheaper than unpacking)
     c = c_all[:n_i]
     np.minimum(r_tok + xs, s_f, out=c)  # the last chunk and its whole company, in tokens
     xc = c - r_tok
@@ -153,7 +154,7 @@ def _company_steps(
     # KV and prefix: the last chunk's offset, and the company's cached prefixes
     prefix = prefix_all[:n_i]
     np.multiply(xc, replica.cached_per_computed, out=prefix)
-    prefix += s.chunk_offset[:, -1:]
+    prefix += r_off
     share = np.reciprocal(c)
     share *= r_tok
     if rests is not None:

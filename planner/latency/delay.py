@@ -237,27 +237,6 @@ def delay_classes(replica: Replica, state: State, steps: Steps, *, token_cost_s:
     b_dec = w0 * t / mean_step if mean_step > 0 else 1.0  # length-biased share of decode-only steps
     busy = st.busy
     idle = 1.0 - busy
-    rb = st.backlog_rate
-    if rb > 0.0 and mean_step > 0.0 and b_dec < 1.0:
-        # Not queued beyond the next step, a prompt did not arrive during a backlog: its
-        # step under way is not one of the backlog's full steps. They leave the mixed class
-        # (their time share, the arrivals' backlog q read as a time average: x rho / sigma,
-        # GI/G/1's ratio of the time-average to the arrival-seen chance of waiting; 1 for
-        # Poisson) and the classes are renormalized.
-        fs = st.full_step_s
-        share = scale * rb * fs / mean_step
-        if st.wait.prob > s.rho:
-            share *= s.rho / st.wait.prob
-        gone = busy * min(share, 1.0 - b_dec)
-        keep = 1.0 - gone
-        w_dec = busy * b_dec / keep
-        w_mix = (busy * (1.0 - b_dec) - gone) / keep
-        idle /= keep
-        busy = w_dec + w_mix
-        b_dec = w_dec / busy
-        r1 = s1 - rb * fs
-        if r1 > 0.0:  # the mixed class's length moments without the backlog's steps
-            s1, s2, s3 = r1, s2 - rb * fs * fs, s3 - rb * fs * fs * fs
     raw: list[tuple[float | None, float, float, float, float]] = []  # sigma, E[U L], E[L], E[L^2], share
     if s1 <= 0 or b_dec >= 1.0:
         raw.append((None, 0.5 * t, t, t * t, busy))

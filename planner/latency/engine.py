@@ -13,8 +13,8 @@ modelling of its own; it keeps
 * the order in which components are called and what each is given:
   `replica.replica_of` (the inputs, once) -> `steady` (Little's fixed point, a state) ->
   `stability` (the stable branch, the state at a rate) -> per state (`StateResults`):
-  `prefill_queue` (the wait and its shape) and `decode_count` (the decode count's variance,
-  E[Delta]' from `cost_slope`) -> `steps.step_mix` (what TTFT and ITL share) -> `delay` (D: the
+  `prefill_queue` (the wait and its shape) and `decode_count` (the decode count's variance)
+  -> `steps.step_mix` (what TTFT and ITL share) -> `delay` (D: the
   step under way and its company) and `ttft` (TTFT's mixture and quantiles), `itl`, `kv_full`
   and `seats` (the waits for KV blocks and sequence slots) -> `Point` (every figure `evaluate`
   reports).
@@ -29,7 +29,6 @@ import numpy.typing as npt
 
 from planner.costmodel.steptime import StepCoefficients
 from planner.latency.at_state import StateResults
-from planner.latency.cost_slope import interpolated_slope_s, prompt_cost_slope_exact_s, slope_points
 from planner.latency.delay import Delay
 from planner.latency.kv_full import KvFull
 from planner.latency.once import once
@@ -213,26 +212,6 @@ class Engine:
     def idle_company_cap_s(self) -> float:
         """`ttft.company_cap_s` of the idle state, once per engine."""
         return company_cap_s(self.zero())
-
-    @once
-    def _cost_slope(self) -> tuple[list[float], list[float]]:
-        b = self.boundary()
-        return slope_points(self.replica, grid_n=b.grid_n, grid_cost_slope=b.grid_cost_slope, end_of=lambda: self.saturated)
-
-    def prompt_cost_slope_s(self, s: State) -> float:
-        """E[Delta]' at the state (`cost_slope`): linear in n between the stability scan's points
-        and the boundary's end (`cost_slope.slope_points`, kept once per engine), exact where
-        the stable range spans too few of them. A candidate reads it at ~9 states, ~1 us each
-        against ~26 us for the exact difference. Over docs/accuracy.md's 48 synthetic cells the
-        count's sd moves by at most 0.3% and no latency by more than 0.02%."""
-        xs, ys = self._cost_slope
-        if not xs:  # the stable range spans few of the scan's points: too coarse to interpolate
-            return self.prompt_cost_slope_exact_s(s)
-        return interpolated_slope_s(xs, ys, s.n)
-
-    def prompt_cost_slope_exact_s(self, s: State) -> float:
-        """`cost_slope.prompt_cost_slope_exact_s` at the state."""
-        return prompt_cost_slope_exact_s(self.replica, s)
 
     # ---- a state's stages (`at_state.StateResults`), each computed once on demand --------------
 

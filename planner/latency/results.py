@@ -53,7 +53,6 @@ class Grid(NamedTuple):
     n: FloatArray
     lam: FloatArray
     slack: FloatArray
-    cost_slope: FloatArray | None = None  # E[Delta]' per point (`Engine.prompt_cost_slope_s`)
 
 
 class DelayClass(NamedTuple):
@@ -159,7 +158,6 @@ class Boundary:
     root: RootResult | None
     grid_n: FloatArray | None = None  # stable grid points (ascending n) and their rates:
     grid_lam: FloatArray | None = None  # brackets for the fixed-point solve
-    grid_cost_slope: FloatArray | None = None  # E[Delta]' there (`Engine.prompt_cost_slope_s`)
 
 
 @dataclass(frozen=True)

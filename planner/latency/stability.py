@@ -19,7 +19,6 @@ from collections.abc import Callable
 import numpy as np
 
 from planner.costmodel.steptime import step_time_s
-from planner.latency.queueing import gamma_wait_probability_slope
 from planner.latency.replica import CHUNK_GROUPS, CHUNK_ROUNDING, FloatArray, Replica
 from planner.latency.results import Boundary, Grid, State
 from planner.latency.stable_branch import SOLVE_TOL, StateOf
@@ -96,10 +95,8 @@ def binding(replica: Replica, s: State) -> StabilityLimit:
 
 def grid(replica: Replica, ns: FloatArray) -> Grid:
     """Rates and stability margins at concurrencies `ns` (decode roles); mirrors
-    `steady.build_state` term for term (the unshared form). Each point also with one decode
-    more beside every prompt step (E[Delta]' per point, `Engine.prompt_cost_slope_exact_s`
-    term for term), stacked on a leading axis: one step-time call each for t_dec, t_arr and
-    t_arr(n + 1), the full steps and the chunk steps."""
+    `steady.build_state` term for term (the unshared form): one step-time call for t_dec and
+    t_arr (stacked on a leading axis), one for the full steps and one for the chunk steps."""
     assert bool(np.all(np.isfinite(ns))) and bool(np.all(np.asarray(ns) >= 0.0)), "ns finite, >= 0"
     coef = replica.step_coefficients
     context = replica.decode_context_tokens
@@ -115,36 +112,29 @@ def grid(replica: Replica, ns: FloatArray) -> Grid:
             1.0 - n / replica.budget_tokens,
         )
         return Grid(n[:, 0], lam[:, 0], slack[:, 0])
-    counts = np.empty((3, *n.shape))  # n_dec, n_arr, n_arr + 1 (np.stack's work, without its checks)
+    counts = np.empty((2, *n.shape))  # n_dec, n_arr (np.stack's work, without its checks)
     counts[0] = n_dec
     n_arr = counts[1]
     np.maximum(0.0, n + z - 1.0, out=n_arr)
-    np.add(n_arr, 1.0, out=counts[2])
-    three = step_time_s(coef, 0.0, 0.0, counts, counts * context)
-    t_dec, t_arr, t_arr1 = three[0], three[1], three[2]
+    both = step_time_s(coef, 0.0, 0.0, counts, counts * context)
+    t_dec, t_arr = both[0], both[1]
     s_f = replica.budget_tokens - n_arr
     threshold = replica.chunk_threshold_tokens
     s_own = np.minimum(s_f, threshold) if threshold > 0 else s_f
-    shares = np.empty((2, *n.shape))  # s_f1, s_fm
-    s_f1, s_fm = shares
-    np.maximum(s_f, 1.0, out=s_f1)
-    np.maximum(s_f - 1.0, 1.0, out=s_fm)  # a token less of budget beside one more decode
-    pair = counts[1:]  # n_arr, n_arr + 1
-    fulls = stream_step_s(replica, shares, pair, pair * context)
-    t_full, t_full1 = fulls[0], fulls[1]
+    s_f1 = np.maximum(s_f, 1.0)
+    t_full = stream_step_s(replica, s_f1, n_arr, n_arr * context)
     mean_pe = replica.mean_prefill_tokens
     q = mean_pe * t_full / s_f1
     fluid = mean_pe * (t_full - t_arr) / s_f1
     k, toks, offs, wts = _grid_chunks(replica, np.maximum(s_own, 1.0))
-    pair4 = pair[..., None]  # (2, N, 1, 1)
-    taus = step_time_s(coef, toks, offs, pair4, pair4 * context, empty_batches=False)
-    owns = row_sums(wts * taus)  # (2, N, I)
-    own = owns[0]
+    n_arr3 = n_arr[..., None]  # (N, 1, 1)
+    taus = step_time_s(coef, toks, offs, n_arr3, n_arr3 * context, empty_batches=False)
+    own = row_sums(wts * taus)  # (N, I)
     probs = replica.prompt_probs
     own_delta = ((own - k * t_arr) @ probs)[:, None]
     lam = _grid_rates(replica, n, q, fluid, own_delta, replica.decode_steps * t_dec)
     rho = lam * q
-    rc, dw = _grid_merge(replica, rho)
+    rc = _grid_merge(replica, rho)
     busy = lam * (own_delta + rc * (fluid - own_delta))
     seats = n + lam * (own @ probs)[:, None]
     kv_mean = kv_dec + lam * ((own * replica.prompt_kv_tokens) @ probs)[:, None]
@@ -152,11 +142,7 @@ def grid(replica: Replica, ns: FloatArray) -> Grid:
     slack = np.minimum(slack, np.minimum(1.0 - rho, 1.0 - busy))
     slack = np.minimum(slack, (s_f - 1.0) / replica.budget_tokens)
     slack = np.where(np.isfinite(lam) & (lam >= 0), slack, -1.0)
-    a1 = ((owns[1] - k * t_arr1) @ probs)[:, None]
-    cost = (a1 - own_delta) * (1.0 - rc) + rc * (mean_pe * (t_full1 - t_arr1) / s_fm - fluid)
-    cost += dw * lam * (mean_pe * t_full1 / s_fm - q) * (fluid - own_delta)
-    cost = np.where(s_f1 > 2.0, cost, 0.0)
-    return Grid(n[:, 0], lam[:, 0], slack[:, 0], cost[:, 0])
+    return Grid(n[:, 0], lam[:, 0], slack[:, 0])
 
 
 def _grid_chunks(replica: Replica, s_o1: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
@@ -212,17 +198,11 @@ def _grid_rates(
     return lam
 
 
-def _grid_merge(replica: Replica, rho: FloatArray) -> tuple[FloatArray, FloatArray]:
-    """The full-step share w(rho) per point and its slope dw/drho (`steady.merge_weight`)."""
-    shape = replica.gap_shape
-    if shape != 1.0:
-        rc = np.array([[merge_weight(replica, r)] for r in rho[:, 0].tolist()])
-        pairs = zip(rho[:, 0].tolist(), rc[:, 0].tolist(), strict=True)
-        dw = np.array([[gamma_wait_probability_slope(r, shape, w)] for r, w in pairs])
-    else:
-        rc = np.minimum(np.maximum(rho, 0.0), 1.0)  # np.clip's result, without its overhead
-        dw = ((rho > 0.0) & (rho < 1.0)).astype(np.float64)  # GI/M/1's slope: 1 inside
-    return rc, dw
+def _grid_merge(replica: Replica, rho: FloatArray) -> FloatArray:
+    """The full-step share w(rho) per point (`steady.merge_weight`)."""
+    if replica.gap_shape != 1.0:
+        return np.array([[merge_weight(replica, r)] for r in rho[:, 0].tolist()])
+    return np.minimum(np.maximum(rho, 0.0), 1.0)  # np.clip's result, without its overhead
 
 
 # ---- the boundary ------------------------------------------------------------------------------
@@ -280,7 +260,7 @@ def find_boundary(replica: Replica, state_of: StateOf, slack: SlackOf = slack_of
     cap = replica.decode_cap
     points = cap * np.arange(1, GRID_POINTS + 1, dtype=np.float64) / GRID_POINTS
     gr = grid(replica, points)
-    lam, margin, cost = gr.lam, gr.slack, gr.cost_slope
+    lam, margin = gr.lam, gr.slack
     bad = (margin < 0).nonzero()[0]
     root: RootResult | None = None
     inside = 0.0  # the last point known stable
@@ -300,7 +280,7 @@ def find_boundary(replica: Replica, state_of: StateOf, slack: SlackOf = slack_of
         )
         n_end = root.root if root.root is not None else lo
         n_end = max(0.0, n_end - BOUNDARY_XTOL * cap)  # just inside: the end point itself is stable
-        points, lam, cost = points[:i], lam[:i], cost[:i] if cost is not None else None
+        points, lam = points[:i], lam[:i]
         inside = lo
     end = state_of(n_end, None)
     for _ in range(BOUNDARY_BACKOFF_STEPS):  # the root's tolerance overshot: step back in
@@ -322,10 +302,8 @@ def find_boundary(replica: Replica, state_of: StateOf, slack: SlackOf = slack_of
         n_peak, lam_peak = refine_peak(points, lam, best, n_end, state_of)
         label = "compute" if lam_peak > lam_end * (1.0 + PEAK_LABEL_MARGIN) else limit
         keep = points < n_peak
-        return Boundary(
-            n_peak, lam_peak, label, root, points[keep], lam[keep], cost[keep] if cost is not None else None
-        )
-    return Boundary(n_end, lam_end, limit, root, points, lam, cost)
+        return Boundary(n_peak, lam_peak, label, root, points[keep], lam[keep])
+    return Boundary(n_end, lam_end, limit, root, points, lam)
 
 
 def refine_peak(
