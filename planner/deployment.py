@@ -22,6 +22,7 @@ from planner.costmodel.lora import LoraConfig
 from planner.costmodel.memory import KvCapacity
 from planner.costmodel.profile import Profile
 from planner.costmodel.roofline import Replica
+from planner.costmodel.speculative import SpeculativeConfig, draft_shape, speculative_summary
 from planner.errors import InvalidInput
 from planner.scheduler_config import SchedulerConfig
 from planner.validation import validate
@@ -93,7 +94,9 @@ class Deployment(BaseModel):
     long_prefill_token_threshold up to 1,048,576 (the threshold from 0), gpu_memory_utilization
     in (0, 1], usd_per_gpu_hour in (0, 1000], max_model_len in [2, the model's context]; `lora`
     (vLLM --enable-lora; None: off): max_loras 1..256, max_lora_rank one of vLLM's ranks
-    (planner.costmodel.lora.LoraConfig). Whether
+    (planner.costmodel.lora.LoraConfig); `speculative_decoding` (vLLM --speculative-config;
+    None: off): method, num_speculative_tokens 1..16, acceptance_rate in (0, 1)
+    (planner.costmodel.speculative.SpeculativeConfig). Whether
     vLLM can run the combination (heads over TP, node size, budget vs seqs, memory, one
     max_model_len sequence in the KV cache) is `planner.costmodel.feasibility`, checked by
     `resolve`."""
@@ -114,6 +117,14 @@ class Deployment(BaseModel):
     usd_per_gpu_hour: float | None = Field(default=None, gt=0, le=MAX_USD_PER_GPU_HOUR)
     disaggregated: Disaggregation | None = None
     lora: LoraConfig | None = None
+    speculative_decoding: SpeculativeConfig | None = None
+
+    @model_validator(mode="after")
+    def _speculative_k(self) -> Deployment:
+        sd = self.speculative_decoding
+        if sd is not None and sd.num_speculative_tokens is None:
+            raise ValueError("speculative_decoding.num_speculative_tokens is required on a deployment (1..16)")
+        return self
 
     @model_validator(mode="after")
     def _replicas_or_pools(self) -> Deployment:
@@ -175,6 +186,8 @@ class Deployment(BaseModel):
             self.max_model_len,  # unset: the model's context, not checked (evaluate's defaults as before)
             self.lora,
             self.weight_group_size,
+            self.speculative_decoding,
+            draft := draft_shape(self.speculative_decoding, f"{root}.speculative_decoding.draft_model"),
         )
         if problems:
             raise InvalidInput(f"{root}.{problems[0].field}", problems[0].reason)
@@ -189,6 +202,8 @@ class Deployment(BaseModel):
             profile=prof,
             lora=self.lora,
             weight_group_size=self.weight_group_size,
+            speculative=self.speculative_decoding,
+            draft=draft,
         )
         kv = kv_capacity(replica, self.gpu_memory_utilization, budget, seqs)
         if kv.kv_cache_blocks <= 0:  # feasibility leaves a block; rounding at the edge may not
@@ -298,7 +313,17 @@ class ResolvedDeployment:
             "max_num_batched_tokens": self.max_num_batched_tokens,
             "long_prefill_token_threshold": self.long_prefill_token_threshold,
             **({} if d.lora is None else {"lora": self.lora_memory()}),
+            **({} if d.speculative_decoding is None else {"speculative_decoding": self.speculative_summary()}),
         }
+
+    def speculative_summary(self) -> dict[str, Any] | None:
+        """The report's `speculative_decoding` block (schema SpeculativeSummary): k, alpha, the
+        tokens a decode step yields (E), the proposer's own weights per GPU and the KV cache left;
+        None without speculative decoding."""
+        sd = self.spec.speculative_decoding
+        if sd is None or sd.num_speculative_tokens is None:
+            return None
+        return speculative_summary(sd, self.kv.speculative_bytes, self.kv.kv_cache_tokens)
 
     def lora_memory(self) -> dict[str, Any] | None:
         """The report's `lora` block (schema LoraMemory): adapters, their buffers and the KV

@@ -162,6 +162,7 @@ def test_every_flag_a_plan_emits_is_an_argument_of_the_release() -> None:
         "--tensor-parallel-size", "--max-model-len", "--max-num-batched-tokens", "--max-num-seqs",
         "--gpu-memory-utilization", "--long-prefill-token-threshold", "--quantization", "--kv-cache-dtype",
         "--kv-transfer-config", "--enable-lora", "--max-loras", "--max-lora-rank", "--max-cpu-loras",
+        "--speculative-config",
     }  # fmt: skip
 
 

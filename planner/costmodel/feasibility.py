@@ -24,6 +24,7 @@ from planner.costmodel.lora import LoraConfig
 from planner.costmodel.memory import DEFAULT_VLLM_VERSION, memory_budget
 from planner.costmodel.profile import THEORETICAL, Profile
 from planner.costmodel.roofline import Replica
+from planner.costmodel.speculative import SpeculativeConfig
 from planner.vllm_defaults import (
     BLOCK_SIZE_TOKENS,
     GPU_MEMORY_UTILIZATION,
@@ -57,6 +58,8 @@ def feasibility(
     max_model_len: int | None = None,
     lora: LoraConfig | None = None,
     weight_group_size: int = DEFAULT_GROUP_SIZE,
+    speculative: SpeculativeConfig | None = None,
+    draft: ModelSpec | None = None,
 ) -> list[Infeasibility]:
     """Every reason vLLM could not serve `model` on `tp` x `gpu` with these limits (empty: it can).
     Unset limits take vLLM's defaults for the GPU; a limit a caller left unset is never the one
@@ -64,7 +67,9 @@ def feasibility(
     (theoretical: the seed's); None: vLLM's, as for every measured or transferred profile.
     `max_model_len`: the longest sequence vLLM must hold (None: not checked; vLLM's default, the
     model's context, is checked only where a caller passes it). `lora`: the adapter buffers
-    vLLM allocates with --enable-lora (planner.costmodel.lora), counted with the weights."""
+    vLLM allocates with --enable-lora (planner.costmodel.lora), counted with the weights;
+    `speculative` (and `draft`, method draft): the proposer's weights beside them and its KV in
+    every block (planner.costmodel.speculative)."""
     out: list[Infeasibility] = []
     if tp > gpu.max_gpus_per_node:
         out.append(
@@ -90,6 +95,8 @@ def feasibility(
         profile=THEORETICAL if profile is None else profile,
         lora=lora,
         weight_group_size=weight_group_size,
+        speculative=speculative,
+        draft=draft,
     )
     version = DEFAULT_VLLM_VERSION if profile is None else None  # None: as the profile implies
     out += _memory(r, budget, seqs, gpu_memory_utilization, max_num_batched_tokens, version, max_model_len)
@@ -109,11 +116,13 @@ def _memory(
     vLLM may use, as memory_budget counts them; then one `max_model_len` sequence against the
     whole blocks left."""
     b = memory_budget(r, utilization, budget, seqs, version)
-    fixed = b.weight_bytes + b.non_torch_bytes + b.cuda_graph_bytes + b.lora_bytes
+    fixed = b.weight_bytes + b.non_torch_bytes + b.cuda_graph_bytes + b.lora_bytes + b.speculative_bytes
     block = r.kv_bytes_per_token * BLOCK_SIZE_TOKENS
     model, gpu, tp = r.model, r.gpu, r.tp
     where = f"{model.name} on {tp} x {gpu.name} at gpu_memory_utilization {utilization:g}"
     lora_note = f" (LoRA adapters {b.lora_bytes / GIB:.1f} GiB)" if b.lora_bytes else ""
+    if b.speculative_bytes:
+        lora_note += f" (speculative proposer {b.speculative_bytes / GIB:.1f} GiB)"
     if fixed + block > b.requested_bytes:
         return [
             Infeasibility(

@@ -35,6 +35,7 @@ from planner.plan.recheck import exact_answer
 from planner.plan.relax import relaxed_report
 from planner.plan.search import SearchResult, shapes_of, unfit_shapes
 from planner.plan.solve import HOURS_PER_MONTH, Forecast, milp_data, single_configurations
+from planner.plan.speculative_k import by_speculative_tokens
 from planner.plan.split import Split
 from planner.plan.warn import plan_warnings
 from planner.schema.inputs import TraceWorkload
@@ -47,6 +48,7 @@ from planner.schema.plan_report import (
     PlanReport,
     Simulated,
     SolverSummary,
+    SpeculativeSummary,
 )
 from planner.schema.plan_request import MAX_BUCKETS, PlanRequest, check_buckets, parse_plan_request
 from planner.workload import Workload
@@ -135,6 +137,7 @@ def _context(
         max_model_len=max_model_len,
         lora=req.lora,
         weight_group_size=c.weight_group_size,
+        speculative=req.speculative_decoding,  # its k fixed by _by_speculative_tokens
     )
 
 
@@ -156,7 +159,9 @@ def plan(
     base = None if base_dir is None else Path(base_dir)
     req = parse_plan_request(request)
     try:
-        return _by_weight_format(req, lambda r: _plan(r, base, verify, workers, relax=True))
+        return _by_weight_format(
+            req, lambda r: by_speculative_tokens(r, lambda one: _plan(one, base, verify, workers, relax=True))
+        )
     except SizeLimitError as exc:
         raise TooLarge(
             f"the sizing problem is larger than the solver takes ({exc}); list fewer candidates "
@@ -228,7 +233,9 @@ def _plan(req: PlanRequest, base: Path | None, verify: bool, workers: int | None
     forecast = _forecast(workload, req)
     prices = defaults.prices(req, listed)
     with CapacityPool(ctx, default_workers() if workers is None else workers) as pool:
-        unfit = unfit_shapes(model, req.candidates, gpus, ctx.profile, ctx.max_model_len, req.lora)
+        unfit = unfit_shapes(
+            model, req.candidates, gpus, ctx.profile, ctx.max_model_len, req.lora, req.speculative_decoding
+        )
         also = default_configs(gpus, req.candidates.tensor_parallel_sizes, unfit)  # for the alternatives
         shapes = shapes_of(req.candidates, gpus, roles, unfit)
         split = Split.of(forecast.rates_per_s, req.headroom)
@@ -324,6 +331,7 @@ class _Answer:
             profile=pl.ctx.profile(cfg.gpu).name,
             at_peak=None if s is None else at_peak(at, cfg.role, s.requests_per_s_per_replica),
             lora=_lora_memory(pl.ctx, cfg),
+            speculative_decoding=_speculative_summary(pl.ctx, cfg),
         )
 
     def _gpus(self) -> tuple[list[GpuUse], list[int]]:
@@ -448,3 +456,10 @@ def _lora_memory(ctx: SearchContext, cfg: ReplicaConfig) -> LoraMemory | None:
     """The deployment's LoRA buffers and the KV cache left beside them (None without LoRA)."""
     m = None if ctx.lora is None else ctx.resolve(cfg).lora_memory()
     return None if m is None else LoraMemory(**m)
+
+
+def _speculative_summary(ctx: SearchContext, cfg: ReplicaConfig) -> SpeculativeSummary | None:
+    """The deployment's speculative decoding: k, alpha, E, the proposer's memory and the KV left
+    (None without it)."""
+    m = None if ctx.speculative is None else ctx.resolve(cfg).speculative_summary()
+    return None if m is None else SpeculativeSummary(**m)

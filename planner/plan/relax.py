@@ -219,7 +219,7 @@ def _fit(pl: Planning, tries: _Tries) -> tuple[list[RelaxedPlan], str]:
         if req.profile in ("auto", "calibrated", "theoretical")
         else None
     )
-    unfit = {(g, tp) for g, tp, _ in unfit_shapes(pl.ctx.model, space, others, profile, lora=pl.ctx.lora)}
+    unfit = {(g, tp) for g, tp, _ in unfit_shapes(pl.ctx.model, space, others, profile, lora=pl.ctx.lora, speculative=pl.ctx.speculative)}
     fitting = [g for g in others if any((g, tp) not in unfit for tp in space.tensor_parallel_sizes)]
     node = min(get_gpu(g).max_gpus_per_node for g in listed)
     tps = sorted({*space.tensor_parallel_sizes, *(t for t in (1, 2, 4, 8) if t <= node)})

@@ -66,6 +66,23 @@ class LoraMemory(_Report):
     kv_cache_tokens: int  # per replica
 
 
+class SpeculativeSummary(_Report):
+    """Speculative decoding on a replica (vLLM --speculative-config): k guesses per step at the
+    per-token acceptance rate alpha, the tokens a decode step yields (E), the proposer's own
+    weights per GPU and the KV cache left (planner.costmodel.speculative, docs/speculative.md)."""
+
+    method: str
+    num_speculative_tokens: int
+    acceptance_rate: float
+    tokens_per_step: float  # E = (1 - alpha^(k+1)) / (1 - alpha)
+    proposer_gib: float  # per GPU: weights the proposer does not share with the target
+    kv_cache_tokens: int  # per replica, with the proposer's KV in every block
+
+
+# Report blocks left out of a deployment's JSON when unset (features off)
+_OPTIONAL_BLOCKS = ("lora", "speculative_decoding")
+
+
 class PlanDeployment(_Report):
     """One configuration of the plan. `vllm_args` are the exact `vllm serve` flags of the operating
     point the capacity was modelled at; `requests_per_s_per_replica` is that capacity (within the
@@ -91,12 +108,14 @@ class PlanDeployment(_Report):
     profile: str
     at_peak: PoolAtPeak | None
     lora: LoraMemory | None = None  # absent without LoRA
+    speculative_decoding: SpeculativeSummary | None = None  # absent without speculative decoding
 
     @model_serializer(mode="wrap")
     def _drop_absent_lora(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """Without LoRA the key is left out: reports read as they did before LoRA existed."""
+        """Without LoRA (speculative decoding) the key is left out: reports read as they did
+        before LoRA (speculative decoding) existed."""
         out: dict[str, Any] = handler(self)
-        return out if out.get("lora") is not None else {k: v for k, v in out.items() if k != "lora"}
+        return {k: v for k, v in out.items() if v is not None or k not in _OPTIONAL_BLOCKS}
 
 
 class GpuUse(_Report):

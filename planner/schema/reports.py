@@ -23,7 +23,7 @@ from planner.deployment import Mode
 from planner.schema.catalog_reports import CatalogReport, GpuCatalogReport, ModelCatalogReport, Report
 from planner.schema.inputs import Replay, Router
 from planner.schema.kinds import BindingLimit, Role, StabilityLimit
-from planner.schema.plan_report import LoraMemory
+from planner.schema.plan_report import _OPTIONAL_BLOCKS, LoraMemory, SpeculativeSummary
 
 __all__ = [
     "AnalyzeReport",
@@ -66,12 +66,14 @@ class DeploymentSummary(_Report):
     max_num_batched_tokens: int
     long_prefill_token_threshold: int
     lora: LoraMemory | None = None  # absent without LoRA
+    speculative_decoding: SpeculativeSummary | None = None  # absent without speculative decoding
 
     @model_serializer(mode="wrap")
     def _drop_absent_lora(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """Without LoRA the key is left out: reports read as they did before LoRA existed."""
+        """Without LoRA (speculative decoding) the key is left out: reports read as they did
+        before LoRA (speculative decoding) existed."""
         out: dict[str, Any] = handler(self)
-        return out if out.get("lora") is not None else {k: v for k, v in out.items() if k != "lora"}
+        return {k: v for k, v in out.items() if v is not None or k not in _OPTIONAL_BLOCKS}
 
     @property
     def gpus(self) -> int:
