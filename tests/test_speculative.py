@@ -246,3 +246,21 @@ def test_k_candidates_need_speculative_decoding() -> None:
     with pytest.raises(InvalidInput) as exc:
         plan(req, base_dir=ROOT / "examples", workers=1)
     assert "needs speculative_decoding" in exc.value.reason
+
+
+def test_grpc_carries_the_request_keys_and_the_report_block() -> None:
+    """The example's request through planner.v1 messages and back is the same mapping (method as
+    SPECULATIVE_METHOD_EAGLE3, k candidates as a repeated field), and the plan's report survives
+    its response message with the speculative block."""
+    from planner.server.convert import RPCS, report_from_response, request_to_mapping, response_from_report, to_message
+    from planner.v1 import planner_service_pb2 as pb
+
+    req = yaml.safe_load((ROOT / "examples" / "qwen32b-eagle3-h100.yaml").read_text())
+    msg = to_message(req, pb.PlanRequest)
+    assert msg.speculative_decoding.method == pb.SPECULATIVE_METHOD_EAGLE3  # type: ignore[attr-defined]
+    data, _ = request_to_mapping(msg)
+    assert data["speculative_decoding"] == req["speculative_decoding"]
+    assert data["candidates"]["num_speculative_tokens"] == req["candidates"]["num_speculative_tokens"]
+    report = plan(data, base_dir=ROOT / "examples", workers=1)
+    back = report_from_response(RPCS["Plan"], response_from_report(RPCS["Plan"], report))
+    assert back == report
