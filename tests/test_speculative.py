@@ -252,7 +252,13 @@ def test_grpc_carries_the_request_keys_and_the_report_block() -> None:
     """The example's request through planner.v1 messages and back is the same mapping (method as
     SPECULATIVE_METHOD_EAGLE3, k candidates as a repeated field), and the plan's report survives
     its response message with the speculative block."""
-    from planner.server.convert import RPCS, report_from_response, request_to_mapping, response_from_report, to_message
+    from planner.server.convert import (
+        RPCS,
+        report_from_response,
+        request_to_mapping,
+        response_from_report,
+        to_message,
+    )
     from planner.v1 import planner_service_pb2 as pb
 
     req = yaml.safe_load((ROOT / "examples" / "qwen32b-eagle3-h100.yaml").read_text())
