@@ -270,3 +270,35 @@ def test_grpc_carries_the_request_keys_and_the_report_block() -> None:
     report = plan(data, base_dir=ROOT / "examples", workers=1)
     back = report_from_response(RPCS["Plan"], response_from_report(RPCS["Plan"], report))
     assert back == report
+
+
+def _simulated(spec: dict[str, Any] | None) -> dict[str, Any]:
+    from planner.api import simulate
+
+    wl = {"arrivals": {"requests_per_s": 0.5}, "input_tokens": {"constant": 500}, "output_tokens": {"constant": 300}}
+    dep: dict[str, Any] = {"model": QWEN32B, "gpu": "h100-sxm", "tp": 2}
+    if spec is not None:
+        dep["speculative_decoding"] = spec
+    return simulate({"deployment": dep, "workload": wl, "requests": 200, "seed": 1}).model_dump(mode="json")
+
+
+def test_simulator_emits_bursts_of_accepted_plus_one() -> None:
+    """200 answers of 300 tokens: 299 decode tokens each after the prefill's first, in verify
+    steps of 1 + j tokens (j ~ geometric truncated at k = 3, alpha 0.6): tokens per streamed
+    chunk average E = 2.176 (the last step of an answer may be cut short: a little less); TPOT is
+    ITL / E, ITL the verify step (as evaluate predicts it at this light load); the same run twice
+    is the same, byte for byte."""
+    plain, spec = _simulated(None), _simulated(EAGLE3.model_dump(exclude_none=True))
+    chunks = spec["itl"]["count"]
+    per_chunk = 200 * 299 / chunks
+    assert 2.176 * 0.97 < per_chunk < 2.176 * 1.01
+    assert plain["itl"]["count"] == 200 * 299  # one token a chunk without speculation
+    assert spec["tpot_p50_ms"] == pytest.approx(spec["itl_p50_ms"] / per_chunk, rel=0.03)
+    assert spec["itl_p50_ms"] > plain["itl_p50_ms"] and spec["tpot_p50_ms"] < 0.6 * plain["tpot_p50_ms"]
+    from planner.api import evaluate
+
+    wl = {"arrivals": {"requests_per_s": 0.5}, "input_tokens": {"constant": 500}, "output_tokens": {"constant": 300}}
+    dep = {"model": QWEN32B, "gpu": "h100-sxm", "tp": 2, "speculative_decoding": EAGLE3.model_dump(exclude_none=True)}
+    predicted = evaluate({"deployment": dep, "workload": wl}).itl_p50_ms
+    assert predicted == pytest.approx(spec["itl_p50_ms"], rel=0.02)
+    assert json.dumps(_simulated(EAGLE3.model_dump(exclude_none=True))) == json.dumps(spec)
