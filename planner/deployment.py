@@ -22,7 +22,12 @@ from planner.costmodel.lora import LoraConfig
 from planner.costmodel.memory import KvCapacity
 from planner.costmodel.profile import Profile
 from planner.costmodel.roofline import Replica
-from planner.costmodel.speculative import SpeculativeConfig, draft_shape, speculative_summary
+from planner.costmodel.speculative import (
+    SpeculativeConfig,
+    draft_shape,
+    speculative_summary,
+    with_measured_acceptance,
+)
 from planner.errors import InvalidInput
 from planner.scheduler_config import SchedulerConfig
 from planner.validation import validate
@@ -122,8 +127,11 @@ class Deployment(BaseModel):
     @model_validator(mode="after")
     def _speculative_k(self) -> Deployment:
         sd = self.speculative_decoding
-        if sd is not None and sd.num_speculative_tokens is None:
-            raise ValueError("speculative_decoding.num_speculative_tokens is required on a deployment (1..16)")
+        if sd is not None and sd.num_speculative_tokens is None and sd.acceptance_from is None:
+            raise ValueError(
+                "speculative_decoding.num_speculative_tokens is required on a deployment (1..16) unless "
+                "acceptance_from gives the measured one"
+            )
         return self
 
     @model_validator(mode="after")
@@ -159,6 +167,10 @@ class Deployment(BaseModel):
 
         gpu = get_gpu(self.gpu, f"{root}.gpu")
         model = get_model(self.model, f"{root}.model")
+        if self.speculative_decoding is not None and self.speculative_decoding.acceptance_from is not None:
+            # read here relative to the working directory (the api reads it from its base_dir first)
+            sd = with_measured_acceptance(self.speculative_decoding, None, f"{root}.speculative_decoding")
+            return self.model_copy(update={"speculative_decoding": sd}).resolve(profile, root)
         if profile is None or isinstance(profile, str):
             from planner.costmodel.profiles import DEFAULT_PROFILE, resolve_profile
 

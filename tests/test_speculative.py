@@ -302,3 +302,31 @@ def test_simulator_emits_bursts_of_accepted_plus_one() -> None:
     predicted = evaluate({"deployment": dep, "workload": wl}).itl_p50_ms
     assert predicted == pytest.approx(spec["itl_p50_ms"], rel=0.02)
     assert json.dumps(_simulated(EAGLE3.model_dump(exclude_none=True))) == json.dumps(spec)
+
+
+def test_acceptance_from_a_vllm_bench_result(tmp_path: Path) -> None:
+    """A `vllm bench serve --save-result` file of a speculating server carries
+    spec_decode_acceptance_length (1 + accepted / drafts), spec_decode_num_drafts and
+    spec_decode_draft_tokens (vllm/benchmarks/serve.py): 1,000 drafts of 4 tokens and 1,840
+    accepted give length 2.84 at k = 4, alpha 0.7125 (test above); a plan or deployment reads it."""
+    doc = {
+        "duration": 60.0, "completed": 100, "total_input_tokens": 50_000, "total_output_tokens": 20_000,
+        "spec_decode_acceptance_length": 2.84, "spec_decode_acceptance_rate": 46.0,
+        "spec_decode_num_drafts": 1000, "spec_decode_draft_tokens": 4000, "spec_decode_accepted_tokens": 1840,
+    }  # fmt: skip
+    (tmp_path / "bench.json").write_text(json.dumps(doc))
+    from planner.api import evaluate
+
+    wl = {"arrivals": {"requests_per_s": 0.2}, "input_tokens": {"constant": 500}, "output_tokens": {"constant": 300}}
+    sd = {"method": "eagle3", "acceptance_from": "bench.json"}
+    dep = {"model": QWEN32B, "gpu": "h100-sxm", "tp": 2, "speculative_decoding": sd}
+    report = evaluate({"deployment": dep, "workload": wl}, base_dir=tmp_path)
+    got = report.deployment.speculative_decoding
+    assert got is not None and got.num_speculative_tokens == 4
+    assert got.acceptance_rate == pytest.approx(acceptance_rate_from_length(2.84, 4), abs=1e-12)
+    assert got.tokens_per_step == pytest.approx(2.84, rel=1e-9)
+    (tmp_path / "plain.json").write_text(json.dumps({k: v for k, v in doc.items() if not k.startswith("spec")}))
+    with pytest.raises(InvalidInput) as exc:
+        evaluate({"deployment": {**dep, "speculative_decoding": {**sd, "acceptance_from": "plain.json"}}, "workload": wl},
+                 base_dir=tmp_path)  # fmt: skip
+    assert exc.value.field == "deployment.speculative_decoding.acceptance_from"

@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -57,6 +58,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from planner.catalog.gpus import GpuSpec
 from planner.catalog.models import Dtype, ModelSpec
 from planner.costmodel.profile import Profile
+from planner.errors import InvalidInput
 
 if TYPE_CHECKING:  # steptime imports this module (step_coefficients' `speculative`)
     from planner.costmodel.steptime import StepCoefficients
@@ -74,6 +76,7 @@ __all__ = [
     "speculative_coefficients",
     "speculative_summary",
     "vllm_method",
+    "with_measured_acceptance",
 ]
 
 SpeculativeMethod = Literal["draft", "eagle", "eagle3", "mtp", "ngram"]
@@ -105,14 +108,17 @@ class SpeculativeConfig(BaseModel):
     num_speculative_tokens: int | None = Field(default=None, ge=1, le=MAX_SPECULATIVE_TOKENS)
     acceptance_rate: float | None = Field(default=None, gt=0.0, lt=1.0)
     acceptance_length: float | None = Field(default=None, gt=1.0, le=MAX_SPECULATIVE_TOKENS + 1)
+    acceptance_from: str | None = Field(default=None, min_length=1)
     draft_model: str | None = Field(default=None, min_length=1)
     draft_vocab_size: int | None = Field(default=None, ge=1, le=1_048_576)
 
     @model_validator(mode="after")
     def _consistent(self) -> SpeculativeConfig:
-        if (self.acceptance_rate is None) == (self.acceptance_length is None):
+        given = [x is not None for x in (self.acceptance_rate, self.acceptance_length, self.acceptance_from)]
+        if sum(given) != 1:
             raise ValueError(
-                "give exactly one of acceptance_rate (0..1) and acceptance_length (tokens per step)"
+                "give exactly one of acceptance_rate (0..1), acceptance_length (tokens per step) and "
+                "acceptance_from (a vllm bench serve --save-result file)"
             )
         if self.acceptance_length is not None and self.num_speculative_tokens is None:
             raise ValueError("acceptance_length needs num_speculative_tokens (the k it was measured at)")
@@ -129,9 +135,12 @@ class SpeculativeConfig(BaseModel):
 
     @property
     def alpha(self) -> float:
-        """The per-token acceptance probability (given, or from the acceptance length at k)."""
+        """The per-token acceptance probability (given, or from the acceptance length at k;
+        `acceptance_from` is read first: `with_measured_acceptance`)."""
         if self.acceptance_rate is not None:
             return self.acceptance_rate
+        if self.acceptance_from is not None:
+            raise ValueError("acceptance_from is read by with_measured_acceptance before alpha")
         assert self.acceptance_length is not None and self.num_speculative_tokens is not None
         return acceptance_rate_from_length(self.acceptance_length, self.num_speculative_tokens)
 
@@ -301,3 +310,30 @@ def speculative_summary(
         "proposer_gib": proposer_bytes / 2.0**30,
         "kv_cache_tokens": kv_cache_tokens,
     }
+
+
+def with_measured_acceptance(
+    spec: SpeculativeConfig | None, base: Path | None, field: str
+) -> SpeculativeConfig | None:
+    """`spec` with `acceptance_from` read (relative paths from `base`): alpha from the run's
+    acceptance length at the k it ran with (planner.measurements.vllm_bench), k that one unless
+    given. Unchanged without `acceptance_from`."""
+    if spec is None or spec.acceptance_from is None:
+        return spec
+    from planner.measurements.vllm_bench import spec_decode_acceptance
+
+    path = Path(spec.acceptance_from)
+    if base is not None and not path.is_absolute():
+        path = base / path
+    length, k_run = spec_decode_acceptance(path, f"{field}.acceptance_from")
+    if not 1.0 < length < k_run + 1:
+        raise InvalidInput(
+            f"{field}.acceptance_from", f"{path}: acceptance length {length:g} outside (1, {k_run + 1})"
+        )
+    return spec.model_copy(
+        update={
+            "acceptance_rate": acceptance_rate_from_length(length, k_run),
+            "acceptance_from": None,
+            "num_speculative_tokens": spec.num_speculative_tokens or k_run,
+        }
+    )

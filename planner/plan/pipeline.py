@@ -21,6 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from planner.costmodel.speculative import with_measured_acceptance
 from planner.errors import InvalidInput, TooLarge
 from planner.latency import WorkloadStats
 from planner.plan import defaults
@@ -158,6 +159,9 @@ def plan(
     planner/plan/relax.py)."""
     base = None if base_dir is None else Path(base_dir)
     req = parse_plan_request(request)
+    if req.speculative_decoding is not None:  # acceptance_from: a vllm bench result
+        sd = with_measured_acceptance(req.speculative_decoding, base, "speculative_decoding")
+        req = req.model_copy(update={"speculative_decoding": sd})
     try:
         return _by_weight_format(
             req, lambda r: by_speculative_tokens(r, lambda one: _plan(one, base, verify, workers, relax=True))

@@ -411,20 +411,22 @@ class Deployment(_message.Message):
     def __init__(self, model: _Optional[str] = ..., gpu: _Optional[str] = ..., tp: _Optional[int] = ..., replicas: _Optional[int] = ..., weight_dtype: _Optional[_Union[Dtype, str]] = ..., kv_dtype: _Optional[_Union[Dtype, str]] = ..., max_num_seqs: _Optional[int] = ..., max_num_batched_tokens: _Optional[int] = ..., long_prefill_token_threshold: _Optional[int] = ..., gpu_memory_utilization: _Optional[float] = ..., usd_per_gpu_hour: _Optional[float] = ..., disaggregated: _Optional[_Union[Disaggregation, _Mapping]] = ..., max_model_len: _Optional[int] = ..., lora: _Optional[_Union[Lora, _Mapping]] = ..., weight_group_size: _Optional[int] = ..., speculative_decoding: _Optional[_Union[SpeculativeDecoding, _Mapping]] = ...) -> None: ...
 
 class SpeculativeDecoding(_message.Message):
-    __slots__ = ("method", "num_speculative_tokens", "acceptance_rate", "acceptance_length", "draft_model", "draft_vocab_size")
+    __slots__ = ("method", "num_speculative_tokens", "acceptance_rate", "acceptance_length", "draft_model", "draft_vocab_size", "acceptance_from")
     METHOD_FIELD_NUMBER: _ClassVar[int]
     NUM_SPECULATIVE_TOKENS_FIELD_NUMBER: _ClassVar[int]
     ACCEPTANCE_RATE_FIELD_NUMBER: _ClassVar[int]
     ACCEPTANCE_LENGTH_FIELD_NUMBER: _ClassVar[int]
     DRAFT_MODEL_FIELD_NUMBER: _ClassVar[int]
     DRAFT_VOCAB_SIZE_FIELD_NUMBER: _ClassVar[int]
+    ACCEPTANCE_FROM_FIELD_NUMBER: _ClassVar[int]
     method: SpeculativeMethod
     num_speculative_tokens: int
     acceptance_rate: float
     acceptance_length: float
     draft_model: str
     draft_vocab_size: int
-    def __init__(self, method: _Optional[_Union[SpeculativeMethod, str]] = ..., num_speculative_tokens: _Optional[int] = ..., acceptance_rate: _Optional[float] = ..., acceptance_length: _Optional[float] = ..., draft_model: _Optional[str] = ..., draft_vocab_size: _Optional[int] = ...) -> None: ...
+    acceptance_from: str
+    def __init__(self, method: _Optional[_Union[SpeculativeMethod, str]] = ..., num_speculative_tokens: _Optional[int] = ..., acceptance_rate: _Optional[float] = ..., acceptance_length: _Optional[float] = ..., draft_model: _Optional[str] = ..., draft_vocab_size: _Optional[int] = ..., acceptance_from: _Optional[str] = ...) -> None: ...
 
 class SpeculativeSummary(_message.Message):
     __slots__ = ("method", "num_speculative_tokens", "acceptance_rate", "tokens_per_step", "proposer_gib", "kv_cache_tokens")
