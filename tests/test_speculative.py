@@ -330,3 +330,19 @@ def test_acceptance_from_a_vllm_bench_result(tmp_path: Path) -> None:
         evaluate({"deployment": {**dep, "speculative_decoding": {**sd, "acceptance_from": "plain.json"}}, "workload": wl},
                  base_dir=tmp_path)  # fmt: skip
     assert exc.value.field == "deployment.speculative_decoding.acceptance_from"
+
+
+def test_a_draft_model_plan_warns_that_vllm_0_11_refuses_it() -> None:
+    """Qwen3-8B drafting for Qwen3-32B at TP 2: planned (its 7.6 GiB per GPU and its 36 layers'
+    KV counted), with the warning that vLLM 0.11's V1 engine refuses draft models."""
+    from planner.plan.speculative_k import DRAFT_MODEL_WARNING
+
+    req = yaml.safe_load((ROOT / "examples" / "qwen32b-eagle3-h100.yaml").read_text())
+    req["candidates"].update({"tensor_parallel_sizes": [2], "num_speculative_tokens": [2]})
+    req["speculative_decoding"] = {"method": "draft", "draft_model": "Qwen/Qwen3-8B", "acceptance_rate": 0.6}
+    report = plan(req, base_dir=ROOT / "examples", workers=1)
+    assert report.deployments and DRAFT_MODEL_WARNING in report.warnings
+    sd = report.deployments[0].speculative_decoding
+    assert sd is not None and sd.proposer_gib == pytest.approx(get_model("Qwen/Qwen3-8B").total_params * 2 / 2 / 2**30)
+    i = report.deployments[0].vllm_args.index("--speculative-config")
+    assert json.loads(report.deployments[0].vllm_args[i + 1])["method"] == "draft_model"

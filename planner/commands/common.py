@@ -257,3 +257,16 @@ def lora_lines(lora: dict[str, Any] | None, indent: str = "  ") -> list[str]:
         f"{lora['adapter_gib']:.2f} GiB per GPU; KV cache left {lora['kv_cache_gib']:.2f} GiB per GPU "
         f"({lora['kv_cache_tokens']:,} tokens)"
     ]
+
+
+def speculative_lines(sd: dict[str, Any] | None, indent: str = "  ") -> list[str]:
+    """Speculative decoding's k, alpha, tokens a step, the proposer's memory and the KV left
+    (none without it)."""
+    if sd is None:
+        return []
+    return [
+        f"{indent}speculative decoding: {sd['method']} k={sd['num_speculative_tokens']} at acceptance "
+        f"{sd['acceptance_rate']:.3g}: {sd['tokens_per_step']:.3g} tokens a step (TPOT = ITL / "
+        f"{sd['tokens_per_step']:.3g}); proposer {sd['proposer_gib']:.2f} GiB per GPU, KV cache "
+        f"{sd['kv_cache_tokens']:,} tokens"
+    ]

@@ -231,6 +231,7 @@ def render(d: dict[str, Any]) -> str:
                 parts.append(f"KV {at['kv_cache_usage']:.0%}")
             lines.append("    at the peak: " + ", ".join(parts))
         lines += c.lora_lines(dep.get("lora"), "    ")
+        lines += c.speculative_lines(dep.get("speculative_decoding"), "    ")
     for g in d["gpus"]:
         reserved = f"{g['reserved']} reserved + " if g["reserved"] else ""
         lines.append(

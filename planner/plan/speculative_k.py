@@ -13,7 +13,7 @@ from collections.abc import Callable
 from planner.schema.plan_report import PlanReport
 from planner.schema.plan_request import PlanRequest
 
-__all__ = ["DEFAULT_SPECULATIVE_TOKENS", "by_speculative_tokens", "speculative_ks"]
+__all__ = ["DEFAULT_SPECULATIVE_TOKENS", "DRAFT_MODEL_WARNING", "by_speculative_tokens", "speculative_ks"]
 
 # k tried when the request gives speculative_decoding without a k or a candidates list
 DEFAULT_SPECULATIVE_TOKENS: tuple[int, ...] = (0, 1, 2, 3, 4, 5)
@@ -41,6 +41,28 @@ def by_speculative_tokens(req: PlanRequest, plan_one: Callable[[PlanRequest], Pl
     sd = req.speculative_decoding
     if sd is None:
         return plan_one(req)
+    report = _choose(req, ks, plan_one)
+    chosen = report.deployments[0].speculative_decoding if report.deployments else None
+    if sd.method == "draft" and chosen is not None:
+        return report.model_copy(update={"warnings": [*report.warnings, DRAFT_MODEL_WARNING]})
+    return report
+
+
+# vLLM 0.11's SpeculativeConfig accepts method draft_model but its V1 engine refuses it at start-up
+# (vllm/config/speculative.py __post_init__: NotImplementedError "Speculative decoding with draft
+# model is not supported yet", still in 0.13: vllm-project/vllm issue #31883); draft-model
+# speculation in V1 came with vllm-project/vllm PR #24322.
+DRAFT_MODEL_WARNING = (
+    "speculative_decoding.method draft: vLLM 0.11's V1 engine refuses draft-model speculation at start-up "
+    "(NotImplementedError in vllm/config/speculative.py; added to V1 by vllm-project/vllm PR #24322): "
+    "serve these flags with a vLLM that has it, or use eagle3/mtp/ngram"
+)
+
+
+def _choose(req: PlanRequest, ks: tuple[int, ...], plan_one: Callable[[PlanRequest], PlanReport]) -> PlanReport:
+    """The cheapest solved plan over `ks` (module docstring); a note lists every k's cost."""
+    sd = req.speculative_decoding
+    assert sd is not None
     reports: list[tuple[int, PlanReport]] = []
     for k in ks:
         one = req.model_copy(
