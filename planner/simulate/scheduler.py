@@ -48,8 +48,8 @@ from planner import stopping
 from planner.costmodel.timer import StepTimer
 from planner.errors import InvalidInput
 from planner.scheduler_config import SchedulerConfig
+from planner.simulate.acceptance import acceptance_of
 from planner.simulate.metrics import ItlRecorder, MinuteAccumulator
-from planner.simulate.speculative import acceptance_of
 
 # Engine events (steps, or fast-forwarded runs of decode steps) one simulation may take, over
 # all its engines: with the request and span caps, what bounds its time and memory (an event
@@ -188,7 +188,7 @@ class SimulatedEngine:
         self._bs = config.block_size
         self._total = config.kv_cache_blocks
         self._hit = config.prefix_cache_hit_fraction
-        # Speculative decoding (planner/simulate/speculative.py; None: off): a decode schedules
+        # Speculative decoding (planner/simulate/acceptance.py; None: off): a decode schedules
         # k + 1 tokens and yields a random 1..k+1; every request stays explicit (no decode set,
         # no fast-forward: the members would no longer advance in step).
         self._spec = acceptance_of(timer, index)
