@@ -118,7 +118,7 @@ def test_verify_step_runs_k_plus_one_tokens_per_decode() -> None:
     m, g = get_model(QWEN32B), get_gpu("h100-sxm")
     k0 = step_coefficients(m, g, THEORETICAL, 1)
     ks = step_coefficients(m, g, THEORETICAL, 1, speculative=NGRAM)
-    assert ks.decode_query_tokens == 4.0 and ks.decode_tokens_per_step == pytest.approx(2.176)
+    assert ks.speculative_tokens == 3.0 and 1.0 + ks.accepted_tokens_per_step == pytest.approx(2.176)
     for n, s in ((1.0, 2000.0), (64.0, 64 * 1500.0), (512.0, 512 * 3000.0)):
         mem = (k0.weight_bytes + s * k0.kv_bytes_per_token) * k0.s_per_byte
         cmp = k0.linear_s_per_token * 4 * n + k0.attention_s_per_pair * 4 * s + k0.sampled_s_per_decode * 4 * n

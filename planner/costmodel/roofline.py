@@ -138,7 +138,7 @@ class Replica:
             kv += p + c
             prefix += max(p, 0)
         s = decode_context_tokens_sum
-        q = k.decode_query_tokens  # speculative decoding: a decode's k + 1 query tokens (else 1)
+        q = 1.0 + k.speculative_tokens  # speculative decoding: a decode's k + 1 query tokens (else 1)
         tokens = c_sum + decode_count * q
         if tokens <= 0:
             return StepBreakdown(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)

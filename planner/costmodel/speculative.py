@@ -17,7 +17,7 @@ vLLM's `spec_decode_acceptance_length` is this E (1 + accepted / drafts), and it
 The verify step. Every decoding sequence runs k + 1 query tokens through the target: its linear
 layers, all-reduces, sampled logits (the rejection sampler reads the target's probabilities at
 every position) and attention pairs grow k + 1 fold, while its KV is read once
-(`StepCoefficients.decode_query_tokens`).
+(`StepCoefficients.speculative_tokens`, k).
 
 The proposer (vllm/v1/spec_decode/eagle.py, `EagleProposer.propose` and `load_model`, v0.10 and
 v0.11): its first pass runs every token of the step (each prompt chunk, each decode's k + 1),
@@ -250,8 +250,8 @@ def speculative_coefficients(
     tp: int,
 ) -> StepCoefficients:
     """The target's step coefficients `k` with speculative decoding at `spec`'s k: the verify step
-    (k + 1 query tokens per decode, `decode_query_tokens`), the tokens a step yields
-    (`decode_tokens_per_step`, E) and the proposer's passes folded into the existing terms:
+    (k + 1 query tokens per decode, `speculative_tokens` k), the tokens a step yields
+    (`accepted_tokens_per_step`, E - 1) and the proposer's passes folded into the existing terms:
 
         overhead_s              + k (W_p / BW + all-reduce latency of its layers)
         elementwise_s_per_token + (2 P_p / F + all-reduce per token): its first pass, every token
@@ -281,8 +281,8 @@ def speculative_coefficients(
         elementwise_s_per_token=k.elementwise_s_per_token + token_s,
         sequence_s=k.sequence_s + (n_spec - 1) * token_s + n_spec * proposer.logits_flops_per_row / matmul,
         kv_bytes_per_token=k.kv_bytes_per_token + n_spec * proposer.kv_bytes_per_token,
-        decode_query_tokens=float(n_spec + 1),
-        decode_tokens_per_step=e,
+        speculative_tokens=float(n_spec),
+        accepted_tokens_per_step=e - 1.0,
     )
 
 

@@ -121,12 +121,13 @@ class StepCoefficients:
     linear_flops_per_token: float
     attention_flops_per_pair: float
     sampled_flops_per_decode: float
-    # Speculative decoding (planner.costmodel.speculative; both 1 without): the query tokens a
-    # decoding sequence runs through the target per step (k + 1: its linear, all-reduce, logits
-    # and attention-pair terms scale by it, its KV is read once), and the tokens a decode step
-    # yields on average (E; read by the latency model and the simulator, not by the formula).
-    decode_query_tokens: float = 1.0
-    decode_tokens_per_step: float = 1.0
+    # Speculative decoding (planner.costmodel.speculative; both 0 = off): k, the guesses a
+    # decoding sequence runs through the target beside its token each step (1 + k query tokens:
+    # its linear, all-reduce, logits and attention-pair terms scale by it, its KV is read once),
+    # and E - 1, the guesses a step accepts on average (a decode step yields E tokens; read by
+    # the latency model and the simulator, not by the formula).
+    speculative_tokens: float = 0.0
+    accepted_tokens_per_step: float = 0.0
 
     def decode_kv_factor(self, decodes: float) -> float:
         """f(n) = max(1, N0 / max(n, 1)): how much slower than the achieved bandwidth n decodes
@@ -304,7 +305,7 @@ def linear_layers_coefficients(
 
 def _scalar(k: StepCoefficients, n: float, s: float, c: float, a: float, kv: float, r: float) -> float:
     """The formula on plain numbers (the scalar branch of `batch_time_s`)."""
-    q = k.decode_query_tokens  # speculative decoding: a decode's k + 1 query tokens (else 1)
+    q = 1.0 + k.speculative_tokens  # speculative decoding: a decode's k + 1 query tokens (else 1)
     nq, sq = (n, s) if q == 1.0 else (n * q, s * q)
     tokens = c + nq
     if tokens <= 0:
@@ -382,7 +383,7 @@ def _array(
         n = np.array(n)  # 0-d, taken twice below at the cost of one conversion
     if type(s) is float:
         s = np.array(s)
-    q = k.decode_query_tokens  # speculative decoding: a decode's k + 1 query tokens (else 1)
+    q = 1.0 + k.speculative_tokens  # speculative decoding: a decode's k + 1 query tokens (else 1)
     nq, sq = (n, s) if q == 1.0 else (n * q, s * q)
     tokens = c + nq
     if k.moe_weight_bytes == 0.0:
@@ -432,7 +433,7 @@ def _array_one_decode_batch(
         s_kv = s
     mem = kv * kc.kv_s
     mem += (kc.w0_bytes + s_kv * k.kv_bytes_per_token) * k.s_per_byte
-    q = k.decode_query_tokens  # speculative decoding: a decode's k + 1 query tokens (else 1)
+    q = 1.0 + k.speculative_tokens  # speculative decoding: a decode's k + 1 query tokens (else 1)
     nq, sq = (n, s) if q == 1.0 else (n * q, s * q)
     cmp = c * kc.linear + a * kc.attention  # (not in place: c or a may broadcast the other)
     cmp += k.linear_s_per_token * nq + k.attention_s_per_pair * sq + k.sampled_s_per_decode * nq
@@ -571,7 +572,7 @@ def decode_run_time_s(k: StepCoefficients, decodes: int, context: float, steps: 
     if steps <= 0 or decodes <= 0:
         return 0.0
     n = decodes
-    q = k.decode_query_tokens  # speculative decoding: k + 1 query tokens a decode (else 1)
+    q = 1.0 + k.speculative_tokens  # speculative decoding: k + 1 query tokens a decode (else 1)
     nq = n if q == 1.0 else n * q
     a_mem = k.weight_bytes_read(nq) * k.s_per_byte
     b_mem = k.kv_bytes_per_token * k.s_per_byte * k.decode_kv_factor(n)

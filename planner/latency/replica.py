@@ -125,8 +125,8 @@ def replica_of(
     # Speculative decoding (docs/speculative.md): a decode step yields E tokens on average, so a
     # request decodes in E[output - 1] / E steps, and each decode takes k + 1 budget tokens; the
     # step time (ITL, one streamed chunk per step) is the verify step's. Both 1 without.
-    per_step = coefficients.decode_tokens_per_step
-    decode_budget = coefficients.decode_query_tokens
+    per_step = 1.0 + coefficients.accepted_tokens_per_step
+    decode_budget = 1.0 + coefficients.speculative_tokens
     pe2 = moments.pe2
     atom_weight = max(0.0, 1.0 - math.sqrt(stats.prefill_cv2) / ATOM_CV)
     # the room beside a prompt's mean last chunk with no decodes: the most a step ever has
