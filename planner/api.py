@@ -150,12 +150,16 @@ def _resolve(
 ) -> tuple[ResolvedDeployment, Profile]:
     """The deployment on its profile, the front end the workload's `endpoint`'s."""
     from planner.catalog.gpus import get_gpu
+    from planner.costmodel.speculative import with_measured_acceptance
 
     gpu = get_gpu(deployment.gpu, "deployment.gpu")
     profile = _profile(profile_spec, gpu.name, base, endpoint=endpoint)
     model = _model_ref(deployment.model, base)
     if model != deployment.model:
         deployment = deployment.model_copy(update={"model": model})
+    if deployment.speculative_decoding is not None:  # acceptance_from: a vllm bench result
+        sd = with_measured_acceptance(deployment.speculative_decoding, base, "deployment.speculative_decoding")
+        deployment = deployment.model_copy(update={"speculative_decoding": sd})
     return deployment.resolve(profile), profile
 
 

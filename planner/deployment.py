@@ -29,6 +29,12 @@ from planner.costmodel.memory import KvCapacity
 from planner.costmodel.multinode import MAX_PIPELINE_PARALLEL
 from planner.costmodel.profile import Profile
 from planner.costmodel.roofline import Replica
+from planner.costmodel.speculative import (
+    SpeculativeConfig,
+    draft_shape,
+    speculative_summary,
+    with_measured_acceptance,
+)
 from planner.errors import InvalidInput
 from planner.scheduler_config import SchedulerConfig
 from planner.validation import validate
@@ -105,7 +111,9 @@ class Deployment(BaseModel):
     --enable-expert-parallel, MoE models), `data_parallel_size` 1..64 (DP ranks per instance:
     each replica is then that many engine ranks of `tp` GPUs) and `routing_skew` 1..64 (the
     hottest EP rank's load over the mean; planner.costmodel.expert_parallel), both only with
-    expert_parallel. Whether
+    expert_parallel; `speculative_decoding` (vLLM --speculative-config; None: off): method,
+    num_speculative_tokens 1..16, acceptance_rate in (0, 1)
+    (planner.costmodel.speculative.SpeculativeConfig). Whether
     vLLM can run the combination (heads over TP, node size, budget vs seqs, memory, one
     max_model_len sequence in the KV cache) is `planner.costmodel.feasibility`, checked by
     `resolve`."""
@@ -132,6 +140,17 @@ class Deployment(BaseModel):
     expert_parallel: bool = False
     data_parallel_size: int = Field(default=1, ge=1, le=MAX_DATA_PARALLEL_SIZE)
     routing_skew: float = Field(default=1.0, ge=1.0, le=MAX_ROUTING_SKEW)
+    speculative_decoding: SpeculativeConfig | None = None
+
+    @model_validator(mode="after")
+    def _speculative_k(self) -> Deployment:
+        sd = self.speculative_decoding
+        if sd is not None and sd.num_speculative_tokens is None and sd.acceptance_from is None:
+            raise ValueError(
+                "speculative_decoding.num_speculative_tokens is required on a deployment (1..16) unless "
+                "acceptance_from gives the measured one"
+            )
+        return self
 
     @model_validator(mode="after")
     def _replicas_or_pools(self) -> Deployment:
@@ -184,6 +203,10 @@ class Deployment(BaseModel):
 
         gpu = get_gpu(self.gpu, f"{root}.gpu")
         model = get_model(self.model, f"{root}.model")
+        if self.speculative_decoding is not None and self.speculative_decoding.acceptance_from is not None:
+            # read here relative to the working directory (the api reads it from its base_dir first)
+            sd = with_measured_acceptance(self.speculative_decoding, None, f"{root}.speculative_decoding")
+            return self.model_copy(update={"speculative_decoding": sd}).resolve(profile, root)
         if profile is None or isinstance(profile, str):
             from planner.costmodel.profiles import DEFAULT_PROFILE, resolve_profile
 
@@ -214,6 +237,8 @@ class Deployment(BaseModel):
             self.weight_group_size,
             self.pipeline_parallel_size,
             ep,
+            self.speculative_decoding,
+            draft := draft_shape(self.speculative_decoding, f"{root}.speculative_decoding.draft_model"),
         )
         if problems:
             raise InvalidInput(f"{root}.{problems[0].field}", problems[0].reason)
@@ -230,6 +255,8 @@ class Deployment(BaseModel):
             weight_group_size=self.weight_group_size,
             pp=self.pipeline_parallel_size,
             expert_parallel=ep,
+            speculative=self.speculative_decoding,
+            draft=draft,
         )
         kv = kv_capacity(replica, self.gpu_memory_utilization, budget, seqs)
         if kv.kv_cache_blocks <= 0:  # feasibility leaves a block; rounding at the edge may not
@@ -344,6 +371,7 @@ class ResolvedDeployment:
             **({} if d.lora is None else {"lora": self.lora_memory()}),
             **({} if self.replica.pp == 1 else {"pipeline_parallel_size": self.replica.pp}),
             **({} if not d.expert_parallel else {"expert_parallel": self.expert_parallel_summary()}),
+            **({} if d.speculative_decoding is None else {"speculative_decoding": self.speculative_summary()}),
         }
 
     def expert_parallel_summary(self) -> dict[str, Any] | None:
@@ -364,6 +392,15 @@ class ResolvedDeployment:
             "expert_gib_per_gpu": expert_bytes * held / m.num_experts / gib,
             "kv_cache_tokens_per_rank": self.kv.kv_cache_tokens,
         }
+
+    def speculative_summary(self) -> dict[str, Any] | None:
+        """The report's `speculative_decoding` block (schema SpeculativeSummary): k, alpha, the
+        tokens a decode step yields (E), the proposer's own weights per GPU and the KV cache left;
+        None without speculative decoding."""
+        sd = self.spec.speculative_decoding
+        if sd is None or sd.num_speculative_tokens is None:
+            return None
+        return speculative_summary(sd, self.kv.speculative_bytes, self.kv.kv_cache_tokens)
 
     def lora_memory(self) -> dict[str, Any] | None:
         """The report's `lora` block (schema LoraMemory): adapters, their buffers and the KV

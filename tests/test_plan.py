@@ -319,7 +319,7 @@ def test_the_e2e_edge_is_the_bisections_to_one_percent() -> None:
     )
     model = LatencyModel(Deployment(model="Qwen/Qwen3-8B", gpu="h100-sxm").resolve(), WorkloadStats.of(w))
     engine = model.engines["colocated"]
-    ctx = types.SimpleNamespace(e2e_p99_s=20.0, stats=model.stats)
+    ctx = types.SimpleNamespace(e2e_p99_s=20.0, stats=model.stats, speculative=None)
 
     def e2e(lam: float) -> float:
         solved = engine.solve(lam)
@@ -465,7 +465,7 @@ SCHEMA_FIELDS = {
         "max_num_batched_tokens", "max_num_seqs", "long_prefill_token_threshold", "gpu_memory_utilization",
         "weight_dtype", "kv_dtype", "vllm_args", "vllm_command", "requests_per_s_per_replica",
         "binding_limit", "usd_per_gpu_hour", "profile", "at_peak", "lora", "pipeline_parallel_size",
-        "expert_parallel",
+        "expert_parallel", "speculative_decoding",
     ],
     "Predicted": ["requests_per_s", "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "e2e_p99_ms"],
     "Simulated": ["requests", "seed", "ttft_p99_ms", "itl_p99_ms", "slo_met", "groups"],

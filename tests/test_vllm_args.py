@@ -165,6 +165,7 @@ def test_every_flag_a_plan_emits_is_an_argument_of_the_release() -> None:
         # multi-node replicas (examples/llama405b-fp8-2x8-h100.yaml)
         "--pipeline-parallel-size", "--distributed-executor-backend",
         "--enable-expert-parallel",  # examples/qwen30b-a3b-ep4-h100.yaml
+        "--speculative-config",
     }  # fmt: skip
 
 

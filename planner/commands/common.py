@@ -272,3 +272,16 @@ def expert_parallel_lines(ep: dict[str, Any] | None, indent: str = "  ") -> list
         f"({ep['expert_gib_per_gpu']:.2f} GiB), routing skew {ep['routing_skew']:g}; KV cache "
         f"{ep['kv_cache_tokens_per_rank']:,} tokens per rank"
     ]
+
+
+def speculative_lines(sd: dict[str, Any] | None, indent: str = "  ") -> list[str]:
+    """Speculative decoding's k, alpha, tokens a step, the proposer's memory and the KV left
+    (none without it)."""
+    if sd is None:
+        return []
+    return [
+        f"{indent}speculative decoding: {sd['method']} k={sd['num_speculative_tokens']} at acceptance "
+        f"{sd['acceptance_rate']:.3g}: {sd['tokens_per_step']:.3g} tokens a step (TPOT = ITL / "
+        f"{sd['tokens_per_step']:.3g}); proposer {sd['proposer_gib']:.2f} GiB per GPU, KV cache "
+        f"{sd['kv_cache_tokens']:,} tokens"
+    ]

@@ -95,6 +95,7 @@ def render(d: dict[str, Any]) -> str:
         f"KV cache {d['kv_cache_tokens']:,} tokens per replica",
         *c.lora_lines(dep.get("lora")),
         *c.expert_parallel_lines(dep.get("expert_parallel")),
+        *c.speculative_lines(dep.get("speculative_decoding")),
         f"workload{' ' + wl['name'] if wl['name'] else ''}: mean {wl['mean_requests_per_s']:.3g} req/s "
         f"(peak {wl['peak_requests_per_s']:.3g}), burstiness k={wl['burstiness']:.3g}; "
         f"input mean {wl['mean_input_tokens']:,.0f} / p99 {wl['p99_input_tokens']:,.0f} tokens, "

@@ -235,6 +235,7 @@ def render(d: dict[str, Any]) -> str:
             lines.append("    at the peak: " + ", ".join(parts))
         lines += c.lora_lines(dep.get("lora"), "    ")
         lines += c.expert_parallel_lines(dep.get("expert_parallel"), "    ")
+        lines += c.speculative_lines(dep.get("speculative_decoding"), "    ")
     for g in d["gpus"]:
         reserved = f"{g['reserved']} reserved + " if g["reserved"] else ""
         lines.append(

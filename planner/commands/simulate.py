@@ -119,6 +119,7 @@ def render(d: dict[str, Any], series: bool) -> str:
         f"{c.deployment_line(dep)}; profile {dep['profile']}; router {dep['router']}",
         *c.lora_lines(dep.get("lora")),
         *c.expert_parallel_lines(dep.get("expert_parallel")),
+        *c.speculative_lines(dep.get("speculative_decoding")),
         *c.warning_lines(dep["profile_warning"]),
         f"  max_num_batched_tokens {dep['max_num_batched_tokens']}, max_num_seqs {dep['max_num_seqs']}, "
         f"KV cache {dep['kv_cache_blocks']:,} blocks ({dep['kv_cache_tokens']:,} tokens) per replica",

@@ -27,6 +27,7 @@ from planner.costmodel.memory import DEFAULT_VLLM_VERSION, memory_budget
 from planner.costmodel.multinode import placement_error
 from planner.costmodel.profile import THEORETICAL, Profile
 from planner.costmodel.roofline import Replica
+from planner.costmodel.speculative import SpeculativeConfig
 from planner.vllm_defaults import (
     BLOCK_SIZE_TOKENS,
     GPU_MEMORY_UTILIZATION,
@@ -62,6 +63,8 @@ def feasibility(
     weight_group_size: int = DEFAULT_GROUP_SIZE,
     pp: int = 1,
     ep: ExpertParallel | None = None,
+    speculative: SpeculativeConfig | None = None,
+    draft: ModelSpec | None = None,
 ) -> list[Infeasibility]:
     """Every reason vLLM could not serve `model` on `tp` x `gpu` with these limits (empty: it can).
     Unset limits take vLLM's defaults for the GPU; a limit a caller left unset is never the one
@@ -72,7 +75,9 @@ def feasibility(
     vLLM allocates with --enable-lora (planner.costmodel.lora), counted with the weights. `pp`:
     pipeline stages (a replica of tp x pp GPUs over whole nodes, planner.costmodel.multinode);
     each stage needs a layer. `ep`: expert parallelism (a MoE model, an EP group of at most E
-    GPUs within one node, a skew of at most the EP size; planner.costmodel.expert_parallel)."""
+    GPUs within one node, a skew of at most the EP size; planner.costmodel.expert_parallel).
+    `speculative` (and `draft`, method draft): the proposer's weights beside them and its KV in
+    every block (planner.costmodel.speculative); vLLM 0.11 refuses it with pipeline stages."""
     out: list[Infeasibility] = []
     if ep is not None:
         if (bad := ep_error(model, tp, ep)) is not None:
@@ -93,6 +98,12 @@ def feasibility(
             Infeasibility(
                 "pipeline_parallel_size", f"{pp} stages exceed {model.name}'s {model.layers} layers"
             )
+        )
+    if pp > 1 and speculative is not None:
+        # vLLM 0.11's V1 engine runs no speculative proposer under pipeline parallelism (support
+        # came after it, vLLM PR #32359)
+        out.append(
+            Infeasibility("pipeline_parallel_size", "vLLM 0.11 does not run speculative decoding with pipeline stages")
         )
     if (why := model.tp_error(tp)) is not None:
         out.append(Infeasibility("tp", why))
@@ -116,6 +127,8 @@ def feasibility(
         weight_group_size=weight_group_size,
         pp=pp,
         expert_parallel=ep,
+        speculative=speculative,
+        draft=draft,
     )
     version = DEFAULT_VLLM_VERSION if profile is None else None  # None: as the profile implies
     out += _memory(r, budget, seqs, gpu_memory_utilization, max_num_batched_tokens, version, max_model_len)
@@ -135,12 +148,14 @@ def _memory(
     vLLM may use, as memory_budget counts them; then one `max_model_len` sequence against the
     whole blocks left."""
     b = memory_budget(r, utilization, budget, seqs, version)
-    fixed = b.weight_bytes + b.non_torch_bytes + b.cuda_graph_bytes + b.lora_bytes
+    fixed = b.weight_bytes + b.non_torch_bytes + b.cuda_graph_bytes + b.lora_bytes + b.speculative_bytes
     block = r.kv_bytes_per_token * BLOCK_SIZE_TOKENS
     model, gpu, tp = r.model, r.gpu, r.tp
     shape = f"{tp} x {gpu.name}" if r.pp == 1 else f"{tp} x {r.pp} (TP x PP) {gpu.name}"
     where = f"{model.name} on {shape} at gpu_memory_utilization {utilization:g}"
     lora_note = f" (LoRA adapters {b.lora_bytes / GIB:.1f} GiB)" if b.lora_bytes else ""
+    if b.speculative_bytes:
+        lora_note += f" (speculative proposer {b.speculative_bytes / GIB:.1f} GiB)"
     if fixed + block > b.requested_bytes:
         return [
             Infeasibility(

@@ -265,6 +265,9 @@ class MemoryBudget:
     # LoRA: the stacked adapter buffers allocated at load (planner.costmodel.lora; vLLM logs
     # them inside "Model loading took"); 0 without LoRA
     lora_bytes: float = 0.0
+    # Speculative decoding: the proposer's weights not shared with the target
+    # (planner.costmodel.speculative; in "Model loading took"); 0 without
+    speculative_bytes: float = 0.0
 
     @property
     def available_bytes(self) -> float:
@@ -276,6 +279,7 @@ class MemoryBudget:
             - self.non_torch_bytes
             - self.cuda_graph_bytes
             - self.lora_bytes
+            - self.speculative_bytes
         )
 
 
@@ -309,6 +313,7 @@ def memory_budget(
             non_torch_bytes=NON_TORCH_BYTES,
             cuda_graph_bytes=0.0,
             lora_bytes=lora_buffer_bytes(replica.model, replica.tp, replica.lora),
+            speculative_bytes=_proposer_bytes(replica),
         )
     v = _version(DEFAULT_VLLM_VERSION if vllm_version is None else vllm_version)
     total = reported_memory_bytes(g)
@@ -321,7 +326,13 @@ def memory_budget(
         non_torch_bytes=non_torch_bytes(replica.gpus, v),
         cuda_graph_bytes=cuda_graph_bytes(v),
         lora_bytes=lora_buffer_bytes(replica.model, replica.tp, replica.lora),
+        speculative_bytes=_proposer_bytes(replica),
     )
+
+
+def _proposer_bytes(replica: Replica) -> float:
+    """The speculative proposer's own weights per GPU (0 without speculative decoding)."""
+    return 0.0 if replica.proposer is None else replica.proposer.resident_bytes
 
 
 @dataclass(frozen=True)
@@ -337,6 +348,11 @@ class KvCapacity:
     def lora_bytes(self) -> float:
         """The LoRA adapter buffers (0 without LoRA)."""
         return 0.0 if self.budget is None else self.budget.lora_bytes
+
+    @property
+    def speculative_bytes(self) -> float:
+        """The speculative proposer's own weights (0 without speculative decoding)."""
+        return 0.0 if self.budget is None else self.budget.speculative_bytes
 
     @property
     def kv_cache_tokens(self) -> int:

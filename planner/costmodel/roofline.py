@@ -21,6 +21,7 @@ from planner.costmodel.expert_parallel import ExpertParallel, expert_fraction_pe
 from planner.costmodel.lora import LoraConfig
 from planner.costmodel.multinode import pipeline_coefficients, stage_fraction, stage_kv_bytes_per_token
 from planner.costmodel.profile import THEORETICAL, Profile
+from planner.costmodel.speculative import ProposerCost, SpeculativeConfig, proposer_cost
 from planner.costmodel.steptime import (
     ACTIVATION_BYTES,
     StepCoefficients,
@@ -80,19 +81,34 @@ class Replica:
     # vLLM --enable-expert-parallel (planner.costmodel.expert_parallel): this replica is then one
     # DP rank of `tp` GPUs; None: experts split over TP
     expert_parallel: ExpertParallel | None = None
+    # vLLM --speculative-config (planner.costmodel.speculative; None: off) and, for method
+    # draft, the draft model's shape
+    speculative: SpeculativeConfig | None = None
+    draft: ModelSpec | None = None
 
     @cached_property
     def coefficients(self) -> StepCoefficients:
         k = step_coefficients(
             self.model, self.gpu, self.profile, self.tp, self.weight_dtype, self.kv_dtype,
             weight_group_size=self.weight_group_size, lora=self.lora, ep=self.expert_parallel,
+            speculative=self.speculative, draft=self.draft,
         )
         return pipeline_coefficients(k, self.model, self.gpu, self.tp, self.pp)
+
+    @cached_property
+    def proposer(self) -> ProposerCost | None:
+        """The speculative proposer's per-pass cost and memory (None without speculative decoding)."""
+        if self.speculative is None:
+            return None
+        return proposer_cost(self.model, self.speculative, self.tp, self.kv_dtype, self.draft)
 
     # --- per-GPU constants (the largest pipeline stage's GPU) --------------------------------
     @cached_property
     def kv_bytes_per_token(self) -> int:
-        return stage_kv_bytes_per_token(self.model, self.model.kv_bytes_per_token(self.kv_dtype, self.tp), self.pp)
+        """The target's KV per token on one GPU of the largest stage, plus the proposer's layers'
+        (speculative decoding: vLLM keeps the draft's KV in the same blocks)."""
+        own = stage_kv_bytes_per_token(self.model, self.model.kv_bytes_per_token(self.kv_dtype, self.tp), self.pp)
+        return own if self.proposer is None else own + round(self.proposer.kv_bytes_per_token)
 
     @cached_property
     def weight_bytes_per_gpu(self) -> float:
@@ -138,22 +154,23 @@ class Replica:
             kv += p + c
             prefix += max(p, 0)
         s = decode_context_tokens_sum
-        tokens = c_sum + decode_count
+        q = 1.0 + k.speculative_tokens  # speculative decoding: a decode's k + 1 query tokens (else 1)
+        tokens = c_sum + decode_count * q
         if tokens <= 0:
             return StepBreakdown(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
         bytes_moved = k.weight_bytes_read(tokens) + (s + kv) * k.kv_bytes_per_token
         return StepBreakdown(
             bytes_moved=bytes_moved,
-            linear_flops=k.linear_flops_per_token * tokens + k.sampled_flops_per_decode * decode_count,
-            attention_flops=k.attention_flops_per_pair * (pairs + s),
+            linear_flops=k.linear_flops_per_token * tokens + k.sampled_flops_per_decode * decode_count * q,
+            attention_flops=k.attention_flops_per_pair * (pairs + s * q),
             comm_s=k.allreduce_s_per_token * tokens + k.allreduce_s,
             # the decodes' KV at the bandwidth their attention parallelism reaches (steptime)
             memory_s=(bytes_moved + s * (k.decode_kv_factor(decode_count) - 1.0) * k.kv_bytes_per_token)
             * k.s_per_byte,
             # small GEMMs' phantom tokens and the sampled rows' logits (calibrated profiles; steptime)
             compute_s=k.linear_s_per_token * tokens
-            + k.attention_s_per_pair * (pairs + s)
-            + (k.linear_phantom_s + k.sampled_s_per_decode * decode_count),
+            + k.attention_s_per_pair * (pairs + s * q)
+            + (k.linear_phantom_s + k.sampled_s_per_decode * decode_count * q),
             # the fixed per-step cost and the per-decode one (Profile.sequence_overhead_s)
             overhead_s=k.overhead_s + k.sequence_s * decode_count,
             prefix_reread_s=k.prefix_reread_s_per_token * prefix,

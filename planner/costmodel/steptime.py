@@ -81,6 +81,7 @@ from planner.costmodel.lora import (
 )
 from planner.costmodel.multinode import allreduce_link
 from planner.costmodel.profile import Profile
+from planner.costmodel.speculative import SpeculativeConfig, proposer_cost, speculative_coefficients
 
 FloatArray = npt.NDArray[np.float64]
 ArrayLike = float | int | FloatArray
@@ -130,6 +131,13 @@ class StepCoefficients:
     linear_flops_per_token: float
     attention_flops_per_pair: float
     sampled_flops_per_decode: float
+    # Speculative decoding (planner.costmodel.speculative; both 0 = off): k, the guesses a
+    # decoding sequence runs through the target beside its token each step (1 + k query tokens:
+    # its linear, all-reduce, logits and attention-pair terms scale by it, its KV is read once),
+    # and E - 1, the guesses a step accepts on average (a decode step yields E tokens; read by
+    # the latency model and the simulator, not by the formula).
+    speculative_tokens: float = 0.0
+    accepted_tokens_per_step: float = 0.0
 
     def decode_kv_factor(self, decodes: float) -> float:
         """f(n) = max(1, N0 / max(n, 1)): how much slower than the achieved bandwidth n decodes
@@ -184,6 +192,8 @@ def step_coefficients(
     weight_group_size: int = DEFAULT_GROUP_SIZE,
     lora: LoraConfig | None = None,
     ep: ExpertParallel | None = None,
+    speculative: SpeculativeConfig | None = None,
+    draft: ModelSpec | None = None,
 ) -> StepCoefficients:
     """Coefficients of a whole step of `model` on `tp` x `gpu` under `profile`. Quantized weights
     shrink the bytes a step reads (`ModelSpec.weight_bytes_parts`: packed values, group scales,
@@ -192,7 +202,9 @@ def step_coefficients(
     `gemm_efficiency` where aiconfigurator's tables have one); `lora`: the batched adapters'
     FLOPs and bytes folded into the linear and weight terms (None: off); `ep`: expert
     parallelism (planner.costmodel.expert_parallel: the hottest GPU's experts, the all-to-all;
-    None: experts split over TP as before)."""
+    None: experts split over TP as before); `speculative` (with `draft`, the draft model's shape
+    for method draft): the verify step and the proposer's passes
+    (planner.costmodel.speculative.speculative_coefficients; None: off)."""
     bw = gpu.bandwidth * profile.eta_bandwidth
     matmul = gpu.matmul_flops(weight_dtype) * gemm_efficiency(weight_dtype, gpu.name) * profile.eta_matmul
     # Attention runs in bf16 (fp8 KV is dequantized in the kernel).
@@ -245,7 +257,7 @@ def step_coefficients(
     # --- end expert parallelism
     attn_flops = 4.0 * model.layers * model.query_dim / tp
     passes = profile.prefix_kv_passes + profile.prefix_query_kv_passes * query_heads_per_kv_head(model, tp)
-    return StepCoefficients(
+    out = StepCoefficients(
         s_per_byte=1.0 / bw,
         kv_bytes_per_token=kv,
         weight_bytes=w0,
@@ -270,6 +282,10 @@ def step_coefficients(
         attention_flops_per_pair=attn_flops,
         sampled_flops_per_decode=sampled_flops,
     )
+    if speculative is None:
+        return out
+    proposer = proposer_cost(model, speculative, tp, kv_dtype, draft)
+    return speculative_coefficients(out, speculative, proposer, gpu, profile, tp)
 
 
 def linear_layers_coefficients(
@@ -313,7 +329,9 @@ def linear_layers_coefficients(
 
 def _scalar(k: StepCoefficients, n: float, s: float, c: float, a: float, kv: float, r: float) -> float:
     """The formula on plain numbers (the scalar branch of `batch_time_s`)."""
-    tokens = c + n
+    q = 1.0 + k.speculative_tokens  # speculative decoding: a decode's k + 1 query tokens (else 1)
+    nq, sq = (n, s) if q == 1.0 else (n * q, s * q)
+    tokens = c + nq
     if tokens <= 0:
         return 0.0
     if k.moe_weight_bytes == 0.0:
@@ -326,9 +344,9 @@ def _scalar(k: StepCoefficients, n: float, s: float, c: float, a: float, kv: flo
         mem = (w + ((s * f if f > 1.0 else s) + kv) * k.kv_bytes_per_token) * k.s_per_byte
     else:
         mem = (w + (s + kv) * k.kv_bytes_per_token) * k.s_per_byte
-    cmp = k.linear_s_per_token * tokens + k.attention_s_per_pair * (a + s)
+    cmp = k.linear_s_per_token * tokens + k.attention_s_per_pair * (a + sq)
     if k.linear_phantom_s or k.sampled_s_per_decode:
-        cmp += k.linear_phantom_s + k.sampled_s_per_decode * n
+        cmp += k.linear_phantom_s + k.sampled_s_per_decode * nq
     return (
         (mem if mem >= cmp else cmp)
         + ((k.allreduce_s_per_token + k.elementwise_s_per_token) * tokens + k.allreduce_s)
@@ -389,7 +407,9 @@ def _array(
         n = np.array(n)  # 0-d, taken twice below at the cost of one conversion
     if type(s) is float:
         s = np.array(s)
-    tokens = c + n
+    q = 1.0 + k.speculative_tokens  # speculative decoding: a decode's k + 1 query tokens (else 1)
+    nq, sq = (n, s) if q == 1.0 else (n * q, s * q)
+    tokens = c + nq
     if k.moe_weight_bytes == 0.0:
         w: FloatArray | float = kc.w0
     else:
@@ -399,9 +419,9 @@ def _array(
         mem = (w + (s * f + kv) * kc.kv) * kc.s_per_byte
     else:
         mem = (w + (s + kv) * kc.kv) * kc.s_per_byte
-    cmp = kc.linear * tokens + kc.attention * (a + s)
+    cmp = kc.linear * tokens + kc.attention * (a + sq)
     if k.sampled_s_per_decode:
-        cmp += kc.sampled * n  # a fresh array of the broadcast shape: in place
+        cmp += kc.sampled * nq  # a fresh array of the broadcast shape: in place
     out = np.maximum(mem, cmp)
     if k.allreduce_s_per_token or k.elementwise_s_per_token:
         out += kc.per_token * tokens
@@ -437,18 +457,20 @@ def _array_one_decode_batch(
         s_kv = s
     mem = kv * kc.kv_s
     mem += (kc.w0_bytes + s_kv * k.kv_bytes_per_token) * k.s_per_byte
+    q = 1.0 + k.speculative_tokens  # speculative decoding: a decode's k + 1 query tokens (else 1)
+    nq, sq = (n, s) if q == 1.0 else (n * q, s * q)
     cmp = c * kc.linear + a * kc.attention  # (not in place: c or a may broadcast the other)
-    cmp += k.linear_s_per_token * n + k.attention_s_per_pair * s + k.sampled_s_per_decode * n
+    cmp += k.linear_s_per_token * nq + k.attention_s_per_pair * sq + k.sampled_s_per_decode * nq
     out = np.maximum(mem, cmp)
     per_token = k.allreduce_s_per_token + k.elementwise_s_per_token
     if per_token:
         out += c * kc.per_token
-    const = (per_token + k.sequence_s) * n + kc.fixed_s
+    const = (per_token * nq + k.sequence_s * n if q != 1.0 else (per_token + k.sequence_s) * n) + kc.fixed_s
     if const:
         out += const
     if k.prefix_reread_s_per_token:
         out += kc.prefix * (r if type(r) is np.ndarray else np.asarray(r, dtype=np.float64))
-    return np.where(c > -n, out, 0.0) if empty_batches else out  # c + n > 0: a token
+    return np.where(c > -nq, out, 0.0) if empty_batches else out  # c + n q > 0: a token
 
 
 @overload
@@ -574,11 +596,16 @@ def decode_run_time_s(k: StepCoefficients, decodes: int, context: float, steps: 
     if steps <= 0 or decodes <= 0:
         return 0.0
     n = decodes
-    a_mem = k.weight_bytes_read(n) * k.s_per_byte
+    q = 1.0 + k.speculative_tokens  # speculative decoding: k + 1 query tokens a decode (else 1)
+    nq = n if q == 1.0 else n * q
+    a_mem = k.weight_bytes_read(nq) * k.s_per_byte
     b_mem = k.kv_bytes_per_token * k.s_per_byte * k.decode_kv_factor(n)
-    a_cmp = k.linear_s_per_token * n + k.linear_phantom_s + k.sampled_s_per_decode * n
-    b_cmp = k.attention_s_per_pair
-    per_decode = k.allreduce_s_per_token + k.elementwise_s_per_token + k.sequence_s
+    a_cmp = k.linear_s_per_token * nq + k.linear_phantom_s + k.sampled_s_per_decode * nq
+    b_cmp = k.attention_s_per_pair * q
+    if q == 1.0:
+        per_decode = k.allreduce_s_per_token + k.elementwise_s_per_token + k.sequence_s
+    else:
+        per_decode = (k.allreduce_s_per_token + k.elementwise_s_per_token) * q + k.sequence_s
     fixed = per_decode * n + k.allreduce_s + k.overhead_s
     s0 = float(context)
 

@@ -46,7 +46,7 @@ class Replica:
     role: Role
     has_decode: bool  # the replica runs decode steps (colocated with outputs, decode pool)
     has_prefill: bool  # prompts arrive at it (colocated, prefill pool)
-    decode_steps: float  # E[output - 1] per request where it decodes, else 0
+    decode_steps: float  # E[output - 1] (/ E with speculative decoding) per request where it decodes, else 0
     arrival_cv2: float  # the arrival gaps' CV^2 (per replica)
     gap_shape: float  # the arrival gaps as a gamma's shape, 1 / c_a^2 (1 without spread)
     decode_context_tokens: float  # a decode's mean context (step-weighted)
@@ -122,6 +122,11 @@ def replica_of(
     kv_cap = float(config.kv_cache_tokens)
     threshold = float(config.long_prefill_token_threshold)
     moments = stats.prompt_moments  # the support's moments, once per workload
+    # Speculative decoding (docs/speculative.md): a decode step yields E tokens on average, so a
+    # request decodes in E[output - 1] / E steps, and each decode takes k + 1 budget tokens; the
+    # step time (ITL, one streamed chunk per step) is the verify step's. Both 1 without.
+    per_step = 1.0 + coefficients.accepted_tokens_per_step
+    decode_budget = 1.0 + coefficients.speculative_tokens
     pe2 = moments.pe2
     atom_weight = max(0.0, 1.0 - math.sqrt(stats.prefill_cv2) / ATOM_CV)
     # the room beside a prompt's mean last chunk with no decodes: the most a step ever has
@@ -139,7 +144,7 @@ def replica_of(
         role=role,
         has_decode=has_decode,
         has_prefill=has_prefill,
-        decode_steps=stats.decode_steps if has_decode else 0.0,
+        decode_steps=(stats.decode_steps if per_step == 1.0 else stats.decode_steps / per_step) if has_decode else 0.0,
         arrival_cv2=ca2,
         gap_shape=1.0 / ca2 if ca2 > 0.0 else 1.0,
         decode_context_tokens=context,
@@ -159,7 +164,7 @@ def replica_of(
         seats=seats,
         kv_cache_tokens=kv_cap,
         chunk_threshold_tokens=threshold,
-        decode_cap=min(seats, kv_cap / (context + half_block), budget),
+        decode_cap=min(seats, kv_cap / (context + half_block), budget if decode_budget == 1.0 else budget / decode_budget),
         atom_weight=atom_weight,
         shares_steps=atom_weight > 0.0 and has_decode and has_prefill and room_at_rest > mean_pe,
         count_dispersion=max(ca2, 1.0),

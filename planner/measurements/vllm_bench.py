@@ -108,6 +108,13 @@ class VllmBenchResult(BaseModel):
     ttfts: list[float] | None = None
     itls: list[list[float]] | None = None
     errors: list[str] | None = None
+    # With speculative decoding on the server (vllm/benchmarks/serve.py, from its
+    # spec_decode Prometheus counters): mean tokens per verify step (1 + accepted / drafts), the
+    # accepted share of drafted tokens in %, and the counts they come from.
+    spec_decode_acceptance_length: float | None = Field(default=None, ge=1.0)
+    spec_decode_acceptance_rate: float | None = Field(default=None, ge=0.0, le=100.0)
+    spec_decode_num_drafts: int | None = Field(default=None, ge=0)
+    spec_decode_draft_tokens: int | None = Field(default=None, ge=0)
 
 
 def _at(root: str, key: str) -> str:
@@ -263,3 +270,21 @@ def read_vllm_bench(
     if len(docs) == 1:
         return [runs_of_vllm_bench(docs[0], name, None, overrides)]
     return [runs_of_vllm_bench(d, name, i, overrides) for i, d in enumerate(docs)]
+
+
+def spec_decode_acceptance(path: str | Path, field: str) -> tuple[float, int]:
+    """(acceptance length, k) of the first run in a `--save-result` file that carries
+    `spec_decode_*` figures: vLLM's mean tokens per verify step and the guesses per draft
+    (draft tokens / drafts). A file without them is an InvalidInput on `field`."""
+    for i, doc in enumerate(read_json_documents(path, field)):
+        if not isinstance(doc, dict):
+            continue
+        r = validated(VllmBenchResult, doc, f"{field}[{i}]")
+        length, drafts, tokens = r.spec_decode_acceptance_length, r.spec_decode_num_drafts, r.spec_decode_draft_tokens
+        if length is not None and drafts and tokens:
+            return length, round(tokens / drafts)
+    raise InvalidInput(
+        field,
+        f"{path}: no run with spec_decode_acceptance_length, spec_decode_num_drafts and "
+        "spec_decode_draft_tokens (vllm bench serve writes them when the server speculates)",
+    )

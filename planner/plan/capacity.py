@@ -19,6 +19,7 @@ from planner.catalog.models import Dtype
 from planner.catalog.quantization import DEFAULT_GROUP_SIZE, WeightDtype
 from planner.costmodel.lora import LoraConfig
 from planner.costmodel.profile import Profile
+from planner.costmodel.speculative import SpeculativeConfig, expected_tokens_per_step
 from planner.deployment import MAX_NUM_SEQS, Deployment, Disaggregation, ResolvedDeployment
 from planner.errors import InvalidInput
 from planner.latency import LatencyModel, Slo, WorkloadStats
@@ -88,6 +89,9 @@ class SearchContext:
     max_model_len: int
     lora: LoraConfig | None = None  # vLLM --enable-lora on every replica (None: off)
     weight_group_size: int = DEFAULT_GROUP_SIZE  # AWQ/GPTQ checkpoints' group (candidates.weight_group_size)
+    # vLLM --speculative-config on every replica, its k fixed (None: off; the plan tries each
+    # candidates.num_speculative_tokens: planner.plan.pipeline)
+    speculative: SpeculativeConfig | None = None
     # vLLM --enable-expert-parallel on every replica of TP > 1 (EP size = TP; a MoE model's plan
     # with candidates.expert_parallel), at this routing skew; None: experts split over TP
     expert_parallel_skew: float | None = None
@@ -132,6 +136,7 @@ class SearchContext:
             pipeline_parallel_size=cfg.pipeline_parallel_size,
             expert_parallel=self.expert_parallel(cfg),
             routing_skew=(self.expert_parallel_skew or 1.0) if self.expert_parallel(cfg) else 1.0,
+            speculative_decoding=self.speculative,
         )
         # `replicas` counts colocated replicas only (the pools' sizes are in `disaggregated`).
         return spec if dis is not None else spec.model_copy(update={"replicas": replicas})
@@ -367,8 +372,11 @@ def meets_at(ctx: SearchContext, cfg: ReplicaConfig, rate: float, built: Built |
 
 def e2e_estimate_s(ctx: SearchContext, ttft_p99_s: float | None, mean_step_s: float | None) -> float:
     """E2E p99 ~ TTFT p99 + (p99 answer - 1) x the mean step a decoder sees: over many steps the
-    inter-token gaps average out, so the long answers' total is close to its mean."""
+    inter-token gaps average out, so the long answers' total is close to its mean. Speculative
+    decoding: E tokens a step, so E times fewer steps (planner.costmodel.speculative)."""
     steps = max(ctx.stats.output_p99_tokens - 1.0, 0.0)
+    if ctx.speculative is not None and ctx.speculative.num_speculative_tokens is not None:
+        steps /= expected_tokens_per_step(ctx.speculative.alpha, ctx.speculative.num_speculative_tokens)
     return (ttft_p99_s or 0.0) + steps * (mean_step_s or 0.0)
 
 

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from planner.catalog.models import ModelSpec
 from planner.catalog.quantization import weight_format
 from planner.costmodel.lora import LoraConfig
+from planner.costmodel.speculative import SpeculativeConfig, vllm_method
 from planner.errors import InvalidInput
 from planner.plan.capacity import CapacityPoint, ReplicaConfig, SearchContext
 from planner.schema.kinds import Role
@@ -158,6 +159,8 @@ def vllm_args(ctx: SearchContext, cfg: ReplicaConfig) -> list[str]:
         args += lora_args(ctx.lora)
     if ctx.expert_parallel(cfg):
         args += ["--enable-expert-parallel"]
+    if ctx.speculative is not None:
+        args += ["--speculative-config", speculative_config(ctx.speculative)]
     if cfg.role != "colocated":
         args += ["--kv-transfer-config", kv_transfer_config(cfg.role)]
     return args
@@ -183,3 +186,17 @@ def lora_args(lora: LoraConfig) -> list[str]:
     if lora.max_cpu_loras is not None:
         args += ["--max-cpu-loras", str(lora.max_cpu_loras)]
     return args
+
+
+def speculative_config(spec: SpeculativeConfig) -> str:
+    """vLLM 0.11's `--speculative-config` JSON (compact) for the modelled k: `method` in vLLM's
+    names (draft -> draft_model), `num_speculative_tokens`, and `model` where the proposer is a
+    separate checkpoint (draft model, EAGLE / EAGLE-3 head; MTP and n-gram use none). Fields
+    from SpeculativeConfig of vllm/config/speculative.py (serve-args-0.11.0.json)."""
+    cfg: dict[str, object] = {
+        "method": vllm_method(spec.method),
+        "num_speculative_tokens": spec.num_speculative_tokens,
+    }
+    if spec.draft_model is not None:
+        cfg["model"] = spec.draft_model
+    return json.dumps(cfg, separators=(",", ":"))

@@ -21,6 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from planner.costmodel.speculative import with_measured_acceptance
 from planner.errors import InvalidInput, TooLarge
 from planner.latency import WorkloadStats
 from planner.plan import defaults
@@ -36,6 +37,7 @@ from planner.plan.recheck import exact_answer
 from planner.plan.relax import relaxed_report
 from planner.plan.search import SearchResult, shapes_of, unfit_shapes
 from planner.plan.solve import HOURS_PER_MONTH, Forecast, milp_data, single_configurations
+from planner.plan.speculative_k import by_speculative_tokens
 from planner.plan.split import Split
 from planner.plan.warn import plan_warnings
 from planner.schema.inputs import TraceWorkload
@@ -48,6 +50,7 @@ from planner.schema.plan_report import (
     PlanReport,
     Simulated,
     SolverSummary,
+    SpeculativeSummary,
 )
 from planner.schema.plan_request import MAX_BUCKETS, PlanRequest, check_buckets, parse_plan_request
 from planner.workload import Workload
@@ -137,6 +140,7 @@ def _context(
         lora=req.lora,
         weight_group_size=c.weight_group_size,
         expert_parallel_skew=c.routing_skew if c.expert_parallel else None,
+        speculative=req.speculative_decoding,  # its k fixed by _by_speculative_tokens
     )
 
 
@@ -157,9 +161,15 @@ def plan(
     planner/plan/relax.py)."""
     base = None if base_dir is None else Path(base_dir)
     req = parse_plan_request(request)
+    if req.speculative_decoding is not None:  # acceptance_from: a vllm bench result
+        sd = with_measured_acceptance(req.speculative_decoding, base, "speculative_decoding")
+        req = req.model_copy(update={"speculative_decoding": sd})
     try:
         return _by_weight_format(
-            req, lambda r: by_expert_parallel(r, lambda one: _plan(one, base, verify, workers, relax=True))
+            req,
+            lambda r: by_expert_parallel(
+                r, lambda r1: by_speculative_tokens(r1, lambda one: _plan(one, base, verify, workers, relax=True))
+            ),
         )
     except SizeLimitError as exc:
         raise TooLarge(
@@ -232,7 +242,9 @@ def _plan(req: PlanRequest, base: Path | None, verify: bool, workers: int | None
     forecast = _forecast(workload, req)
     prices = defaults.prices(req, listed)
     with CapacityPool(ctx, default_workers() if workers is None else workers) as pool:
-        unfit = unfit_shapes(model, req.candidates, gpus, ctx.profile, ctx.max_model_len, req.lora)
+        unfit = unfit_shapes(
+            model, req.candidates, gpus, ctx.profile, ctx.max_model_len, req.lora, req.speculative_decoding
+        )
         also = default_configs(gpus, req.candidates.tensor_parallel_sizes, unfit)  # for the alternatives
         shapes = shapes_of(req.candidates, gpus, roles, unfit)
         split = Split.of(forecast.rates_per_s, req.headroom)
@@ -330,6 +342,7 @@ class _Answer:
             lora=_lora_memory(pl.ctx, cfg),
             pipeline_parallel_size=cfg.pipeline_parallel_size if cfg.pipeline_parallel_size > 1 else None,
             expert_parallel=expert_parallel_summary(pl.ctx, cfg),
+            speculative_decoding=_speculative_summary(pl.ctx, cfg),
         )
 
     def _gpus(self) -> tuple[list[GpuUse], list[int]]:
@@ -454,3 +467,10 @@ def _lora_memory(ctx: SearchContext, cfg: ReplicaConfig) -> LoraMemory | None:
     """The deployment's LoRA buffers and the KV cache left beside them (None without LoRA)."""
     m = None if ctx.lora is None else ctx.resolve(cfg).lora_memory()
     return None if m is None else LoraMemory(**m)
+
+
+def _speculative_summary(ctx: SearchContext, cfg: ReplicaConfig) -> SpeculativeSummary | None:
+    """The deployment's speculative decoding: k, alpha, E, the proposer's memory and the KV left
+    (None without it)."""
+    m = None if ctx.speculative is None else ctx.resolve(cfg).speculative_summary()
+    return None if m is None else SpeculativeSummary(**m)

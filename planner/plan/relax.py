@@ -222,7 +222,10 @@ def _fit(pl: Planning, tries: _Tries) -> tuple[list[RelaxedPlan], str]:
         else None
     )
     unfit = {
-        (g, tp, pp) for g, tp, pp, _ in unfit_shapes(pl.ctx.model, space, others, profile, lora=pl.ctx.lora)
+        (g, tp, pp)
+        for g, tp, pp, _ in unfit_shapes(
+            pl.ctx.model, space, others, profile, lora=pl.ctx.lora, speculative=pl.ctx.speculative
+        )
     }
     shapes = [(tp, pp) for tp in space.tensor_parallel_sizes for pp in space.pipeline_parallel_sizes]
     fitting = [g for g in others if any((g, tp, pp) not in unfit for tp, pp in shapes)]

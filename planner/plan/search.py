@@ -40,6 +40,7 @@ from dataclasses import dataclass, replace
 from planner import stopping
 from planner.costmodel.lora import LoraConfig
 from planner.costmodel.profile import Profile
+from planner.costmodel.speculative import SpeculativeConfig
 from planner.latency.slo_capacity import CAPACITY_PRECISION
 from planner.plan.capacity import (
     CapacityPoint,
@@ -281,16 +282,19 @@ def unfit_shapes(
     profile: Callable[[str], Profile] | None = None,
     max_model_len: int | None = None,
     lora: LoraConfig | None = None,
+    speculative: SpeculativeConfig | None = None,
 ) -> list[tuple[str, int, int, str]]:
     """(gpu, tp, pp, reason) for the GPU x TP x PP shapes vLLM cannot run the model on at all (the cheap
     feasibility check at the smallest budget and `max_num_seqs` the search would use, with each
     GPU's `profile` so the memory budget is the one its deployments resolve with, and a KV cache
-    that holds one `max_model_len` sequence)."""
+    that holds one `max_model_len` sequence; `speculative`: the proposer beside the weights)."""
     from planner.catalog.gpus import get_gpu
     from planner.catalog.models import get_model
     from planner.costmodel.feasibility import feasibility
+    from planner.costmodel.speculative import draft_shape
 
     spec = get_model(model, "model")
+    draft = draft_shape(speculative, "speculative_decoding.draft_model")
     budget = min(space.max_num_batched_tokens or (BUDGET_MIN_TOKENS,))
     seqs = min((*(space.max_num_seqs or ()), MIN_SEQS, budget))
     out = []
@@ -311,6 +315,8 @@ def unfit_shapes(
                     max_model_len,
                     lora,
                     pp=pp,
+                    speculative=speculative,
+                    draft=draft,
                 )
                 if why:
                     out.append((gpu, tp, pp, why[0].reason))

@@ -78,6 +78,24 @@ class ExpertParallelSummary(_Report):
     kv_cache_tokens_per_rank: int  # the KV cache of one DP rank (its own sequences only)
 
 
+class SpeculativeSummary(_Report):
+    """Speculative decoding on a replica (vLLM --speculative-config): k guesses per step at the
+    per-token acceptance rate alpha, the tokens a decode step yields (E), the proposer's own
+    weights per GPU and the KV cache left (planner.costmodel.speculative, docs/speculative.md)."""
+
+    method: str
+    num_speculative_tokens: int
+    acceptance_rate: float
+    tokens_per_step: float  # E = (1 - alpha^(k+1)) / (1 - alpha)
+    proposer_gib: float  # per GPU: weights the proposer does not share with the target
+    kv_cache_tokens: int  # per replica, with the proposer's KV in every block
+
+
+# Report blocks left out of a deployment's JSON when unset (features off): reports read as they
+# did before each existed
+_OPTIONAL_BLOCKS = ("lora", "pipeline_parallel_size", "expert_parallel", "speculative_decoding")
+
+
 def _drop_absent(out: dict[str, Any], *keys: str) -> dict[str, Any]:
     """A report without the optional blocks `keys` reads as it did before they existed."""
     return {k: v for k, v in out.items() if not (k in keys and v is None)}
@@ -112,11 +130,13 @@ class PlanDeployment(_Report):
     # several nodes when more than one node's GPUs); absent without PP
     pipeline_parallel_size: int | None = None
     expert_parallel: ExpertParallelSummary | None = None  # absent without EP
+    speculative_decoding: SpeculativeSummary | None = None  # absent without speculative decoding
 
     @model_serializer(mode="wrap")
     def _drop_absent_lora(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """Without LoRA (PP, EP) the key is left out: reports read as they did before it existed."""
-        return _drop_absent(handler(self), "lora", "pipeline_parallel_size", "expert_parallel")
+        """Without LoRA (PP, EP, speculative decoding) the key is left out: reports read as they
+        did before it existed."""
+        return _drop_absent(handler(self), *_OPTIONAL_BLOCKS)
 
 
 class GpuUse(_Report):

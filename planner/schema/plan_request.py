@@ -31,6 +31,7 @@ from planner.costmodel.expert_parallel import MAX_ROUTING_SKEW
 from planner.costmodel.lora import LoraConfig
 from planner.costmodel.multinode import MAX_PIPELINE_PARALLEL
 from planner.costmodel.profiles import DEFAULT_PROFILE
+from planner.costmodel.speculative import SpeculativeConfig
 from planner.deployment import (
     MAX_KV_TRANSFER_BANDWIDTH_BYTES_PER_S,
     MAX_KV_TRANSFER_LATENCY_S,
@@ -222,6 +223,25 @@ class CandidateSpace(BaseModel):
         description="with expert_parallel: the load of the most loaded EP rank over the mean, [1, 64] and at most "
         "the EP size; 1.0 = uniform routing. The expert GEMMs and reads of every MoE layer wait for that rank",
     )
+    num_speculative_tokens: tuple[int, ...] | None = Field(
+        default=None,
+        min_length=1,
+        description="speculative decoding's k the planner may choose from, each in [0, 16] (0 = off; a plan per "
+        "k, the cheapest kept); needs speculative_decoding. Default: speculative_decoding's "
+        "num_speculative_tokens if given, else 0..5",
+    )
+
+    @field_validator("num_speculative_tokens")
+    @classmethod
+    def _speculative_ks(cls, v: tuple[int, ...] | None) -> tuple[int, ...] | None:
+        from planner.costmodel.speculative import MAX_SPECULATIVE_TOKENS
+
+        if v is None:
+            return v
+        for i, k in enumerate(v):
+            if not 0 <= k <= MAX_SPECULATIVE_TOKENS:
+                raise ValueError(f"[{i}] {k}: must be in [0, {MAX_SPECULATIVE_TOKENS}] (0 = off)")
+        return tuple(sorted(set(v)))
 
     @field_validator(
         "tensor_parallel_sizes",
@@ -374,6 +394,19 @@ class PlanRequest(BaseModel):
         "1, 8, 16, 32, 64, 128, 256, 320, 512) resident per GPU; their buffers leave less KV cache and every "
         "step reads all of them (planner.costmodel.lora). Default: off",
     )
+    speculative_decoding: SpeculativeConfig | None = Field(
+        default=None,
+        description="vLLM --speculative-config on every replica: method (draft, eagle, eagle3, mtp, ngram), "
+        "acceptance_rate in (0, 1) (per guessed token) or acceptance_length (vLLM's tokens per step, with "
+        "num_speculative_tokens), draft_model (draft: required; eagle/eagle3: the head vLLM loads); the "
+        "planner chooses k among candidates.num_speculative_tokens, 0 = off (docs/speculative.md). Default: off",
+    )
+
+    @model_validator(mode="after")
+    def _speculative_candidates(self) -> PlanRequest:
+        if self.candidates.num_speculative_tokens is not None and self.speculative_decoding is None:
+            raise ValueError("candidates.num_speculative_tokens needs speculative_decoding (method, acceptance_rate)")
+        return self
 
     @field_validator("price_list")
     @classmethod

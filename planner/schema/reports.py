@@ -23,7 +23,7 @@ from planner.deployment import Mode
 from planner.schema.catalog_reports import CatalogReport, GpuCatalogReport, ModelCatalogReport, Report
 from planner.schema.inputs import Replay, Router
 from planner.schema.kinds import BindingLimit, Role, StabilityLimit
-from planner.schema.plan_report import ExpertParallelSummary, LoraMemory
+from planner.schema.plan_report import _OPTIONAL_BLOCKS, ExpertParallelSummary, LoraMemory, SpeculativeSummary
 
 __all__ = [
     "AnalyzeReport",
@@ -70,13 +70,14 @@ class DeploymentSummary(_Report):
     pipeline_parallel_size: int | None = None
     # absent without EP; with data_parallel_size D, `replicas` counts DP ranks (instances x D)
     expert_parallel: ExpertParallelSummary | None = None
+    speculative_decoding: SpeculativeSummary | None = None  # absent without speculative decoding
 
     @model_serializer(mode="wrap")
     def _drop_absent_lora(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """Without LoRA (EP) the key is left out: reports read as they did before LoRA existed."""
+        """Without LoRA (PP, EP, speculative decoding) the key is left out: reports read as they
+        did before it existed."""
         out: dict[str, Any] = handler(self)
-        # pipeline_parallel_size and expert_parallel likewise: absent without PP / EP
-        return {k: v for k, v in out.items() if not (k in ("lora", "pipeline_parallel_size", "expert_parallel") and v is None)}
+        return {k: v for k, v in out.items() if v is not None or k not in _OPTIONAL_BLOCKS}
 
     @property
     def gpus(self) -> int:

@@ -48,6 +48,7 @@ from planner import stopping
 from planner.costmodel.timer import StepTimer
 from planner.errors import InvalidInput
 from planner.scheduler_config import SchedulerConfig
+from planner.simulate.acceptance import acceptance_of
 from planner.simulate.metrics import ItlRecorder, MinuteAccumulator
 
 # Engine events (steps, or fast-forwarded runs of decode steps) one simulation may take, over
@@ -187,6 +188,11 @@ class SimulatedEngine:
         self._bs = config.block_size
         self._total = config.kv_cache_blocks
         self._hit = config.prefix_cache_hit_fraction
+        # Speculative decoding (planner/simulate/acceptance.py; None: off): a decode schedules
+        # k + 1 tokens and yields a random 1..k+1; every request stays explicit (no decode set,
+        # no fast-forward: the members would no longer advance in step).
+        self._spec = acceptance_of(timer, index)
+        self._spec_tokens = 1 if self._spec is None else self._spec.scheduled
 
         self.t = -math.inf  # when the next step may start (end of the last one)
         self.waiting: deque[int] = deque()
@@ -355,6 +361,8 @@ class SimulatedEngine:
                     break
             c = comp[r]
             s = prompt[r] + out[r] - c
+            if s == 1 and out[r]:
+                s = self._spec_tokens  # a decode: 1, or its k + 1 speculative tokens
             if thr and s > thr:
                 s = thr
             if s > budget:
@@ -382,6 +390,8 @@ class SimulatedEngine:
                 r = running[i]
                 c = comp[r]
                 s = prompt[r] + out[r] - c
+                if s == 1 and out[r]:
+                    s = self._spec_tokens
                 if thr and s > thr:
                     s = thr
                 if s > budget:
@@ -439,7 +449,7 @@ class SimulatedEngine:
         for r, s in sched:
             c = comp[r]
             ntok = prompt[r] + out[r]
-            if s == 1 and out[r] > 0 and c == ntok - 1:
+            if out[r] > 0 and c == ntok - 1:  # a decode (s == 1; speculative: up to k + 1)
                 dcount += 1
                 ctx += ntok
             else:
@@ -470,18 +480,25 @@ class SimulatedEngine:
             target, last_emit, itl = tb.target, tb.last_emit, self.itl
             left = False
             finished: list[int] = []
+            spec = self._spec
             for r, s in sched:
                 c = comp[r]
                 p = prompt[r]
                 c2 = c + s
+                m = 1
+                verify = spec is not None and out[r] > 0 and c == p + out[r] - 1
+                if verify:  # the accepted guesses + 1; the rejected slots' blocks freed
+                    m = spec.draw(min(target[r] - out[r], s))  # type: ignore[union-attr]
+                    self.used -= -(-c2 // bs) - -(-(c + m) // bs)
+                    c2 = c + m
                 comp[r] = c2
                 if c < p:
                     self.outstanding_tokens -= min(c2, p) - c
-                if c2 == p + out[r]:
-                    o = out[r] + 1
+                if verify or c2 == p + out[r]:
+                    o = out[r] + m
                     out[r] = o
-                    emitted += 1
-                    self.outstanding_tokens -= 1
+                    emitted += m
+                    self.outstanding_tokens -= m
                     if o == 1:
                         tb.first_token[r] = t_end
                     else:
@@ -496,7 +513,7 @@ class SimulatedEngine:
                         seq[r] = -1
                         finished.append(r)
                         self.completed += 1
-                    else:
+                    elif spec is None:
                         seq[r] = -seq[r] - 2  # mark "joins the decode set" (decoded below)
             if left:
                 keep: list[int] = []

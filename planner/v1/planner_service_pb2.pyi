@@ -50,6 +50,15 @@ class Replay(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     REPLAY_RECORDED: _ClassVar[Replay]
     REPLAY_SCALED: _ClassVar[Replay]
 
+class SpeculativeMethod(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SPECULATIVE_METHOD_UNSPECIFIED: _ClassVar[SpeculativeMethod]
+    SPECULATIVE_METHOD_DRAFT: _ClassVar[SpeculativeMethod]
+    SPECULATIVE_METHOD_EAGLE: _ClassVar[SpeculativeMethod]
+    SPECULATIVE_METHOD_EAGLE3: _ClassVar[SpeculativeMethod]
+    SPECULATIVE_METHOD_MTP: _ClassVar[SpeculativeMethod]
+    SPECULATIVE_METHOD_NGRAM: _ClassVar[SpeculativeMethod]
+
 class ChunkedPrefillReading(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     CHUNKED_PREFILL_READING_UNSPECIFIED: _ClassVar[ChunkedPrefillReading]
@@ -166,6 +175,12 @@ ENDPOINT_COMPLETIONS: Endpoint
 REPLAY_UNSPECIFIED: Replay
 REPLAY_RECORDED: Replay
 REPLAY_SCALED: Replay
+SPECULATIVE_METHOD_UNSPECIFIED: SpeculativeMethod
+SPECULATIVE_METHOD_DRAFT: SpeculativeMethod
+SPECULATIVE_METHOD_EAGLE: SpeculativeMethod
+SPECULATIVE_METHOD_EAGLE3: SpeculativeMethod
+SPECULATIVE_METHOD_MTP: SpeculativeMethod
+SPECULATIVE_METHOD_NGRAM: SpeculativeMethod
 CHUNKED_PREFILL_READING_UNSPECIFIED: ChunkedPrefillReading
 CHUNKED_PREFILL_READING_CHUNK: ChunkedPrefillReading
 CHUNKED_PREFILL_READING_BUDGET: ChunkedPrefillReading
@@ -360,7 +375,7 @@ class Disaggregation(_message.Message):
     def __init__(self, prefill_replicas: _Optional[int] = ..., decode_replicas: _Optional[int] = ..., kv_transfer_bandwidth_bytes_per_s: _Optional[float] = ..., kv_transfer_latency_s: _Optional[float] = ...) -> None: ...
 
 class Deployment(_message.Message):
-    __slots__ = ("model", "gpu", "tp", "replicas", "weight_dtype", "kv_dtype", "max_num_seqs", "max_num_batched_tokens", "long_prefill_token_threshold", "gpu_memory_utilization", "usd_per_gpu_hour", "disaggregated", "max_model_len", "lora", "weight_group_size", "pipeline_parallel_size", "expert_parallel", "data_parallel_size", "routing_skew")
+    __slots__ = ("model", "gpu", "tp", "replicas", "weight_dtype", "kv_dtype", "max_num_seqs", "max_num_batched_tokens", "long_prefill_token_threshold", "gpu_memory_utilization", "usd_per_gpu_hour", "disaggregated", "max_model_len", "lora", "weight_group_size", "pipeline_parallel_size", "expert_parallel", "data_parallel_size", "routing_skew", "speculative_decoding")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     GPU_FIELD_NUMBER: _ClassVar[int]
     TP_FIELD_NUMBER: _ClassVar[int]
@@ -380,6 +395,7 @@ class Deployment(_message.Message):
     EXPERT_PARALLEL_FIELD_NUMBER: _ClassVar[int]
     DATA_PARALLEL_SIZE_FIELD_NUMBER: _ClassVar[int]
     ROUTING_SKEW_FIELD_NUMBER: _ClassVar[int]
+    SPECULATIVE_DECODING_FIELD_NUMBER: _ClassVar[int]
     model: str
     gpu: str
     tp: int
@@ -399,7 +415,8 @@ class Deployment(_message.Message):
     expert_parallel: bool
     data_parallel_size: int
     routing_skew: float
-    def __init__(self, model: _Optional[str] = ..., gpu: _Optional[str] = ..., tp: _Optional[int] = ..., replicas: _Optional[int] = ..., weight_dtype: _Optional[_Union[Dtype, str]] = ..., kv_dtype: _Optional[_Union[Dtype, str]] = ..., max_num_seqs: _Optional[int] = ..., max_num_batched_tokens: _Optional[int] = ..., long_prefill_token_threshold: _Optional[int] = ..., gpu_memory_utilization: _Optional[float] = ..., usd_per_gpu_hour: _Optional[float] = ..., disaggregated: _Optional[_Union[Disaggregation, _Mapping]] = ..., max_model_len: _Optional[int] = ..., lora: _Optional[_Union[Lora, _Mapping]] = ..., weight_group_size: _Optional[int] = ..., pipeline_parallel_size: _Optional[int] = ..., expert_parallel: _Optional[bool] = ..., data_parallel_size: _Optional[int] = ..., routing_skew: _Optional[float] = ...) -> None: ...
+    speculative_decoding: SpeculativeDecoding
+    def __init__(self, model: _Optional[str] = ..., gpu: _Optional[str] = ..., tp: _Optional[int] = ..., replicas: _Optional[int] = ..., weight_dtype: _Optional[_Union[Dtype, str]] = ..., kv_dtype: _Optional[_Union[Dtype, str]] = ..., max_num_seqs: _Optional[int] = ..., max_num_batched_tokens: _Optional[int] = ..., long_prefill_token_threshold: _Optional[int] = ..., gpu_memory_utilization: _Optional[float] = ..., usd_per_gpu_hour: _Optional[float] = ..., disaggregated: _Optional[_Union[Disaggregation, _Mapping]] = ..., max_model_len: _Optional[int] = ..., lora: _Optional[_Union[Lora, _Mapping]] = ..., weight_group_size: _Optional[int] = ..., pipeline_parallel_size: _Optional[int] = ..., expert_parallel: _Optional[bool] = ..., data_parallel_size: _Optional[int] = ..., routing_skew: _Optional[float] = ..., speculative_decoding: _Optional[_Union[SpeculativeDecoding, _Mapping]] = ...) -> None: ...
 
 class ExpertParallelSummary(_message.Message):
     __slots__ = ("data_parallel_size", "ep_size", "routing_skew", "experts_per_gpu", "expert_gib_per_gpu", "kv_cache_tokens_per_rank")
@@ -416,6 +433,40 @@ class ExpertParallelSummary(_message.Message):
     expert_gib_per_gpu: float
     kv_cache_tokens_per_rank: int
     def __init__(self, data_parallel_size: _Optional[int] = ..., ep_size: _Optional[int] = ..., routing_skew: _Optional[float] = ..., experts_per_gpu: _Optional[int] = ..., expert_gib_per_gpu: _Optional[float] = ..., kv_cache_tokens_per_rank: _Optional[int] = ...) -> None: ...
+
+class SpeculativeDecoding(_message.Message):
+    __slots__ = ("method", "num_speculative_tokens", "acceptance_rate", "acceptance_length", "draft_model", "draft_vocab_size", "acceptance_from")
+    METHOD_FIELD_NUMBER: _ClassVar[int]
+    NUM_SPECULATIVE_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    ACCEPTANCE_RATE_FIELD_NUMBER: _ClassVar[int]
+    ACCEPTANCE_LENGTH_FIELD_NUMBER: _ClassVar[int]
+    DRAFT_MODEL_FIELD_NUMBER: _ClassVar[int]
+    DRAFT_VOCAB_SIZE_FIELD_NUMBER: _ClassVar[int]
+    ACCEPTANCE_FROM_FIELD_NUMBER: _ClassVar[int]
+    method: SpeculativeMethod
+    num_speculative_tokens: int
+    acceptance_rate: float
+    acceptance_length: float
+    draft_model: str
+    draft_vocab_size: int
+    acceptance_from: str
+    def __init__(self, method: _Optional[_Union[SpeculativeMethod, str]] = ..., num_speculative_tokens: _Optional[int] = ..., acceptance_rate: _Optional[float] = ..., acceptance_length: _Optional[float] = ..., draft_model: _Optional[str] = ..., draft_vocab_size: _Optional[int] = ..., acceptance_from: _Optional[str] = ...) -> None: ...
+
+class SpeculativeSummary(_message.Message):
+    __slots__ = ("method", "num_speculative_tokens", "acceptance_rate", "tokens_per_step", "proposer_gib", "kv_cache_tokens")
+    METHOD_FIELD_NUMBER: _ClassVar[int]
+    NUM_SPECULATIVE_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    ACCEPTANCE_RATE_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_PER_STEP_FIELD_NUMBER: _ClassVar[int]
+    PROPOSER_GIB_FIELD_NUMBER: _ClassVar[int]
+    KV_CACHE_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    method: str
+    num_speculative_tokens: int
+    acceptance_rate: float
+    tokens_per_step: float
+    proposer_gib: float
+    kv_cache_tokens: int
+    def __init__(self, method: _Optional[str] = ..., num_speculative_tokens: _Optional[int] = ..., acceptance_rate: _Optional[float] = ..., tokens_per_step: _Optional[float] = ..., proposer_gib: _Optional[float] = ..., kv_cache_tokens: _Optional[int] = ...) -> None: ...
 
 class Lora(_message.Message):
     __slots__ = ("max_loras", "max_lora_rank", "max_cpu_loras")
@@ -746,7 +797,7 @@ class Floors(_message.Message):
     def __init__(self, ttft_p99_ms: _Optional[float] = ..., itl_p99_ms: _Optional[float] = ..., itl_mixed_step_ms: _Optional[float] = ...) -> None: ...
 
 class EvaluatedDeployment(_message.Message):
-    __slots__ = ("model", "gpu", "tp", "mode", "replicas", "prefill_replicas", "decode_replicas", "weight_dtype", "kv_dtype", "max_num_seqs", "max_num_batched_tokens", "long_prefill_token_threshold", "gpu_memory_utilization", "usd_per_gpu_hour", "profile", "profile_warning", "lora", "pipeline_parallel_size", "expert_parallel")
+    __slots__ = ("model", "gpu", "tp", "mode", "replicas", "prefill_replicas", "decode_replicas", "weight_dtype", "kv_dtype", "max_num_seqs", "max_num_batched_tokens", "long_prefill_token_threshold", "gpu_memory_utilization", "usd_per_gpu_hour", "profile", "profile_warning", "lora", "pipeline_parallel_size", "expert_parallel", "speculative_decoding")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     GPU_FIELD_NUMBER: _ClassVar[int]
     TP_FIELD_NUMBER: _ClassVar[int]
@@ -766,6 +817,7 @@ class EvaluatedDeployment(_message.Message):
     LORA_FIELD_NUMBER: _ClassVar[int]
     PIPELINE_PARALLEL_SIZE_FIELD_NUMBER: _ClassVar[int]
     EXPERT_PARALLEL_FIELD_NUMBER: _ClassVar[int]
+    SPECULATIVE_DECODING_FIELD_NUMBER: _ClassVar[int]
     model: str
     gpu: str
     tp: int
@@ -785,7 +837,8 @@ class EvaluatedDeployment(_message.Message):
     lora: LoraMemory
     pipeline_parallel_size: int
     expert_parallel: ExpertParallelSummary
-    def __init__(self, model: _Optional[str] = ..., gpu: _Optional[str] = ..., tp: _Optional[int] = ..., mode: _Optional[_Union[Mode, str]] = ..., replicas: _Optional[int] = ..., prefill_replicas: _Optional[int] = ..., decode_replicas: _Optional[int] = ..., weight_dtype: _Optional[_Union[Dtype, str]] = ..., kv_dtype: _Optional[_Union[Dtype, str]] = ..., max_num_seqs: _Optional[int] = ..., max_num_batched_tokens: _Optional[int] = ..., long_prefill_token_threshold: _Optional[int] = ..., gpu_memory_utilization: _Optional[float] = ..., usd_per_gpu_hour: _Optional[float] = ..., profile: _Optional[str] = ..., profile_warning: _Optional[str] = ..., lora: _Optional[_Union[LoraMemory, _Mapping]] = ..., pipeline_parallel_size: _Optional[int] = ..., expert_parallel: _Optional[_Union[ExpertParallelSummary, _Mapping]] = ...) -> None: ...
+    speculative_decoding: SpeculativeSummary
+    def __init__(self, model: _Optional[str] = ..., gpu: _Optional[str] = ..., tp: _Optional[int] = ..., mode: _Optional[_Union[Mode, str]] = ..., replicas: _Optional[int] = ..., prefill_replicas: _Optional[int] = ..., decode_replicas: _Optional[int] = ..., weight_dtype: _Optional[_Union[Dtype, str]] = ..., kv_dtype: _Optional[_Union[Dtype, str]] = ..., max_num_seqs: _Optional[int] = ..., max_num_batched_tokens: _Optional[int] = ..., long_prefill_token_threshold: _Optional[int] = ..., gpu_memory_utilization: _Optional[float] = ..., usd_per_gpu_hour: _Optional[float] = ..., profile: _Optional[str] = ..., profile_warning: _Optional[str] = ..., lora: _Optional[_Union[LoraMemory, _Mapping]] = ..., pipeline_parallel_size: _Optional[int] = ..., expert_parallel: _Optional[_Union[ExpertParallelSummary, _Mapping]] = ..., speculative_decoding: _Optional[_Union[SpeculativeSummary, _Mapping]] = ...) -> None: ...
 
 class WorkloadSummary(_message.Message):
     __slots__ = ("name", "mean_requests_per_s", "peak_requests_per_s", "burstiness", "mean_input_tokens", "p99_input_tokens", "mean_output_tokens", "p99_output_tokens", "prefix_cache_hit_fraction")
@@ -1048,7 +1101,7 @@ class EvaluateReport(_message.Message):
     def __init__(self, deployment: _Optional[_Union[EvaluatedDeployment, _Mapping]] = ..., workload: _Optional[_Union[WorkloadSummary, _Mapping]] = ..., mode: _Optional[_Union[Mode, str]] = ..., requests_per_s: _Optional[float] = ..., requests_per_s_per_replica: _Optional[float] = ..., stable: _Optional[bool] = ..., ttft_p50_ms: _Optional[float] = ..., ttft_p99_ms: _Optional[float] = ..., itl_p50_ms: _Optional[float] = ..., itl_p99_ms: _Optional[float] = ..., itl_worst_case_ms: _Optional[float] = ..., decode_concurrency: _Optional[float] = ..., mean_step_ms: _Optional[float] = ..., mixed_step_fraction: _Optional[float] = ..., prefill_chunk_tokens: _Optional[float] = ..., prefill_utilization: _Optional[float] = ..., queue_wait_mean_ms: _Optional[float] = ..., kv_cache_usage: _Optional[float] = ..., kv_cache_tokens: _Optional[int] = ..., preemption_risk: _Optional[float] = ..., running_requests: _Optional[float] = ..., gpu_utilization: _Optional[float] = ..., mfu: _Optional[float] = ..., max_stable_requests_per_s: _Optional[float] = ..., deployment_max_stable_requests_per_s: _Optional[float] = ..., usd_per_hour: _Optional[float] = ..., usd_per_million_output_tokens: _Optional[float] = ..., usd_per_million_input_tokens: _Optional[float] = ..., mean_load_usd_per_million_output_tokens: _Optional[float] = ..., binding_limit: _Optional[_Union[BindingLimit, str]] = ..., floors: _Optional[_Union[Floors, _Mapping]] = ..., pools: _Optional[_Union[PoolPredictions, _Mapping]] = ..., buckets: _Optional[_Iterable[_Union[BucketPrediction, _Mapping]]] = ..., notes: _Optional[_Iterable[str]] = ..., stability_binding_limit: _Optional[_Union[StabilityLimit, str]] = ..., slo: _Optional[_Union[LatencyTargets, _Mapping]] = ..., slo_feasible: _Optional[bool] = ..., max_requests_per_s_within_slo: _Optional[float] = ..., deployment_max_requests_per_s_within_slo: _Optional[float] = ..., capacity: _Optional[_Union[Capacity, _Mapping]] = ..., closed_loop: _Optional[_Union[ClosedLoopEvaluation, _Mapping]] = ...) -> None: ...
 
 class SimulatedDeployment(_message.Message):
-    __slots__ = ("model", "gpu", "tp", "mode", "replicas", "prefill_replicas", "decode_replicas", "weight_dtype", "kv_dtype", "max_num_seqs", "max_num_batched_tokens", "long_prefill_token_threshold", "kv_cache_blocks", "block_size", "kv_cache_tokens", "profile", "router", "profile_warning", "lora", "pipeline_parallel_size", "expert_parallel")
+    __slots__ = ("model", "gpu", "tp", "mode", "replicas", "prefill_replicas", "decode_replicas", "weight_dtype", "kv_dtype", "max_num_seqs", "max_num_batched_tokens", "long_prefill_token_threshold", "kv_cache_blocks", "block_size", "kv_cache_tokens", "profile", "router", "profile_warning", "lora", "pipeline_parallel_size", "expert_parallel", "speculative_decoding")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     GPU_FIELD_NUMBER: _ClassVar[int]
     TP_FIELD_NUMBER: _ClassVar[int]
@@ -1070,6 +1123,7 @@ class SimulatedDeployment(_message.Message):
     LORA_FIELD_NUMBER: _ClassVar[int]
     PIPELINE_PARALLEL_SIZE_FIELD_NUMBER: _ClassVar[int]
     EXPERT_PARALLEL_FIELD_NUMBER: _ClassVar[int]
+    SPECULATIVE_DECODING_FIELD_NUMBER: _ClassVar[int]
     model: str
     gpu: str
     tp: int
@@ -1091,7 +1145,8 @@ class SimulatedDeployment(_message.Message):
     lora: LoraMemory
     pipeline_parallel_size: int
     expert_parallel: ExpertParallelSummary
-    def __init__(self, model: _Optional[str] = ..., gpu: _Optional[str] = ..., tp: _Optional[int] = ..., mode: _Optional[_Union[Mode, str]] = ..., replicas: _Optional[int] = ..., prefill_replicas: _Optional[int] = ..., decode_replicas: _Optional[int] = ..., weight_dtype: _Optional[_Union[Dtype, str]] = ..., kv_dtype: _Optional[_Union[Dtype, str]] = ..., max_num_seqs: _Optional[int] = ..., max_num_batched_tokens: _Optional[int] = ..., long_prefill_token_threshold: _Optional[int] = ..., kv_cache_blocks: _Optional[int] = ..., block_size: _Optional[int] = ..., kv_cache_tokens: _Optional[int] = ..., profile: _Optional[str] = ..., router: _Optional[_Union[Router, str]] = ..., profile_warning: _Optional[str] = ..., lora: _Optional[_Union[LoraMemory, _Mapping]] = ..., pipeline_parallel_size: _Optional[int] = ..., expert_parallel: _Optional[_Union[ExpertParallelSummary, _Mapping]] = ...) -> None: ...
+    speculative_decoding: SpeculativeSummary
+    def __init__(self, model: _Optional[str] = ..., gpu: _Optional[str] = ..., tp: _Optional[int] = ..., mode: _Optional[_Union[Mode, str]] = ..., replicas: _Optional[int] = ..., prefill_replicas: _Optional[int] = ..., decode_replicas: _Optional[int] = ..., weight_dtype: _Optional[_Union[Dtype, str]] = ..., kv_dtype: _Optional[_Union[Dtype, str]] = ..., max_num_seqs: _Optional[int] = ..., max_num_batched_tokens: _Optional[int] = ..., long_prefill_token_threshold: _Optional[int] = ..., kv_cache_blocks: _Optional[int] = ..., block_size: _Optional[int] = ..., kv_cache_tokens: _Optional[int] = ..., profile: _Optional[str] = ..., router: _Optional[_Union[Router, str]] = ..., profile_warning: _Optional[str] = ..., lora: _Optional[_Union[LoraMemory, _Mapping]] = ..., pipeline_parallel_size: _Optional[int] = ..., expert_parallel: _Optional[_Union[ExpertParallelSummary, _Mapping]] = ..., speculative_decoding: _Optional[_Union[SpeculativeSummary, _Mapping]] = ...) -> None: ...
 
 class SimulationInput(_message.Message):
     __slots__ = ("source", "name", "replay", "seed", "mean_requests_per_s_target", "burstiness", "trace_requests", "trace_duration_s", "requests", "span_s", "mean_requests_per_s", "mean_input_tokens", "mean_output_tokens", "prefix_cache_hit_fraction", "outputs_cut_at_context")
@@ -1712,7 +1767,7 @@ class PlanSlo(_message.Message):
     def __init__(self, ttft_p99_ms: _Optional[float] = ..., itl_p99_ms: _Optional[float] = ..., e2e_p99_ms: _Optional[float] = ...) -> None: ...
 
 class CandidateSpace(_message.Message):
-    __slots__ = ("gpus", "tensor_parallel_sizes", "disaggregation", "mixed_gpu_types", "max_num_batched_tokens", "max_num_seqs", "long_prefill_token_thresholds", "gpu_memory_utilization", "weight_dtype", "kv_dtype", "kv_transfer_bandwidth_bytes_per_s", "kv_transfer_latency_s", "allow_transferred_profiles", "weight_dtypes", "weight_group_size", "weight_checkpoints", "pipeline_parallel_sizes", "expert_parallel", "routing_skew")
+    __slots__ = ("gpus", "tensor_parallel_sizes", "disaggregation", "mixed_gpu_types", "max_num_batched_tokens", "max_num_seqs", "long_prefill_token_thresholds", "gpu_memory_utilization", "weight_dtype", "kv_dtype", "kv_transfer_bandwidth_bytes_per_s", "kv_transfer_latency_s", "allow_transferred_profiles", "weight_dtypes", "weight_group_size", "weight_checkpoints", "pipeline_parallel_sizes", "expert_parallel", "routing_skew", "num_speculative_tokens")
     class WeightCheckpointsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -1739,6 +1794,7 @@ class CandidateSpace(_message.Message):
     PIPELINE_PARALLEL_SIZES_FIELD_NUMBER: _ClassVar[int]
     EXPERT_PARALLEL_FIELD_NUMBER: _ClassVar[int]
     ROUTING_SKEW_FIELD_NUMBER: _ClassVar[int]
+    NUM_SPECULATIVE_TOKENS_FIELD_NUMBER: _ClassVar[int]
     gpus: _containers.RepeatedScalarFieldContainer[str]
     tensor_parallel_sizes: _containers.RepeatedScalarFieldContainer[int]
     disaggregation: DisaggregationPolicy
@@ -1758,7 +1814,8 @@ class CandidateSpace(_message.Message):
     pipeline_parallel_sizes: _containers.RepeatedScalarFieldContainer[int]
     expert_parallel: bool
     routing_skew: float
-    def __init__(self, gpus: _Optional[_Iterable[str]] = ..., tensor_parallel_sizes: _Optional[_Iterable[int]] = ..., disaggregation: _Optional[_Union[DisaggregationPolicy, str]] = ..., mixed_gpu_types: _Optional[bool] = ..., max_num_batched_tokens: _Optional[_Iterable[int]] = ..., max_num_seqs: _Optional[_Iterable[int]] = ..., long_prefill_token_thresholds: _Optional[_Iterable[int]] = ..., gpu_memory_utilization: _Optional[float] = ..., weight_dtype: _Optional[_Union[Dtype, str]] = ..., kv_dtype: _Optional[_Union[Dtype, str]] = ..., kv_transfer_bandwidth_bytes_per_s: _Optional[float] = ..., kv_transfer_latency_s: _Optional[float] = ..., allow_transferred_profiles: _Optional[bool] = ..., weight_dtypes: _Optional[_Iterable[_Union[Dtype, str]]] = ..., weight_group_size: _Optional[int] = ..., weight_checkpoints: _Optional[_Mapping[str, str]] = ..., pipeline_parallel_sizes: _Optional[_Iterable[int]] = ..., expert_parallel: _Optional[bool] = ..., routing_skew: _Optional[float] = ...) -> None: ...
+    num_speculative_tokens: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, gpus: _Optional[_Iterable[str]] = ..., tensor_parallel_sizes: _Optional[_Iterable[int]] = ..., disaggregation: _Optional[_Union[DisaggregationPolicy, str]] = ..., mixed_gpu_types: _Optional[bool] = ..., max_num_batched_tokens: _Optional[_Iterable[int]] = ..., max_num_seqs: _Optional[_Iterable[int]] = ..., long_prefill_token_thresholds: _Optional[_Iterable[int]] = ..., gpu_memory_utilization: _Optional[float] = ..., weight_dtype: _Optional[_Union[Dtype, str]] = ..., kv_dtype: _Optional[_Union[Dtype, str]] = ..., kv_transfer_bandwidth_bytes_per_s: _Optional[float] = ..., kv_transfer_latency_s: _Optional[float] = ..., allow_transferred_profiles: _Optional[bool] = ..., weight_dtypes: _Optional[_Iterable[_Union[Dtype, str]]] = ..., weight_group_size: _Optional[int] = ..., weight_checkpoints: _Optional[_Mapping[str, str]] = ..., pipeline_parallel_sizes: _Optional[_Iterable[int]] = ..., expert_parallel: _Optional[bool] = ..., routing_skew: _Optional[float] = ..., num_speculative_tokens: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class GpuPrice(_message.Message):
     __slots__ = ("usd_per_gpu_hour", "reserved_usd_per_gpu_hour")
@@ -1785,7 +1842,7 @@ class SolverOptions(_message.Message):
     def __init__(self, time_limit_s: _Optional[float] = ..., relative_gap: _Optional[float] = ...) -> None: ...
 
 class PlanRequest(_message.Message):
-    __slots__ = ("model", "slo", "workload", "candidates", "pricing", "inventory", "headroom", "solver", "profile", "verify", "max_model_len", "price_list", "availability", "lora")
+    __slots__ = ("model", "slo", "workload", "candidates", "pricing", "inventory", "headroom", "solver", "profile", "verify", "max_model_len", "price_list", "availability", "lora", "speculative_decoding")
     class PricingEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -1814,6 +1871,7 @@ class PlanRequest(_message.Message):
     PRICE_LIST_FIELD_NUMBER: _ClassVar[int]
     AVAILABILITY_FIELD_NUMBER: _ClassVar[int]
     LORA_FIELD_NUMBER: _ClassVar[int]
+    SPECULATIVE_DECODING_FIELD_NUMBER: _ClassVar[int]
     model: str
     slo: PlanSlo
     workload: Workload
@@ -1828,7 +1886,8 @@ class PlanRequest(_message.Message):
     price_list: str
     availability: Availability
     lora: Lora
-    def __init__(self, model: _Optional[str] = ..., slo: _Optional[_Union[PlanSlo, _Mapping]] = ..., workload: _Optional[_Union[Workload, _Mapping]] = ..., candidates: _Optional[_Union[CandidateSpace, _Mapping]] = ..., pricing: _Optional[_Mapping[str, GpuPrice]] = ..., inventory: _Optional[_Mapping[str, int]] = ..., headroom: _Optional[float] = ..., solver: _Optional[_Union[SolverOptions, _Mapping]] = ..., profile: _Optional[str] = ..., verify: _Optional[bool] = ..., max_model_len: _Optional[int] = ..., price_list: _Optional[str] = ..., availability: _Optional[_Union[Availability, _Mapping]] = ..., lora: _Optional[_Union[Lora, _Mapping]] = ...) -> None: ...
+    speculative_decoding: SpeculativeDecoding
+    def __init__(self, model: _Optional[str] = ..., slo: _Optional[_Union[PlanSlo, _Mapping]] = ..., workload: _Optional[_Union[Workload, _Mapping]] = ..., candidates: _Optional[_Union[CandidateSpace, _Mapping]] = ..., pricing: _Optional[_Mapping[str, GpuPrice]] = ..., inventory: _Optional[_Mapping[str, int]] = ..., headroom: _Optional[float] = ..., solver: _Optional[_Union[SolverOptions, _Mapping]] = ..., profile: _Optional[str] = ..., verify: _Optional[bool] = ..., max_model_len: _Optional[int] = ..., price_list: _Optional[str] = ..., availability: _Optional[_Union[Availability, _Mapping]] = ..., lora: _Optional[_Union[Lora, _Mapping]] = ..., speculative_decoding: _Optional[_Union[SpeculativeDecoding, _Mapping]] = ...) -> None: ...
 
 class PlanResponse(_message.Message):
     __slots__ = ("report",)
@@ -1933,7 +1992,7 @@ class PoolAtPeak(_message.Message):
     def __init__(self, requests_per_s_per_replica: _Optional[float] = ..., ttft_p50_ms: _Optional[float] = ..., ttft_p99_ms: _Optional[float] = ..., itl_p50_ms: _Optional[float] = ..., itl_p99_ms: _Optional[float] = ..., kv_cache_usage: _Optional[float] = ..., preemption_risk: _Optional[float] = ..., running_requests: _Optional[float] = ...) -> None: ...
 
 class PlanDeployment(_message.Message):
-    __slots__ = ("id", "gpu", "tensor_parallel_size", "role", "replicas_peak", "replicas_by_bucket", "max_num_batched_tokens", "max_num_seqs", "long_prefill_token_threshold", "gpu_memory_utilization", "weight_dtype", "kv_dtype", "vllm_args", "vllm_command", "requests_per_s_per_replica", "binding_limit", "usd_per_gpu_hour", "profile", "at_peak", "lora", "pipeline_parallel_size", "expert_parallel")
+    __slots__ = ("id", "gpu", "tensor_parallel_size", "role", "replicas_peak", "replicas_by_bucket", "max_num_batched_tokens", "max_num_seqs", "long_prefill_token_threshold", "gpu_memory_utilization", "weight_dtype", "kv_dtype", "vllm_args", "vllm_command", "requests_per_s_per_replica", "binding_limit", "usd_per_gpu_hour", "profile", "at_peak", "lora", "pipeline_parallel_size", "expert_parallel", "speculative_decoding")
     ID_FIELD_NUMBER: _ClassVar[int]
     GPU_FIELD_NUMBER: _ClassVar[int]
     TENSOR_PARALLEL_SIZE_FIELD_NUMBER: _ClassVar[int]
@@ -1956,6 +2015,7 @@ class PlanDeployment(_message.Message):
     LORA_FIELD_NUMBER: _ClassVar[int]
     PIPELINE_PARALLEL_SIZE_FIELD_NUMBER: _ClassVar[int]
     EXPERT_PARALLEL_FIELD_NUMBER: _ClassVar[int]
+    SPECULATIVE_DECODING_FIELD_NUMBER: _ClassVar[int]
     id: str
     gpu: str
     tensor_parallel_size: int
@@ -1978,7 +2038,8 @@ class PlanDeployment(_message.Message):
     lora: LoraMemory
     pipeline_parallel_size: int
     expert_parallel: ExpertParallelSummary
-    def __init__(self, id: _Optional[str] = ..., gpu: _Optional[str] = ..., tensor_parallel_size: _Optional[int] = ..., role: _Optional[_Union[Role, str]] = ..., replicas_peak: _Optional[int] = ..., replicas_by_bucket: _Optional[_Iterable[int]] = ..., max_num_batched_tokens: _Optional[int] = ..., max_num_seqs: _Optional[int] = ..., long_prefill_token_threshold: _Optional[int] = ..., gpu_memory_utilization: _Optional[float] = ..., weight_dtype: _Optional[str] = ..., kv_dtype: _Optional[str] = ..., vllm_args: _Optional[_Iterable[str]] = ..., vllm_command: _Optional[str] = ..., requests_per_s_per_replica: _Optional[float] = ..., binding_limit: _Optional[str] = ..., usd_per_gpu_hour: _Optional[float] = ..., profile: _Optional[str] = ..., at_peak: _Optional[_Union[PoolAtPeak, _Mapping]] = ..., lora: _Optional[_Union[LoraMemory, _Mapping]] = ..., pipeline_parallel_size: _Optional[int] = ..., expert_parallel: _Optional[_Union[ExpertParallelSummary, _Mapping]] = ...) -> None: ...
+    speculative_decoding: SpeculativeSummary
+    def __init__(self, id: _Optional[str] = ..., gpu: _Optional[str] = ..., tensor_parallel_size: _Optional[int] = ..., role: _Optional[_Union[Role, str]] = ..., replicas_peak: _Optional[int] = ..., replicas_by_bucket: _Optional[_Iterable[int]] = ..., max_num_batched_tokens: _Optional[int] = ..., max_num_seqs: _Optional[int] = ..., long_prefill_token_threshold: _Optional[int] = ..., gpu_memory_utilization: _Optional[float] = ..., weight_dtype: _Optional[str] = ..., kv_dtype: _Optional[str] = ..., vllm_args: _Optional[_Iterable[str]] = ..., vllm_command: _Optional[str] = ..., requests_per_s_per_replica: _Optional[float] = ..., binding_limit: _Optional[str] = ..., usd_per_gpu_hour: _Optional[float] = ..., profile: _Optional[str] = ..., at_peak: _Optional[_Union[PoolAtPeak, _Mapping]] = ..., lora: _Optional[_Union[LoraMemory, _Mapping]] = ..., pipeline_parallel_size: _Optional[int] = ..., expert_parallel: _Optional[_Union[ExpertParallelSummary, _Mapping]] = ..., speculative_decoding: _Optional[_Union[SpeculativeSummary, _Mapping]] = ...) -> None: ...
 
 class GpuUse(_message.Message):
     __slots__ = ("gpu", "reserved", "on_demand_by_bucket", "peak", "usd_per_gpu_hour", "reserved_usd_per_gpu_hour", "inventory")
