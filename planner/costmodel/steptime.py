@@ -329,8 +329,11 @@ def linear_layers_coefficients(
 
 def _scalar(k: StepCoefficients, n: float, s: float, c: float, a: float, kv: float, r: float) -> float:
     """The formula on plain numbers (the scalar branch of `batch_time_s`)."""
-    q = 1.0 + k.speculative_tokens  # speculative decoding: a decode's k + 1 query tokens (else 1)
-    nq, sq = (n, s) if q == 1.0 else (n * q, s * q)
+    nq = n
+    sq = s
+    if k.speculative_tokens:  # speculative decoding: a decode's k + 1 query tokens
+        nq = n * (1.0 + k.speculative_tokens)
+        sq = s * (1.0 + k.speculative_tokens)
     tokens = c + nq
     if tokens <= 0:
         return 0.0
@@ -407,8 +410,11 @@ def _array(
         n = np.array(n)  # 0-d, taken twice below at the cost of one conversion
     if type(s) is float:
         s = np.array(s)
-    q = 1.0 + k.speculative_tokens  # speculative decoding: a decode's k + 1 query tokens (else 1)
-    nq, sq = (n, s) if q == 1.0 else (n * q, s * q)
+    nq = n
+    sq = s
+    if k.speculative_tokens:  # speculative decoding: a decode's k + 1 query tokens
+        nq = n * (1.0 + k.speculative_tokens)
+        sq = s * (1.0 + k.speculative_tokens)
     tokens = c + nq
     if k.moe_weight_bytes == 0.0:
         w: FloatArray | float = kc.w0
@@ -457,15 +463,18 @@ def _array_one_decode_batch(
         s_kv = s
     mem = kv * kc.kv_s
     mem += (kc.w0_bytes + s_kv * k.kv_bytes_per_token) * k.s_per_byte
-    q = 1.0 + k.speculative_tokens  # speculative decoding: a decode's k + 1 query tokens (else 1)
-    nq, sq = (n, s) if q == 1.0 else (n * q, s * q)
+    nq = n
+    sq = s
+    if k.speculative_tokens:  # speculative decoding: a decode's k + 1 query tokens
+        nq = n * (1.0 + k.speculative_tokens)
+        sq = s * (1.0 + k.speculative_tokens)
     cmp = c * kc.linear + a * kc.attention  # (not in place: c or a may broadcast the other)
     cmp += k.linear_s_per_token * nq + k.attention_s_per_pair * sq + k.sampled_s_per_decode * nq
     out = np.maximum(mem, cmp)
     per_token = k.allreduce_s_per_token + k.elementwise_s_per_token
     if per_token:
         out += c * kc.per_token
-    const = (per_token * nq + k.sequence_s * n if q != 1.0 else (per_token + k.sequence_s) * n) + kc.fixed_s
+    const = (per_token * nq + k.sequence_s * n if k.speculative_tokens else (per_token + k.sequence_s) * n) + kc.fixed_s
     if const:
         out += const
     if k.prefix_reread_s_per_token:
