@@ -58,7 +58,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import overload
+from typing import Any, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -327,13 +327,19 @@ def linear_layers_coefficients(
 # ---- the formula --------------------------------------------------------------------------------
 
 
+def _verify_tokens(k: StepCoefficients, n: Any, s: Any) -> tuple[Any, Any]:
+    """Speculative decoding: n decodes over s context tokens run k + 1 query tokens each through
+    the verify step, so the step's decode tokens and attention pairs are (k + 1) n and (k + 1) s
+    (its KV is read once: the memory term keeps s)."""
+    q = 1.0 + k.speculative_tokens
+    return n * q, s * q
+
+
 def _scalar(k: StepCoefficients, n: float, s: float, c: float, a: float, kv: float, r: float) -> float:
     """The formula on plain numbers (the scalar branch of `batch_time_s`)."""
-    nq = n
-    sq = s
-    if k.speculative_tokens:  # speculative decoding: a decode's k + 1 query tokens
-        nq = n * (1.0 + k.speculative_tokens)
-        sq = s * (1.0 + k.speculative_tokens)
+    nq, sq = n, s
+    if k.speculative_tokens:
+        nq, sq = _verify_tokens(k, n, s)
     tokens = c + nq
     if tokens <= 0:
         return 0.0
@@ -410,11 +416,9 @@ def _array(
         n = np.array(n)  # 0-d, taken twice below at the cost of one conversion
     if type(s) is float:
         s = np.array(s)
-    nq = n
-    sq = s
-    if k.speculative_tokens:  # speculative decoding: a decode's k + 1 query tokens
-        nq = n * (1.0 + k.speculative_tokens)
-        sq = s * (1.0 + k.speculative_tokens)
+    nq, sq = n, s
+    if k.speculative_tokens:
+        nq, sq = _verify_tokens(k, n, s)
     tokens = c + nq
     if k.moe_weight_bytes == 0.0:
         w: FloatArray | float = kc.w0
@@ -463,11 +467,9 @@ def _array_one_decode_batch(
         s_kv = s
     mem = kv * kc.kv_s
     mem += (kc.w0_bytes + s_kv * k.kv_bytes_per_token) * k.s_per_byte
-    nq = n
-    sq = s
-    if k.speculative_tokens:  # speculative decoding: a decode's k + 1 query tokens
-        nq = n * (1.0 + k.speculative_tokens)
-        sq = s * (1.0 + k.speculative_tokens)
+    nq, sq = n, s
+    if k.speculative_tokens:
+        nq, sq = _verify_tokens(k, n, s)
     cmp = c * kc.linear + a * kc.attention  # (not in place: c or a may broadcast the other)
     cmp += k.linear_s_per_token * nq + k.attention_s_per_pair * sq + k.sampled_s_per_decode * nq
     out = np.maximum(mem, cmp)
