@@ -111,8 +111,12 @@ def test_lists_as_configs_write_them() -> None:
     got = unquantized_layers(_ckpt("lm_head", r"re:model\.layers\.(0|31)\.mlp\.(gate|up)_proj"), m)
     assert got.layers("gate_proj") == got.layers("up_proj") == (0, 31)
     assert all(got.layers(x) == () for x in MATRICES if x not in ("gate_proj", "up_proj"))
-    assert unquantized_layers(_ckpt("lm_head"), m).empty
-    with pytest.raises(ValueError, match="names no linear module"):
+    assert unquantized_layers(_ckpt("lm_head", "re:.*lm_head"), m).empty
+    # re.match, as vLLM: anchored at the start, not the end (this prefix names layer 1's four
+    # attention projections)
+    prefix = unquantized_layers(_ckpt(r"re:model\.layers\.1\.self_attn"), m)
+    assert [prefix.layers(x) for x in MATRICES] == [(1,), (1,), (1,), (1,), (), (), ()]
+    with pytest.raises(ValueError, match="names no module"):
         unquantized_layers(_ckpt("model.layers.32.self_attn.q_proj"), m)
     with pytest.raises(ValueError, match="some layers but not all shards"):
         unquantized_layers(_ckpt("model.layers.3.self_attn.q_proj"), m)
@@ -122,5 +126,5 @@ def test_moe_router_entries_change_nothing() -> None:
     m = get_model("Qwen/Qwen3-30B-A3B")
     assert unquantized_layers(_ckpt("re:.*mlp.gate$", "lm_head"), m).empty
     c = dataclasses.replace(_ckpt("model.layers.0.mlp.gate_proj"), base_model=m.name)
-    with pytest.raises(ValueError, match="names no linear module"):
+    with pytest.raises(ValueError, match="names no module"):
         unquantized_layers(c, m)

@@ -3,7 +3,8 @@
 A quantized checkpoint's config.json may name linear modules its quantizer left in bf16:
 fbgemm_fp8's and AWQ/GPTQ's `modules_to_not_convert`, compressed-tensors' `ignore`. vLLM loads
 each named module with `UnquantizedLinearMethod` (quantization/utils/quant_utils.py
-`is_layer_skipped`: an exact module name, or a `re:` regex for compressed-tensors), so those
+`is_layer_skipped`: an exact module name; compressed-tensors also takes `re:` patterns, matched
+with `re.match`), so those
 matrices take two bytes a weight where the format's figure assumes fewer. One JSON file per
 checkpoint under data/checkpoints/ holds that list as config.json gives it, with its source;
 `unquantized_layers` turns it into the layers where each linear matrix is bf16, and
@@ -27,14 +28,14 @@ from planner.catalog.quantization import WEIGHT_DTYPES
 ATTENTION_MATRICES = ("q_proj", "k_proj", "v_proj", "o_proj")
 MLP_MATRICES = ("gate_proj", "up_proj", "down_proj")
 MATRICES = ATTENTION_MATRICES + MLP_MATRICES
-# Modules that are bf16 in every format capplan models (embeddings, lm_head, MoE routers): a
-# list naming them changes nothing.
+# Modules that are bf16 in every format capplan models (lm_head, embeddings; MoE routers too):
+# a list naming them changes nothing.
 ALWAYS_BF16 = ("lm_head", "model.embed_tokens")
 # vLLM fuses q/k/v into qkv_proj and gate/up into gate_up_proj; a fused module is skipped only
 # when every shard is, and refuses a checkpoint whose shards disagree ("Detected some but not
 # all shards ... are quantized").
 FUSED = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))
-MAX_LIST = 100_000  # entries in one list (a 1,000-layer model's 7 matrices is 7,000)
+MAX_LIST = 10_000  # entries in one list (a 1,000-layer model's 7 matrices is 7,000)
 
 
 @dataclass(frozen=True)
@@ -106,29 +107,21 @@ def get_checkpoint(name: str | None) -> Checkpoint | None:
     return None if name is None else _catalog().get(name.lower())
 
 
-def _module_names(model: ModelSpec) -> list[tuple[str, int, str]]:
-    """(module name, layer, matrix) of every linear matrix a list may name (dense MLPs only:
-    a MoE model's experts are `mlp.experts.N.*`, which no catalog checkpoint keeps in bf16)."""
-    out = []
+def _module_names(model: ModelSpec) -> list[tuple[str, int, str | None]]:
+    """(module name, layer, matrix) of every module a list may name: the linear matrices (dense
+    MLPs only: a MoE model's experts are `mlp.experts.N.*`, which no catalog checkpoint keeps in
+    bf16), and, with matrix None, the modules bf16 in every format here (lm_head, the
+    embeddings, MoE routers `mlp.gate`), which a list may name to no effect."""
+    out: list[tuple[str, int, str | None]] = [(name, -1, None) for name in ALWAYS_BF16]
     for layer in range(model.layers):
         for m in ATTENTION_MATRICES:
             out.append((f"model.layers.{layer}.self_attn.{m}", layer, m))
-        if not model.is_moe:
+        if model.is_moe:
+            out.append((f"model.layers.{layer}.mlp.gate", layer, None))
+        else:
             for m in MLP_MATRICES:
                 out.append((f"model.layers.{layer}.mlp.{m}", layer, m))
     return out
-
-
-def _matches(entry: str, name: str) -> bool:
-    if entry.startswith("re:"):
-        return re.fullmatch(entry[3:], name) is not None
-    return entry == name
-
-
-def _always_bf16(entry: str, model: ModelSpec) -> bool:
-    if entry in ALWAYS_BF16:
-        return True
-    return model.is_moe and entry.rstrip("$").endswith("mlp.gate")  # the router
 
 
 @cache
@@ -137,15 +130,18 @@ def unquantized_layers(checkpoint: Checkpoint, model: ModelSpec) -> UnquantizedL
     name a module of the model (a typo or another model's list is refused, not ignored), and
     fused shards must agree, as vLLM requires."""
     modules = _module_names(model)
+    by_name = {name: (layer, m) for name, layer, m in modules}
     hit: dict[str, set[int]] = {m: set() for m in MATRICES}
     for entry in checkpoint.unquantized:
-        if _always_bf16(entry, model):
-            continue
-        found = [(layer, m) for name, layer, m in modules if _matches(entry, name)]
+        if entry.startswith("re:"):  # compressed-tensors: re.match, anchored at the start only
+            found = [(layer, m) for name, layer, m in modules if re.match(entry[3:], name)]
+        else:  # an exact module name (fbgemm_fp8, AWQ, GPTQ; compressed-tensors without re:)
+            found = [by_name[entry]] if entry in by_name else []
         if not found:
-            raise ValueError(f"{checkpoint.name}: {entry!r} names no linear module of {model.name}")
+            raise ValueError(f"{checkpoint.name}: {entry!r} names no module of {model.name}")
         for layer, m in found:
-            hit[m].add(layer)
+            if m is not None:
+                hit[m].add(layer)
     for group in FUSED:
         if len({frozenset(hit[m]) for m in group}) > 1:
             raise ValueError(f"{checkpoint.name}: {'/'.join(group)} quantized in some layers but not all shards")
