@@ -28,6 +28,7 @@ from planner.costmodel.lora import LoraConfig, lora_buffer_bytes, lora_shrink_bu
 from planner.costmodel.multinode import stage_loaded_weight_bytes
 from planner.costmodel.profile import THEORETICAL
 from planner.costmodel.roofline import Replica
+from planner.costmodel.unquantized import extra_weight_bytes
 from planner.errors import InvalidInput, echo
 from planner.vllm_defaults import (
     BLOCK_SIZE_TOKENS,
@@ -237,16 +238,20 @@ def seed_activation_bytes(replica: Replica, max_num_batched_tokens: int, max_num
 def replica_loaded_weight_bytes(replica: Replica) -> float:
     """`loaded_weight_bytes` on one GPU of the replica's largest pipeline stage (the layers'
     share, one vocabulary matrix, the rotary cache: planner.costmodel.multinode), its experts as
-    expert parallelism places them where it is on."""
+    expert parallelism places them where it is on, plus the bytes the served checkpoint's
+    unquantized modules hold beyond the format's (planner.costmodel.unquantized; 0 without)."""
     m = replica.model
     whole = loaded_weight_bytes(
         m, replica.tp, replica.weight_dtype, replica.weight_group_size, replica.expert_parallel
     )
+    extra = extra_weight_bytes(
+        m, replica.unquantized, replica.tp, replica.weight_dtype, replica.weight_group_size, replica.pp
+    )
     if replica.pp == 1:
-        return whole
+        return whole + extra
     vocab = padded_vocab(m.vocab_size) * m.hidden_size * BF16_BYTES / replica.tp
     rotary = m.max_position_embeddings * m.head_dim * BF16_BYTES
-    return stage_loaded_weight_bytes(m, whole, vocab, rotary, replica.pp)
+    return stage_loaded_weight_bytes(m, whole, vocab, rotary, replica.pp) + extra
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Literal
 
+from planner.catalog.checkpoints import UnquantizedLayers, get_checkpoint, unquantized_layers
 from planner.catalog.gpus import GpuSpec
 from planner.catalog.models import Dtype, ModelSpec
 from planner.catalog.quantization import DEFAULT_GROUP_SIZE, WeightDtype
@@ -31,6 +32,8 @@ from planner.costmodel.steptime import (
     step_coefficients,
     step_time_s,
 )
+from planner.costmodel.unquantized import extra_weight_bytes, unquantized_coefficients
+from planner.errors import InvalidInput
 
 __all__ = ["ACTIVATION_BYTES", "Bound", "Replica", "StepBreakdown", "chunks"]
 
@@ -85,6 +88,23 @@ class Replica:
     # draft, the draft model's shape
     speculative: SpeculativeConfig | None = None
     draft: ModelSpec | None = None
+    # The pre-quantized checkpoint vLLM serves (a Hugging Face id): where the catalog lists its
+    # unquantized modules (planner.catalog.checkpoints), those matrices count at bf16; None, or
+    # a checkpoint the catalog does not list: every linear matrix in `weight_dtype`
+    checkpoint: str | None = None
+
+    @cached_property
+    def unquantized(self) -> UnquantizedLayers | None:
+        """The layers where the checkpoint keeps each linear matrix in bf16 (None: no catalog
+        data for it). A listed checkpoint of another format than `weight_dtype` is refused."""
+        c = get_checkpoint(self.checkpoint)
+        if c is None:
+            return None
+        if c.weight_dtype != self.weight_dtype:
+            raise InvalidInput(
+                "weight_dtype", f"{c.name} is a {c.weight_dtype} checkpoint, not {self.weight_dtype}"
+            )
+        return unquantized_layers(c, self.model)
 
     @cached_property
     def coefficients(self) -> StepCoefficients:
@@ -92,6 +112,10 @@ class Replica:
             self.model, self.gpu, self.profile, self.tp, self.weight_dtype, self.kv_dtype,
             weight_group_size=self.weight_group_size, lora=self.lora, ep=self.expert_parallel,
             speculative=self.speculative, draft=self.draft,
+        )
+        k = unquantized_coefficients(
+            k, self.model, self.gpu, self.profile, self.tp, self.weight_dtype, self.weight_group_size,
+            self.unquantized,
         )
         return pipeline_coefficients(k, self.model, self.gpu, self.tp, self.pp)
 
@@ -118,7 +142,8 @@ class Replica:
             w = dense / self.tp + experts * expert_fraction_per_gpu(m, ep.ep_size(self.tp))
         else:
             w = m.weight_bytes(self.weight_dtype, self.weight_group_size) / self.tp
-        return w if self.pp == 1 else w * stage_fraction(m, self.pp)
+        w = w if self.pp == 1 else w * stage_fraction(m, self.pp)
+        return w + extra_weight_bytes(m, self.unquantized, self.tp, self.weight_dtype, self.weight_group_size, self.pp)
 
     @property
     def gpus(self) -> int:
