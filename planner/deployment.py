@@ -141,6 +141,10 @@ class Deployment(BaseModel):
     data_parallel_size: int = Field(default=1, ge=1, le=MAX_DATA_PARALLEL_SIZE)
     routing_skew: float = Field(default=1.0, ge=1.0, le=MAX_ROUTING_SKEW)
     speculative_decoding: SpeculativeConfig | None = None
+    # The pre-quantized checkpoint vLLM serves (a Hugging Face id): where the catalog lists its
+    # unquantized modules (planner.catalog.checkpoints) they count at bf16; None: `model` in
+    # `weight_dtype` throughout
+    checkpoint: str | None = Field(default=None, min_length=1, max_length=200)
 
     @model_validator(mode="after")
     def _speculative_k(self) -> Deployment:
@@ -239,6 +243,7 @@ class Deployment(BaseModel):
             ep,
             self.speculative_decoding,
             draft := draft_shape(self.speculative_decoding, f"{root}.speculative_decoding.draft_model"),
+            checkpoint=self.checkpoint,
         )
         if problems:
             raise InvalidInput(f"{root}.{problems[0].field}", problems[0].reason)
@@ -257,6 +262,7 @@ class Deployment(BaseModel):
             expert_parallel=ep,
             speculative=self.speculative_decoding,
             draft=draft,
+            checkpoint=self.checkpoint,
         )
         kv = kv_capacity(replica, self.gpu_memory_utilization, budget, seqs)
         if kv.kv_cache_blocks <= 0:  # feasibility leaves a block; rounding at the edge may not

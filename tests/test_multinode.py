@@ -201,7 +201,7 @@ def test_the_example_plans_multi_node_replicas_and_emits_the_ray_launch() -> Non
     assert report.status == "OPTIMAL"
     (dep,) = report.deployments
     gpus_per_replica = dep.tensor_parallel_size * (dep.pipeline_parallel_size or 1)
-    assert gpus_per_replica == 16  # two 8-GPU nodes a replica beat one node at this context
+    assert gpus_per_replica == 16  # two 8-GPU nodes a replica (the example offers only that shape)
     assert report.gpu_count_peak == dep.replicas_peak * 16
     assert "--distributed-executor-backend" in dep.vllm_args
     text = emit(report, "vllm-args")

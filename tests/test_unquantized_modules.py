@@ -128,3 +128,39 @@ def test_moe_router_entries_change_nothing() -> None:
     c = dataclasses.replace(_ckpt("model.layers.0.mlp.gate_proj"), base_model=m.name)
     with pytest.raises(ValueError, match="names no module"):
         unquantized_layers(c, m)
+
+
+def test_evaluate_and_plan_read_the_checkpoint() -> None:
+    """The checkpoint reaches the cost model from `deployment.checkpoint` (evaluate, simulate) and
+    from `candidates.weight_checkpoints` at the plan's format (plan): its bf16 modules leave less
+    KV and slow the steps. examples/llama405b-fp8-2x8-h100.yaml (TP 8 x PP 2, measured with
+    `capplan plan`): 0.2816 req/s a replica with Meta's checkpoint, 0.9974 with an FP8 checkpoint
+    the catalog does not list (the format alone); a checkpoint of another format is refused,
+    named."""
+    import yaml
+
+    from planner import api
+    from planner.deployment import Deployment
+
+    def dep(checkpoint: str | None, dtype: str = "fp8") -> Deployment:
+        return Deployment.model_validate(
+            {"model": M405, "gpu": "h100-sxm", "tp": 8, "pipeline_parallel_size": 2, "weight_dtype": dtype,
+             "max_model_len": 32768, "checkpoint": checkpoint}
+        )  # fmt: skip
+
+    plain, meta = dep(None).resolve(), dep(FP8_405).resolve()
+    assert meta.replica.checkpoint == FP8_405 and plain.replica.checkpoint is None
+    assert replica_loaded_weight_bytes(meta.replica) == replica_loaded_weight_bytes(_replica(FP8_405, pp=2))
+    assert meta.kv.kv_cache_tokens < plain.kv.kv_cache_tokens
+    with pytest.raises(InvalidInput) as e:
+        dep(FP8_405, "int4-awq").resolve()
+    assert e.value.field == "deployment.checkpoint" and "fp8 checkpoint" in e.value.reason
+
+    from pathlib import Path
+
+    req = yaml.safe_load((Path(__file__).parents[1] / "examples" / "llama405b-fp8-2x8-h100.yaml").read_text())
+    with_meta = api.plan(req, workers=1)
+    req["candidates"]["weight_checkpoints"] = {"fp8": "someone/else-FP8"}
+    without = api.plan(req, workers=1)
+    assert round(with_meta.deployments[0].requests_per_s_per_replica, 4) == 0.2816
+    assert round(without.deployments[0].requests_per_s_per_replica, 4) == 0.9974

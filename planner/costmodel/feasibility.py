@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from planner.catalog.checkpoints import get_checkpoint
 from planner.catalog.gpus import GpuSpec
 from planner.catalog.models import Dtype, ModelSpec
 from planner.catalog.quantization import DEFAULT_GROUP_SIZE, WeightDtype, weight_format_error
@@ -65,6 +66,7 @@ def feasibility(
     ep: ExpertParallel | None = None,
     speculative: SpeculativeConfig | None = None,
     draft: ModelSpec | None = None,
+    checkpoint: str | None = None,
 ) -> list[Infeasibility]:
     """Every reason vLLM could not serve `model` on `tp` x `gpu` with these limits (empty: it can).
     Unset limits take vLLM's defaults for the GPU; a limit a caller left unset is never the one
@@ -77,7 +79,9 @@ def feasibility(
     each stage needs a layer. `ep`: expert parallelism (a MoE model, an EP group of at most E
     GPUs within one node, a skew of at most the EP size; planner.costmodel.expert_parallel).
     `speculative` (and `draft`, method draft): the proposer's weights beside them and its KV in
-    every block (planner.costmodel.speculative); vLLM 0.11 refuses it with pipeline stages."""
+    every block (planner.costmodel.speculative); vLLM 0.11 refuses it with pipeline stages.
+    `checkpoint`: the pre-quantized checkpoint vLLM serves (its unquantized modules at bf16 where
+    the catalog lists them, planner.catalog.checkpoints)."""
     out: list[Infeasibility] = []
     if ep is not None:
         if (bad := ep_error(model, tp, ep)) is not None:
@@ -107,6 +111,8 @@ def feasibility(
         )
     if (why := model.tp_error(tp)) is not None:
         out.append(Infeasibility("tp", why))
+    if checkpoint is not None and (c := get_checkpoint(checkpoint)) is not None and c.weight_dtype != weight_dtype:
+        return [Infeasibility("checkpoint", f"{c.name} is a {c.weight_dtype} checkpoint, not {weight_dtype}")]
     if (why := weight_format_error(weight_dtype, gpu.name, gpu.vendor)) is not None:
         return [Infeasibility("weight_dtype", why)]  # no rate, no kernel: nothing else to size
     seqs = max_num_seqs or default_max_num_seqs(gpu.memory, gpu.name)
@@ -129,6 +135,7 @@ def feasibility(
         expert_parallel=ep,
         speculative=speculative,
         draft=draft,
+        checkpoint=checkpoint,
     )
     version = DEFAULT_VLLM_VERSION if profile is None else None  # None: as the profile implies
     out += _memory(r, budget, seqs, gpu_memory_utilization, max_num_batched_tokens, version, max_model_len)

@@ -92,6 +92,9 @@ class SearchContext:
     # vLLM --speculative-config on every replica, its k fixed (None: off; the plan tries each
     # candidates.num_speculative_tokens: planner.plan.pipeline)
     speculative: SpeculativeConfig | None = None
+    # the pre-quantized checkpoint every replica serves (candidates.weight_checkpoints at the
+    # plan's weight format; None: the model itself): its unquantized modules at bf16
+    checkpoint: str | None = None
     # vLLM --enable-expert-parallel on every replica of TP > 1 (EP size = TP; a MoE model's plan
     # with candidates.expert_parallel), at this routing skew; None: experts split over TP
     expert_parallel_skew: float | None = None
@@ -137,6 +140,7 @@ class SearchContext:
             expert_parallel=self.expert_parallel(cfg),
             routing_skew=(self.expert_parallel_skew or 1.0) if self.expert_parallel(cfg) else 1.0,
             speculative_decoding=self.speculative,
+            checkpoint=self.checkpoint,
         )
         # `replicas` counts colocated replicas only (the pools' sizes are in `disaggregated`).
         return spec if dis is not None else spec.model_copy(update={"replicas": replicas})

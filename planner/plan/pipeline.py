@@ -141,6 +141,7 @@ def _context(
         weight_group_size=c.weight_group_size,
         expert_parallel_skew=c.routing_skew if c.expert_parallel else None,
         speculative=req.speculative_decoding,  # its k fixed by _by_speculative_tokens
+        checkpoint=c.weight_checkpoints.get(c.weight_dtype),
     )
 
 

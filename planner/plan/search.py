@@ -317,6 +317,7 @@ def unfit_shapes(
                     pp=pp,
                     speculative=speculative,
                     draft=draft,
+                    checkpoint=space.weight_checkpoints.get(space.weight_dtype),
                 )
                 if why:
                     out.append((gpu, tp, pp, why[0].reason))

@@ -375,7 +375,7 @@ class Disaggregation(_message.Message):
     def __init__(self, prefill_replicas: _Optional[int] = ..., decode_replicas: _Optional[int] = ..., kv_transfer_bandwidth_bytes_per_s: _Optional[float] = ..., kv_transfer_latency_s: _Optional[float] = ...) -> None: ...
 
 class Deployment(_message.Message):
-    __slots__ = ("model", "gpu", "tp", "replicas", "weight_dtype", "kv_dtype", "max_num_seqs", "max_num_batched_tokens", "long_prefill_token_threshold", "gpu_memory_utilization", "usd_per_gpu_hour", "disaggregated", "max_model_len", "lora", "weight_group_size", "pipeline_parallel_size", "expert_parallel", "data_parallel_size", "routing_skew", "speculative_decoding")
+    __slots__ = ("model", "gpu", "tp", "replicas", "weight_dtype", "kv_dtype", "max_num_seqs", "max_num_batched_tokens", "long_prefill_token_threshold", "gpu_memory_utilization", "usd_per_gpu_hour", "disaggregated", "max_model_len", "lora", "weight_group_size", "pipeline_parallel_size", "expert_parallel", "data_parallel_size", "routing_skew", "speculative_decoding", "checkpoint")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     GPU_FIELD_NUMBER: _ClassVar[int]
     TP_FIELD_NUMBER: _ClassVar[int]
@@ -396,6 +396,7 @@ class Deployment(_message.Message):
     DATA_PARALLEL_SIZE_FIELD_NUMBER: _ClassVar[int]
     ROUTING_SKEW_FIELD_NUMBER: _ClassVar[int]
     SPECULATIVE_DECODING_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
     model: str
     gpu: str
     tp: int
@@ -416,7 +417,8 @@ class Deployment(_message.Message):
     data_parallel_size: int
     routing_skew: float
     speculative_decoding: SpeculativeDecoding
-    def __init__(self, model: _Optional[str] = ..., gpu: _Optional[str] = ..., tp: _Optional[int] = ..., replicas: _Optional[int] = ..., weight_dtype: _Optional[_Union[Dtype, str]] = ..., kv_dtype: _Optional[_Union[Dtype, str]] = ..., max_num_seqs: _Optional[int] = ..., max_num_batched_tokens: _Optional[int] = ..., long_prefill_token_threshold: _Optional[int] = ..., gpu_memory_utilization: _Optional[float] = ..., usd_per_gpu_hour: _Optional[float] = ..., disaggregated: _Optional[_Union[Disaggregation, _Mapping]] = ..., max_model_len: _Optional[int] = ..., lora: _Optional[_Union[Lora, _Mapping]] = ..., weight_group_size: _Optional[int] = ..., pipeline_parallel_size: _Optional[int] = ..., expert_parallel: _Optional[bool] = ..., data_parallel_size: _Optional[int] = ..., routing_skew: _Optional[float] = ..., speculative_decoding: _Optional[_Union[SpeculativeDecoding, _Mapping]] = ...) -> None: ...
+    checkpoint: str
+    def __init__(self, model: _Optional[str] = ..., gpu: _Optional[str] = ..., tp: _Optional[int] = ..., replicas: _Optional[int] = ..., weight_dtype: _Optional[_Union[Dtype, str]] = ..., kv_dtype: _Optional[_Union[Dtype, str]] = ..., max_num_seqs: _Optional[int] = ..., max_num_batched_tokens: _Optional[int] = ..., long_prefill_token_threshold: _Optional[int] = ..., gpu_memory_utilization: _Optional[float] = ..., usd_per_gpu_hour: _Optional[float] = ..., disaggregated: _Optional[_Union[Disaggregation, _Mapping]] = ..., max_model_len: _Optional[int] = ..., lora: _Optional[_Union[Lora, _Mapping]] = ..., weight_group_size: _Optional[int] = ..., pipeline_parallel_size: _Optional[int] = ..., expert_parallel: _Optional[bool] = ..., data_parallel_size: _Optional[int] = ..., routing_skew: _Optional[float] = ..., speculative_decoding: _Optional[_Union[SpeculativeDecoding, _Mapping]] = ..., checkpoint: _Optional[str] = ...) -> None: ...
 
 class ExpertParallelSummary(_message.Message):
     __slots__ = ("data_parallel_size", "ep_size", "routing_skew", "experts_per_gpu", "expert_gib_per_gpu", "kv_cache_tokens_per_rank")
