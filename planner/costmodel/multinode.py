@@ -78,7 +78,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from planner.catalog.gpus import GpuSpec
     from planner.catalog.models import ModelSpec
-    from planner.costmodel.steptime import StepCoefficients
+    from planner.costmodel.coefficients import StepCoefficients
 
 MAX_PIPELINE_PARALLEL = 16  # stages per replica (pipeline_parallel_size), every loop's bound
 PP_SENT_TENSORS = 2  # Llama-style decoders send hidden_states and residual between stages

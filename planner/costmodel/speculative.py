@@ -51,17 +51,15 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from planner.catalog.gpus import GpuSpec
 from planner.catalog.models import Dtype, ModelSpec
+from planner.costmodel.coefficients import StepCoefficients
 from planner.costmodel.profile import Profile
 from planner.errors import InvalidInput
-
-if TYPE_CHECKING:  # steptime imports this module (step_coefficients' `speculative`)
-    from planner.costmodel.steptime import StepCoefficients
 
 __all__ = [
     "DEFAULT_EAGLE3_DRAFT_VOCAB",

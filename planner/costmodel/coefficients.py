@@ -1,0 +1,109 @@
+"""`StepCoefficients`: a replica's step time as numbers, the one type every part of the cost
+model passes around (planner.costmodel.steptime computes them and times steps with them;
+multinode and speculative rewrite them for pipeline stages and the verify step). Kept apart from
+the formula so that those modules and steptime import it without importing each other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class StepCoefficients:
+    """A replica's step time as numbers: seconds per unit of each thing a batch costs.
+
+    Weight bytes a step of t tokens reads: `weight_bytes` + `moe_weight_bytes` (1 - r^t) with
+    r = `moe_untouched_ratio` (a MoE reads the experts its tokens route to; a dense model has
+    `moe_weight_bytes` 0). The all-reduce of t > 0 tokens costs `allreduce_s_per_token` t +
+    `allreduce_s` (both 0 at TP 1)."""
+
+    s_per_byte: float  # 1 / achieved bandwidth (datasheet x eta_bandwidth)
+    kv_bytes_per_token: float
+    weight_bytes: float
+    moe_weight_bytes: float
+    moe_untouched_ratio: float
+    linear_s_per_token: float  # 2 P_active / TP at the weight dtype's achieved matmul rate
+    attention_s_per_pair: float  # 4 L d_q / TP per (query token x context token), bf16 rate
+    allreduce_s_per_token: float
+    allreduce_s: float
+    # activation_passes x layers x hidden x 2 bytes / achieved bandwidth: the kernels between the
+    # GEMMs, per token, added like the all-reduce (0 = off)
+    elementwise_s_per_token: float
+    overhead_s: float
+    # The profile's sequence_overhead_s: engine seconds per decode in the step, beside the
+    # fixed overhead_s (0 = off)
+    sequence_s: float
+    # passes x KV (prefix_query_kv_passes: x G) / achieved bandwidth, per offset token
+    prefix_reread_s_per_token: float
+    # N0: decodes whose (sequence x KV head) items fill the GPU's SMs (SMs x a / KV heads per GPU);
+    # below it the decodes' KV is read at bandwidth x max(n, 1) / N0. 0 = off.
+    decode_kv_full_decodes: float
+    # Compute seconds every step pays beyond its tokens: m0 phantom tokens of the linear layers
+    # (matmul_phantom_tokens x linear_s_per_token; 0 = off).
+    linear_phantom_s: float
+    # The lm_head per decode when only sampled rows get logits (sampled_logits; 0 = off, the
+    # lm_head is then part of linear_s_per_token for every token).
+    sampled_s_per_decode: float
+    # FLOPs per unit, for reports (StepBreakdown); the time never reads them.
+    linear_flops_per_token: float
+    attention_flops_per_pair: float
+    sampled_flops_per_decode: float
+    # Speculative decoding (planner.costmodel.speculative; both 0 = off): k, the guesses a
+    # decoding sequence runs through the target beside its token each step (1 + k query tokens:
+    # its linear, all-reduce, logits and attention-pair terms scale by it, its KV is read once),
+    # and E - 1, the guesses a step accepts on average (a decode step yields E tokens; read by
+    # the latency model and the simulator, not by the formula).
+    speculative_tokens: float = 0.0
+    accepted_tokens_per_step: float = 0.0
+
+    def decode_kv_factor(self, decodes: float) -> float:
+        """f(n) = max(1, N0 / max(n, 1)): how much slower than the achieved bandwidth n decodes
+        read their KV (1 when off). The scalar branch's arithmetic, operation for operation."""
+        n = decodes if decodes > 1.0 else 1.0
+        f = self.decode_kv_full_decodes / n
+        return f if f > 1.0 else 1.0
+
+    @cached_property
+    def _array_constants(self) -> _ArrayConstants:
+        """The coefficients as `steptime._array` uses them (built once; not a field)."""
+        return _ArrayConstants(self)
+
+    def weight_bytes_read(self, tokens: float) -> float:
+        if self.moe_weight_bytes == 0.0:
+            return self.weight_bytes
+        return self.weight_bytes + self.moe_weight_bytes * (1.0 - self.moe_untouched_ratio**tokens)
+
+
+class _ArrayConstants:
+    """A replica's coefficients as 0-d float64 arrays, for `_array`: beside a small array numpy
+    takes a 0-d array as cheaply as another array, while a Python float costs a conversion on
+    every call (~0.3 us, half again an operation on arrays of this size). Same values, so the
+    same IEEE results."""
+
+    __slots__ = (
+        "attention", "fixed", "fixed_s", "kv", "kv_s", "linear", "per_token", "prefix", "s_per_byte",
+        "sampled", "w0", "w0_bytes",
+    )  # fmt: skip
+
+    def __init__(self, k: StepCoefficients) -> None:
+        # The phantom tokens' constant compute time ph moves out of the max: max(mem, cmp + ph) =
+        # max(mem - ph, cmp) + ph, with mem - ph folded into the weight bytes (a scalar) and ph
+        # into the per-step constant (one array operation fewer than adding it to cmp).
+        ph = k.linear_phantom_s
+        self.w0_bytes = k.weight_bytes - ph / k.s_per_byte if ph else k.weight_bytes
+        self.w0 = np.array(self.w0_bytes)
+        self.kv_s = np.array(k.kv_bytes_per_token * k.s_per_byte)  # a KV token's read time
+        self.kv = np.array(k.kv_bytes_per_token)
+        self.s_per_byte = np.array(k.s_per_byte)
+        self.linear = np.array(k.linear_s_per_token)
+        self.attention = np.array(k.attention_s_per_pair)
+        self.sampled = np.array(k.sampled_s_per_decode)
+        self.per_token = np.array(k.allreduce_s_per_token + k.elementwise_s_per_token)
+        fixed = k.allreduce_s + k.overhead_s + ph
+        self.fixed = np.array(fixed) if fixed else None
+        self.fixed_s = fixed
+        self.prefix = np.array(k.prefix_reread_s_per_token)
