@@ -249,3 +249,25 @@ def test_over_grpc_a_plan_at_the_milps_buckets_runs(raw: Any) -> None:
                                                           "disaggregation": "never"}}  # fmt: skip
     answer = raw.Plan(convert.to_message(data, pb.PlanRequest), timeout=60)
     assert len(answer.report.buckets) == MAX_BUCKETS
+
+
+def test_whole_plans_a_request_asks_for_multiply_its_configurations() -> None:
+    """Each weight format listed, EP's second plan (the TP split) and each speculative k is a
+    search of its own (planner/plan/pipeline.py, ep_variants.py, speculative_k.py): 2 formats x
+    2 x 3 ks = 12 times the one plan's configurations; speculative_decoding alone tries k = 0..5
+    (6), or its own k (1)."""
+    base = _plan(tensor_parallel_sizes=[1, 2])
+    one = plan_configurations(base)
+    eagle = {"method": "eagle3", "acceptance_rate": 0.6}
+    many = {
+        **_plan(tensor_parallel_sizes=[1, 2], weight_dtypes=["bf16", "fp8"], expert_parallel=True,
+                num_speculative_tokens=[0, 1, 2]),
+        "speculative_decoding": eagle,
+    }  # fmt: skip
+    assert plan_configurations(many) == 12 * one
+    assert plan_configurations({**base, "speculative_decoding": eagle}) == 6 * one
+    assert plan_configurations({**base, "speculative_decoding": {**eagle, "num_speculative_tokens": 3}}) == one
+    over = {**_plan(weight_dtypes=["bf16", "fp8", "int8"], max_num_batched_tokens=list(range(64, 2_000)))}
+    with pytest.raises(policy.LimitExceeded) as e:
+        policy.check("Plan", over, LIMITS)
+    assert e.value.field == "candidates"

@@ -11,12 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from planner.schema.plan_report import PlanReport
-from planner.schema.plan_request import PlanRequest
+from planner.schema.plan_request import DEFAULT_SPECULATIVE_TOKENS, PlanRequest
 
 __all__ = ["DEFAULT_SPECULATIVE_TOKENS", "DRAFT_MODEL_WARNING", "by_speculative_tokens", "speculative_ks"]
 
-# k tried when the request gives speculative_decoding without a k or a candidates list
-DEFAULT_SPECULATIVE_TOKENS: tuple[int, ...] = (0, 1, 2, 3, 4, 5)
 _SOLVED = ("OPTIMAL", "FEASIBLE")
 
 

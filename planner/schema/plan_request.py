@@ -94,6 +94,10 @@ Seqs = Annotated[int, Field(ge=1, le=MAX_SEQS)]
 Threshold = Annotated[int, Field(ge=0, le=MAX_BUDGET_TOKENS)]
 
 
+# Speculative decoding's k a plan tries when the request gives speculative_decoding without a k
+# or a candidates.num_speculative_tokens list (0 = off; planner.plan.speculative_k)
+DEFAULT_SPECULATIVE_TOKENS: tuple[int, ...] = (0, 1, 2, 3, 4, 5)
+
 class PlanSlo(BaseModel):
     """p99 targets in milliseconds; at least TTFT or ITL."""
 

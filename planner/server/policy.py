@@ -10,7 +10,8 @@ measures it; figures from the 2-core development machine):
 * Plan: the configurations the search evaluates (`plan_configurations`): per GPU type x TP, the
   colocated shapes (one per long_prefill_token_threshold), the prefill shape and the decode shape,
   each searching its budgets (listed, else the coarse grid and two refinements) x its listed
-  max_num_seqs, plus two to set max_num_seqs (a decode pool has one budget). Measured
+  max_num_seqs, plus two to set max_num_seqs (a decode pool has one budget), times the whole
+  plans the request asks for (each weight format listed, EP's two, each speculative k). Measured
   1.3-2.7 ms a configuration for listed budgets (5,001 in 6.5 s; 20,001 colocated + prefill
   ~60 s), ~5.8 ms for thresholds (4,345 evaluated of 8,000 estimated in 25 s): the estimate is
   an upper bound (the defaults evaluate 274 of 460 estimated), ~3 ms an estimated configuration
@@ -210,7 +211,8 @@ def _workload(w: Any, prefix: str, limits: Limits) -> None:
 def plan_configurations(plan: Mapping[str, Any]) -> int:
     """An upper bound on the configurations a Plan's search evaluates (module docstring): per
     GPU type x TP x PP, the colocated shapes (x thresholds), prefill and decode, each its budgets x
-    max_num_seqs. planner/plan/search.py is what it bounds."""
+    max_num_seqs; times the whole plans the request asks for (`plan_variants`).
+    planner/plan/search.py is what it bounds."""
     from planner.catalog.gpus import gpu_names
     from planner.schema.plan_request import COARSE_BUDGETS
 
@@ -233,7 +235,32 @@ def plan_configurations(plan: Mapping[str, Any]) -> int:
     colocated, prefill, decode = thresholds * searched, searched, per_shape(1)
     mode = c.get("disaggregation")
     roles = {"never": colocated, "always": prefill + decode}.get(str(mode), colocated + prefill + decode)
-    return gpus * tps * roles
+    return gpus * tps * roles * plan_variants(plan)
+
+
+def plan_variants(plan: Mapping[str, Any]) -> int:
+    """Whole plans a request runs, each a search of its own (planner/plan/pipeline.py): one per
+    weight format listed (`candidates.weight_dtypes`), twice with `candidates.expert_parallel`
+    (the EP plan and the TP split's, planner/plan/ep_variants.py), one per speculative k
+    (planner/plan/speculative_k.speculative_ks: the listed k, speculative_decoding's own, else
+    the default six)."""
+    from planner.schema.plan_request import DEFAULT_SPECULATIVE_TOKENS
+
+    c = plan.get("candidates")
+    c = c if isinstance(c, Mapping) else {}
+    dtypes = c.get("weight_dtypes")
+    formats = len(set(map(str, dtypes))) if isinstance(dtypes, list | tuple) and dtypes else 1
+    ep = 2 if c.get("expert_parallel") is True else 1
+    sd, ks = plan.get("speculative_decoding"), c.get("num_speculative_tokens")
+    if not isinstance(sd, Mapping):
+        k = 1
+    elif isinstance(ks, list | tuple) and ks:
+        k = len(ks)
+    elif sd.get("num_speculative_tokens") is not None:
+        k = 1
+    else:
+        k = len(DEFAULT_SPECULATIVE_TOKENS)
+    return formats * ep * k
 
 
 def _candidates(plan: Mapping[str, Any], prefix: str, limits: Limits) -> None:
