@@ -13,15 +13,25 @@ from __future__ import annotations
 import csv
 import importlib.util
 import json
+import math
 import statistics
 import sys
 from pathlib import Path
 
 import pytest
 
+from planner.catalog.gpus import get_gpu
+from planner.catalog.models import get_model
+from planner.costmodel import expert_parallel, steptime
+from planner.costmodel.ep_measured import all_to_all_measured, moe_term, table_note
+from planner.costmodel.expert_parallel import ExpertParallel
+from planner.costmodel.profile import THEORETICAL
+from planner.costmodel.steptime import batch_time_s, decode_run_time_s, step_coefficients
+
 ROOT = Path(__file__).resolve().parent.parent
 TABLE = ROOT / "planner" / "costmodel" / "data" / "expert_parallel" / "h100-sxm.json"
 QWEN, MIXTRAL = "Qwen/Qwen3-30B-A3B", "mistralai/Mixtral-8x7B-v0.1"
+EXPERT_BYTES = 3 * 2048 * 768 * 2
 
 
 def _rows(name: str) -> list[dict[str, str]]:
@@ -92,3 +102,93 @@ def test_the_tool_regenerates_the_table_byte_for_byte() -> None:
     sys.modules["ep_measured_tool"] = tool
     spec.loader.exec_module(tool)
     assert tool.table() == TABLE.read_text()
+
+
+def test_measured_ratio_in_a_prefill_step_by_hand() -> None:
+    """Qwen3-30B-A3B, EP 4 over TP 4 on H100 (theoretical profile), one 4,096-token prefill: the
+    hottest GPU holds 32 of 128 experts, 48 x 32 x 9,437,184 bytes, all read at 4,096 tokens
+    (1 - (120/128)^4096); its expert GEMMs, 2 x 48 x 8 x 4,718,592 / 4 FLOPs a token, take 3.76 ms
+    at 989 TFLOP/s, less than reading the experts (4.33 ms at 3.35 TB/s). The measured layer
+    ratio at 4,096 tokens (a table point) scales that memory time: EP - TP = (rho - 1) x it."""
+    q, gpu = get_model(QWEN), get_gpu("h100-sxm")
+    rho = _layer_ms("qwen3-30b-a3b", 1, 4)[4096] / _layer_ms("qwen3-30b-a3b", 4, 1)[4096]
+    tp4 = step_coefficients(q, gpu, THEORETICAL, 4)
+    ep4 = step_coefficients(q, gpu, THEORETICAL, 4, ep=ExpertParallel())
+    t = 4096.0
+    read_s = 48 * 32 * EXPERT_BYTES * (1 - (120 / 128) ** t) / gpu.bandwidth
+    gemm_s = 2 * 48 * 8 * 4_718_592 / 4 * t / gpu.matmul_flops("bf16")
+    assert read_s > gemm_s
+    excess = batch_time_s(ep4, 0, 0.0, t, t * t / 2, t) - batch_time_s(tp4, 0, 0.0, t, t * t / 2, t)
+    assert excess == pytest.approx((round(rho, 4) - 1) * read_s, rel=1e-9)
+    assert round(rho, 4) == 1.0619  # 6% on the MoE layers' time
+
+
+def test_ratio_interpolates_in_log_tokens_and_decode_runs_pay_it() -> None:
+    """Between table points the ratio is linear in log tokens; beyond the ends, the end value. A
+    decode run of n sequences pays the n-token excess every step (`decode_run_time_s` summed in
+    closed form agrees with its steps one by one)."""
+    q, gpu = get_model(QWEN), get_gpu("h100-sxm")
+    m = moe_term(q, "h100-sxm", "bf16", 4, 1, 0.5)
+    assert m is not None
+    row = next(
+        r for r in json.loads(TABLE.read_text())["moe_layers"] if (r["model"], r["ep_size"]) == (QWEN, 4)
+    )
+    i = row["tokens"].index(4096)  # the next point: 6,144
+    t0, t1, r0, r1 = row["tokens"][i], row["tokens"][i + 1], row["ep_over_tp"][i], row["ep_over_tp"][i + 1]
+    t = math.sqrt(t0 * t1)  # halfway in log tokens
+    assert m.ratio(t) == pytest.approx((r0 + r1) / 2, rel=1e-12)
+    assert (m.ratio(0.3), m.ratio(1e6)) == (row["ep_over_tp"][0], row["ep_over_tp"][-1])
+    ep4 = step_coefficients(q, gpu, THEORETICAL, 4, ep=ExpertParallel())
+    steps = [batch_time_s(ep4, 64, 64 * (500.0 + 64 * j / 64), 0.0, 0.0, 0.0) for j in range(10)]
+    assert decode_run_time_s(ep4, 64, 64 * 500.0, 10) == pytest.approx(sum(steps), rel=1e-9)
+
+
+def test_measured_all_to_all_in_a_dp_step() -> None:
+    """DP 4 x TP 1 on H100: 2,359,296 bytes a token over 450 GB/s x the measured efficiency, and
+    48 layers x (dispatch + combine floors) a step, in place of 96 x the catalog's 8 us."""
+    q, gpu = get_model(QWEN), get_gpu("h100-sxm")
+    a2a = json.loads(TABLE.read_text())["all_to_all"]
+    k = step_coefficients(q, gpu, THEORETICAL, 1, ep=ExpertParallel(data_parallel_size=4))
+    assert k.allreduce_s_per_token == pytest.approx(
+        2_359_296 / (450e9 * a2a["bandwidth_efficiency"]), rel=1e-12
+    )
+    floors = a2a["floor_s_per_call"]["dispatch"] + a2a["floor_s_per_call"]["combine"]
+    assert k.allreduce_s == pytest.approx(48 * floors, rel=1e-12)
+    # the layer ratio at E_p 4 reads the group's tokens: 1,024 a rank are 4,096 in each MoE layer
+    row = next(
+        r for r in json.loads(TABLE.read_text())["moe_layers"] if (r["model"], r["ep_size"]) == (QWEN, 4)
+    )
+    assert k.ep_moe is not None
+    assert k.ep_moe.ratio(1024) == pytest.approx(row["ep_over_tp"][row["tokens"].index(4096)], rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("model", "gpu", "tp", "dtype", "ep"),
+    [
+        (QWEN, "h100-sxm", 4, "bf16", None),  # EP off
+        (QWEN, "h200-sxm", 4, "bf16", ExpertParallel()),  # GPU without tables
+        (QWEN, "h100-sxm", 4, "fp8", ExpertParallel()),  # weights the tables did not time
+        (QWEN, "a100-80gb-sxm", 1, "bf16", ExpertParallel(data_parallel_size=4)),
+        ("Qwen/Qwen3-8B", "h100-sxm", 2, "bf16", None),  # dense
+    ],
+)
+def test_off_table_steps_unchanged_bit_for_bit(
+    model: str, gpu: str, tp: int, dtype: str, ep: ExpertParallel | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Off the table the coefficients and step times are those with no table at all, exactly."""
+    m, g = get_model(model), get_gpu(gpu)
+    with_table = step_coefficients(m, g, THEORETICAL, tp, dtype, ep=ep)  # type: ignore[arg-type]
+    monkeypatch.setattr(steptime, "moe_term", lambda *a: None)
+    monkeypatch.setattr(expert_parallel, "all_to_all_measured", lambda *a: None)
+    without = step_coefficients(m, g, THEORETICAL, tp, dtype, ep=ep)  # type: ignore[arg-type]
+    assert with_table == without and with_table.ep_moe is None
+    for n, s, c in ((1, 1000.0, 0.0), (64, 64_000.0, 0.0), (8, 8000.0, 2048.0)):
+        assert batch_time_s(with_table, n, s, c, c * c / 2, c) == batch_time_s(without, n, s, c, c * c / 2, c)
+
+
+def test_measured_or_roofline_is_named() -> None:
+    q, mx = get_model(QWEN), get_model(MIXTRAL)
+    assert "measured kernels" in table_note(q, "h100-sxm", "bf16", 4)
+    assert "roofline" in table_note(q, "h200-sxm", "bf16", 4)
+    assert "roofline" in table_note(mx, "h100-sxm", "bf16", 3)  # EP 3 was not timed
+    assert all_to_all_measured("h200-sxm") is None
