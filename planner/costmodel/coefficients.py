@@ -8,8 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from planner.costmodel.ep_measured import EpMoeTerm
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,9 @@ class StepCoefficients:
     # the latency model and the simulator, not by the formula).
     speculative_tokens: float = 0.0
     accepted_tokens_per_step: float = 0.0
+    # Expert parallelism priced from measured kernels (planner.costmodel.ep_measured; None = the
+    # roofline): the MoE layers' measured EP-over-TP slowdown, added by the formula per step.
+    ep_moe: EpMoeTerm | None = None
 
     def decode_kv_factor(self, decodes: float) -> float:
         """f(n) = max(1, N0 / max(n, 1)): how much slower than the achieved bandwidth n decodes

@@ -26,7 +26,13 @@ token, L MoE layers, hidden size h, bf16 activations (b = 2 bytes), s the routin
     expert bytes read   n_e/E x expert bytes x (1 - r^(s D T)),  r = 1 - k/E, T the rank's tokens
                         (each of the hottest GPU's experts is hit by s x the mean of D x T tokens)
     all-to-all (D > 1)  2 directions x L x T x k x h x b x (E_p - 1)/E_p bytes per GPU, at the
-                        GPU's interconnect bandwidth, + 2 L x its latency per step
+                        GPU's interconnect bandwidth, + 2 L x its latency per step (a GPU with
+                        measured DeepEP calls: their per-call floors and achieved bandwidth,
+                        planner.costmodel.ep_measured)
+
+Where vLLM's fused-MoE layers were timed (planner.costmodel.ep_measured: the expert shape, EP
+size and GPU in its table, bf16 weights), the step also pays the measured EP-over-TP slowdown of
+the MoE layers on top of this roofline.
 
 The all-to-all is the dispatch of each routed token copy to the GPU that holds its expert and the
 combine back, (E_p - 1)/E_p of them leaving the GPU: the traffic of vLLM's sparse all-to-all
@@ -55,6 +61,7 @@ from dataclasses import dataclass
 
 from planner.catalog.gpus import GpuSpec
 from planner.catalog.models import ModelSpec
+from planner.costmodel.ep_measured import all_to_all_measured
 
 __all__ = [
     "MAX_DATA_PARALLEL_SIZE",
@@ -127,6 +134,10 @@ def all_to_all_coefficients(
     if ep.data_parallel_size == 1:
         return 0.0, 0.0
     per_token = 2 * model.layers * all_to_all_bytes_per_token(model, ep.ep_size(tp))
+    measured = all_to_all_measured(gpu.name)
+    if measured is not None:  # DeepEP timed on this GPU: its per-call floors and achieved bandwidth
+        floors = model.layers * (measured.dispatch_floor_s + measured.combine_floor_s)
+        return per_token / (gpu.interconnect_bandwidth * measured.bandwidth_efficiency), floors
     return per_token / gpu.interconnect_bandwidth, 2 * model.layers * gpu.interconnect_latency
 
 

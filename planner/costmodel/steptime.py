@@ -16,8 +16,11 @@ the re-read of prefill chunks' prefix KV (../../../shared/DESIGN.md, "The roofli
 for n decodes over a total context of S tokens and prefill chunks of c tokens at offset p
 (C = sum c); `sequence` is the profile's `sequence_overhead_s`, the engine's cost per decode in
 the step (0 by default). Everything is per GPU of the TP group; a step of no tokens takes 0 s.
-Expert parallelism (planner.costmodel.expert_parallel) changes only the coefficients: the
-hottest GPU's experts in W and P, and the all-to-all added to the all-reduce term.
+Expert parallelism (planner.costmodel.expert_parallel) changes the coefficients: the hottest
+GPU's experts in W and P, and the all-to-all added to the all-reduce term; where its kernels were
+measured (planner.costmodel.ep_measured, `StepCoefficients.ep_moe`) a step of t tokens also adds
+(rho(t) - 1) x max(experts' bytes read / BW, experts' GEMM seconds), rho the measured EP-over-TP
+ratio of the MoE layers (`EpMoeTerm.excess_s`; None: nothing added).
 
 Calibrated profiles refine three terms (each off, i.e. exactly the above, at its default):
 
@@ -65,6 +68,7 @@ from planner.catalog.gpus import GpuSpec
 from planner.catalog.models import DTYPE_BYTES, Dtype, ModelSpec
 from planner.catalog.quantization import DEFAULT_GROUP_SIZE, WeightDtype, gemm_efficiency
 from planner.costmodel.coefficients import StepCoefficients, _ArrayConstants
+from planner.costmodel.ep_measured import EpMoeTerm, moe_term
 from planner.costmodel.expert_parallel import (
     ExpertParallel,
     all_to_all_coefficients,
@@ -180,6 +184,7 @@ def step_coefficients(
     else:
         ar_slope = ar_fixed = 0.0
     # --- expert parallelism (planner.costmodel.expert_parallel); None: nothing below runs
+    ep_moe: EpMoeTerm | None = None
     if ep is not None and model.is_moe:
         w1 = expert_bytes * expert_fraction_per_gpu(model, ep.ep_size(tp))
         r = untouched_ratio(model, ep)
@@ -187,6 +192,9 @@ def step_coefficients(
         linear_flops += 2.0 * experts * (ep.routing_skew - 1.0) / tp  # the hottest GPU's share
         a2a_slope, a2a_fixed = all_to_all_coefficients(model, gpu, tp, ep)
         ar_slope, ar_fixed = ar_slope + a2a_slope, ar_fixed + a2a_fixed
+        # measured kernels where the GPU, expert shape and EP size were timed (ep_measured)
+        expert_share = 2.0 * experts * ep.routing_skew / tp / linear_flops
+        ep_moe = moe_term(model, gpu.name, weight_dtype, ep.ep_size(tp), ep.data_parallel_size, expert_share)
     # --- end expert parallelism
     attn_flops = 4.0 * model.layers * model.query_dim / tp
     passes = profile.prefix_kv_passes + profile.prefix_query_kv_passes * query_heads_per_kv_head(model, tp)
@@ -214,6 +222,7 @@ def step_coefficients(
         linear_flops_per_token=linear_flops,
         attention_flops_per_pair=attn_flops,
         sampled_flops_per_decode=sampled_flops,
+        ep_moe=ep_moe,
     )
     if speculative is None:
         return out
@@ -289,13 +298,16 @@ def _scalar(k: StepCoefficients, n: float, s: float, c: float, a: float, kv: flo
     cmp = k.linear_s_per_token * tokens + k.attention_s_per_pair * (a + sq)
     if k.linear_phantom_s or k.sampled_s_per_decode:
         cmp += k.linear_phantom_s + k.sampled_s_per_decode * nq
-    return (
+    out = (
         (mem if mem >= cmp else cmp)
         + ((k.allreduce_s_per_token + k.elementwise_s_per_token) * tokens + k.allreduce_s)
         + k.overhead_s
         + k.prefix_reread_s_per_token * r
         + (k.sequence_s * n if k.sequence_s else 0.0)
     )
+    if k.ep_moe is not None:
+        out += k.ep_moe.excess_s(k, tokens)
+    return out
 
 
 def _array(
@@ -343,6 +355,8 @@ def _array(
         out += kc.fixed
     if k.prefix_reread_s_per_token:
         out += kc.prefix * (r if type(r) is np.ndarray else np.asarray(r, dtype=np.float64))
+    if k.ep_moe is not None:
+        out = out + k.ep_moe.excess_array(k, tokens)
     return np.where(tokens > 0, out, 0.0) if empty_batches else out
 
 
@@ -522,6 +536,8 @@ def decode_run_time_s(k: StepCoefficients, decodes: int, context: float, steps: 
     else:
         per_decode = (k.allreduce_s_per_token + k.elementwise_s_per_token) * q + k.sequence_s
     fixed = per_decode * n + k.allreduce_s + k.overhead_s
+    if k.ep_moe is not None:  # measured EP: the same tokens every step of the run
+        fixed += k.ep_moe.excess_s(k, nq)
     s0 = float(context)
 
     def series(a: float, b: float, j0: int, j1: int) -> float:

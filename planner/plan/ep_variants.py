@@ -7,7 +7,9 @@ are (vLLM turns EP on only for 2 GPUs or more). The request asked for EP, so the
 answer whenever it is solved (a checkpoint may need it: e.g. block-quantized experts whose width
 does not split over TP); the plan with the experts split over TP is solved too, its cost goes in
 a note, and a warning says so where it is cheaper. Only when the EP plan has no solution and the
-other has is the other returned. A dense model, or a request without the key, plans once.
+other has is the other returned. A dense model, or a request without the key, plans once. A note
+per EP layout of the plan says whether measured kernels or the roofline priced its MoE layers
+(planner.costmodel.ep_measured).
 """
 
 from __future__ import annotations
@@ -55,7 +57,24 @@ def by_expert_parallel(req: PlanRequest, plan_one: Callable[[PlanRequest], PlanR
             f"expert parallelism costs ${ep_cost:,.0f}/month where splitting the experts over TP costs "
             f"${tp_cost:,.0f}: drop candidates.expert_parallel unless the checkpoint needs it"
         )
-    return best.model_copy(update={"notes": [*best.notes, note], "warnings": warnings})
+    notes = [*best.notes, note]
+    if best is with_ep:
+        notes += _pricing_notes(req.model, best)
+    return best.model_copy(update={"notes": notes, "warnings": warnings})
+
+
+def _pricing_notes(model_name: str, report: PlanReport) -> list[str]:
+    """One note per EP layout of the plan: measured kernels or the roofline priced its MoE layers
+    (planner.costmodel.ep_measured)."""
+    from planner.catalog.models import get_model
+    from planner.costmodel.ep_measured import table_note
+
+    model = get_model(model_name, "model")
+    layouts = sorted({
+        (d.gpu, d.weight_dtype, d.expert_parallel.ep_size)
+        for d in report.deployments if d.expert_parallel is not None
+    })  # fmt: skip
+    return [f"candidates.expert_parallel: {table_note(model, g, w, e)}" for g, w, e in layouts]
 
 
 def expert_parallel_summary(ctx: SearchContext, cfg: ReplicaConfig) -> ExpertParallelSummary | None:
