@@ -1,19 +1,21 @@
 """`StepCoefficients`: a replica's step time as numbers, the one type every part of the cost
 model passes around (planner.costmodel.steptime computes them and times steps with them;
-multinode and speculative rewrite them for pipeline stages and the verify step). Kept apart from
-the formula so that those modules and steptime import it without importing each other.
+multinode and speculative rewrite them for pipeline stages and the verify step), and
+`EpMoeTerm`, the measured expert-parallel term some carry (planner.costmodel.ep_measured builds
+it from its table). Kept apart from the formula so that those modules and steptime import them
+without importing each other.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import bisect
+import math
+from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
-
-if TYPE_CHECKING:
-    from planner.costmodel.ep_measured import EpMoeTerm
+import numpy.typing as npt
 
 
 @dataclass(frozen=True)
@@ -114,3 +116,55 @@ class _ArrayConstants:
         self.fixed = np.array(fixed) if fixed else None
         self.fixed_s = fixed
         self.prefix = np.array(k.prefix_reread_s_per_token)
+
+
+@dataclass(frozen=True)
+class EpMoeTerm:
+    """The measured EP-over-TP slowdown of the MoE layers, as the step formula adds it (module
+    docstring): rho at log tokens (`log_tokens`, `ratios`: the table's row), the layer's tokens per
+    step token (`token_scale` = D, 1..64) and the experts' share of the linear GEMM seconds
+    (`expert_share`, (0, 1]: the hottest GPU's expert GEMMs over all linear layers')."""
+
+    ep_size: int
+    log_tokens: tuple[float, ...]
+    ratios: tuple[float, ...]
+    token_scale: float
+    expert_share: float
+    _log_array: npt.NDArray[np.float64] = field(init=False, repr=False, compare=False)
+    _ratio_array: npt.NDArray[np.float64] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_log_array", np.array(self.log_tokens))
+        object.__setattr__(self, "_ratio_array", np.array(self.ratios))
+
+    def ratio(self, tokens: float) -> float:
+        """rho at the step's `tokens` (the layer takes token_scale x them), interpolated in log
+        tokens, clamped to the table's ends (and to one token below it)."""
+        x = math.log(max(tokens * self.token_scale, 1.0))
+        xs, ys = self.log_tokens, self.ratios
+        i = bisect.bisect_right(xs, x)
+        if i == 0:
+            return ys[0]
+        if i == len(xs):
+            return ys[-1]
+        x0, x1 = xs[i - 1], xs[i]
+        return ys[i - 1] + (ys[i] - ys[i - 1]) * (x - x0) / (x1 - x0)
+
+    def ratio_array(self, tokens: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        """`ratio` on an array of token counts (numpy's interpolation: the same line)."""
+        x = np.log(np.maximum(tokens * self.token_scale, 1.0))
+        return np.interp(x, self._log_array, self._ratio_array)
+
+    def excess_s(self, k: StepCoefficients, tokens: float) -> float:
+        """Seconds a step of `tokens` pays beyond the roofline (module docstring): (rho - 1) x the
+        experts' own roofline time on the hottest GPU, from the step's coefficients `k`."""
+        mem = k.moe_weight_bytes * (1.0 - k.moe_untouched_ratio**tokens) * k.s_per_byte
+        cmp = k.linear_s_per_token * self.expert_share * tokens
+        return (self.ratio(tokens) - 1.0) * (mem if mem >= cmp else cmp)
+
+    def excess_array(self, k: StepCoefficients, tokens: Any) -> npt.NDArray[np.float64]:
+        """`excess_s` on an array of token counts (the steps' tokens; > 0 wherever kept)."""
+        t = np.asarray(tokens, dtype=np.float64)
+        mem = k.moe_weight_bytes * (1.0 - np.power(k.moe_untouched_ratio, t)) * k.s_per_byte
+        cmp = (k.linear_s_per_token * self.expert_share) * t
+        return (self.ratio_array(t) - 1.0) * np.maximum(mem, cmp)

@@ -27,21 +27,15 @@ before, bit for bit (`moe_term` and `all_to_all_measured` return None).
 
 from __future__ import annotations
 
-import bisect
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cache
 from importlib import resources
-from typing import TYPE_CHECKING, Any
-
-import numpy as np
-import numpy.typing as npt
+from typing import Any
 
 from planner.catalog.models import ModelSpec
-
-if TYPE_CHECKING:
-    from planner.costmodel.coefficients import StepCoefficients
+from planner.costmodel.coefficients import EpMoeTerm
 
 __all__ = ["EpMoeTerm", "MeasuredAllToAll", "all_to_all_measured", "moe_term", "table_note"]
 
@@ -56,58 +50,6 @@ def _table(gpu: str) -> dict[str, Any] | None:
     text = (resources.files("planner.costmodel") / "data" / "expert_parallel" / f"{gpu}.json").read_text()
     data: dict[str, Any] = json.loads(text)
     return data
-
-
-@dataclass(frozen=True)
-class EpMoeTerm:
-    """The measured EP-over-TP slowdown of the MoE layers, as the step formula adds it (module
-    docstring): rho at log tokens (`log_tokens`, `ratios`: the table's row), the layer's tokens per
-    step token (`token_scale` = D, 1..64) and the experts' share of the linear GEMM seconds
-    (`expert_share`, (0, 1]: the hottest GPU's expert GEMMs over all linear layers')."""
-
-    ep_size: int
-    log_tokens: tuple[float, ...]
-    ratios: tuple[float, ...]
-    token_scale: float
-    expert_share: float
-    _log_array: npt.NDArray[np.float64] = field(init=False, repr=False, compare=False)
-    _ratio_array: npt.NDArray[np.float64] = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_log_array", np.array(self.log_tokens))
-        object.__setattr__(self, "_ratio_array", np.array(self.ratios))
-
-    def ratio(self, tokens: float) -> float:
-        """rho at the step's `tokens` (the layer takes token_scale x them), interpolated in log
-        tokens, clamped to the table's ends (and to one token below it)."""
-        x = math.log(max(tokens * self.token_scale, 1.0))
-        xs, ys = self.log_tokens, self.ratios
-        i = bisect.bisect_right(xs, x)
-        if i == 0:
-            return ys[0]
-        if i == len(xs):
-            return ys[-1]
-        x0, x1 = xs[i - 1], xs[i]
-        return ys[i - 1] + (ys[i] - ys[i - 1]) * (x - x0) / (x1 - x0)
-
-    def ratio_array(self, tokens: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-        """`ratio` on an array of token counts (numpy's interpolation: the same line)."""
-        x = np.log(np.maximum(tokens * self.token_scale, 1.0))
-        return np.interp(x, self._log_array, self._ratio_array)
-
-    def excess_s(self, k: StepCoefficients, tokens: float) -> float:
-        """Seconds a step of `tokens` pays beyond the roofline (module docstring): (rho - 1) x the
-        experts' own roofline time on the hottest GPU, from the step's coefficients `k`."""
-        mem = k.moe_weight_bytes * (1.0 - k.moe_untouched_ratio**tokens) * k.s_per_byte
-        cmp = k.linear_s_per_token * self.expert_share * tokens
-        return (self.ratio(tokens) - 1.0) * (mem if mem >= cmp else cmp)
-
-    def excess_array(self, k: StepCoefficients, tokens: Any) -> npt.NDArray[np.float64]:
-        """`excess_s` on an array of token counts (the steps' tokens; > 0 wherever kept)."""
-        t = np.asarray(tokens, dtype=np.float64)
-        mem = k.moe_weight_bytes * (1.0 - np.power(k.moe_untouched_ratio, t)) * k.s_per_byte
-        cmp = (k.linear_s_per_token * self.expert_share) * t
-        return (self.ratio_array(t) - 1.0) * np.maximum(mem, cmp)
 
 
 def _shape_row(table: dict[str, Any], model: ModelSpec, ep_size: int) -> dict[str, Any] | None:
