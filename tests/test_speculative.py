@@ -163,6 +163,15 @@ def test_decode_count_divides_by_e_and_budget_by_k_plus_one() -> None:
     assert plain.decode_steps == 300.0
     assert spec.decode_steps == pytest.approx(300.0 / 2.176, rel=1e-12)
     assert spec.decode_cap == min(plain.decode_cap, 8192 / 4)
+    # ... and beside prompts: the chunk share at a state is the budget less 4 tokens a decode that
+    # rides the step (n_arr = n + z - 1; Poisson z = 1), and the budget's stability limit reads it
+    from planner.latency.steady import build_state
+    from planner.latency.stability import margins
+
+    s = build_state(spec, decodes=100.0, rate_per_s=None, unshared=False)
+    assert s.share_full == 8192 - 4 * s.n_arr
+    assert build_state(plain, decodes=100.0, rate_per_s=None, unshared=False).share_full == 8192 - s.n_arr
+    assert dict(margins(spec, s))["max_num_batched_tokens"] == (s.share_full - 1.0) / 8192
 
 
 def test_itl_is_the_step_and_tpot_the_step_over_e() -> None:

@@ -63,6 +63,9 @@ class Replica:
     prompt_kv_tokens: FloatArray  # KV a prompt holds mid-prefill: p0 + Pe / 2 + half a block
     prefill_kappa: float  # E[X] E[X^3] / E[X^2]^2 of the prefill tokens
     budget_tokens: float  # max_num_batched_tokens
+    # tokens of the budget one decode takes: 1, or k + 1 with speculative decoding (its last
+    # token and k guesses, all scheduled: vLLM's num_scheduled_tokens per request)
+    decode_budget_tokens: float
     seats: float  # max_num_seqs
     kv_cache_tokens: float
     chunk_threshold_tokens: float  # long_prefill_token_threshold (0: off)
@@ -161,6 +164,7 @@ def replica_of(
         prompt_kv_tokens=moments.prompt_kv_base + half_block,
         prefill_kappa=mean_pe * moments.pe3 / (pe2 * pe2),
         budget_tokens=budget,
+        decode_budget_tokens=decode_budget,
         seats=seats,
         kv_cache_tokens=kv_cap,
         chunk_threshold_tokens=threshold,

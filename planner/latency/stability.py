@@ -73,7 +73,9 @@ def margins(replica: Replica, s: State) -> list[tuple[StabilityLimit, float]]:
             ("max_num_batched_tokens", (s.share_full - 1.0) / replica.budget_tokens),
         ]
     else:
-        out.append(("max_num_batched_tokens", 1.0 - s.n / replica.budget_tokens))
+        out.append(
+            ("max_num_batched_tokens", 1.0 - s.n * replica.decode_budget_tokens / replica.budget_tokens)
+        )
     return out
 
 
@@ -109,7 +111,7 @@ def grid(replica: Replica, ns: FloatArray) -> Grid:
         lam = n / (replica.decode_steps * t_dec)
         slack = np.minimum(
             np.minimum(1.0 - n / replica.seats, 1.0 - kv_dec / replica.kv_cache_tokens),
-            1.0 - n / replica.budget_tokens,
+            1.0 - n * replica.decode_budget_tokens / replica.budget_tokens,
         )
         return Grid(n[:, 0], lam[:, 0], slack[:, 0])
     counts = np.empty((2, *n.shape))  # n_dec, n_arr (np.stack's work, without its checks)
@@ -118,7 +120,7 @@ def grid(replica: Replica, ns: FloatArray) -> Grid:
     np.maximum(0.0, n + z - 1.0, out=n_arr)
     both = step_time_s(coef, 0.0, 0.0, counts, counts * context)
     t_dec, t_arr = both[0], both[1]
-    s_f = replica.budget_tokens - n_arr
+    s_f = replica.budget_tokens - n_arr * replica.decode_budget_tokens
     threshold = replica.chunk_threshold_tokens
     s_own = np.minimum(s_f, threshold) if threshold > 0 else s_f
     s_f1 = np.maximum(s_f, 1.0)

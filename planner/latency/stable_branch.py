@@ -127,7 +127,11 @@ def least_root(replica: Replica, state_of: StateOf, lam: float, lo: float, root:
         for j in range(int(a), min(int(b), int(a) + LEAST_ROOT_CHUNKS) + 1):
             share = p_i / j
             if s_lo < share < s_hi:
-                points.append(n_for_arrival_decodes(replica, replica.budget_tokens - share))
+                points.append(
+                    n_for_arrival_decodes(
+                        replica, (replica.budget_tokens - share) / replica.decode_budget_tokens
+                    )
+                )
     prev = lo
     for n_b in sorted(points):
         if not lo < n_b < root:
@@ -150,7 +154,7 @@ def least_root(replica: Replica, state_of: StateOf, lam: float, lo: float, root:
 
 def share_own_at(replica: Replica, n: float) -> float:
     """`State.share_own` at concurrency n without the rest of the state (decode roles)."""
-    s_f = replica.budget_tokens - max(0.0, n + burst_factor(replica, n) - 1.0)
+    s_f = replica.budget_tokens - max(0.0, n + burst_factor(replica, n) - 1.0) * replica.decode_budget_tokens
     threshold = replica.chunk_threshold_tokens
     return min(s_f, threshold) if threshold > 0 else s_f
 

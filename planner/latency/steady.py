@@ -71,7 +71,7 @@ def build_state(replica: Replica, *, decodes: float, rate_per_s: float | None, u
         return _decode_only_state(replica, n, z, n_dec, n_arr, t_dec)
     ctx = n_arr * context
     t_arr = step_time_s(coef, 0.0, 0.0, n_arr, ctx)
-    s_f = replica.budget_tokens - n_arr
+    s_f = replica.budget_tokens - n_arr * replica.decode_budget_tokens
     threshold = replica.chunk_threshold_tokens
     s_own = min(s_f, threshold) if threshold > 0 else s_f
     s_f1 = max(s_f, 1.0)
