@@ -165,8 +165,8 @@ def test_decode_count_divides_by_e_and_budget_by_k_plus_one() -> None:
     assert spec.decode_cap == min(plain.decode_cap, 8192 / 4)
     # ... and beside prompts: the chunk share at a state is the budget less 4 tokens a decode that
     # rides the step (n_arr = n + z - 1; Poisson z = 1), and the budget's stability limit reads it
-    from planner.latency.steady import build_state
     from planner.latency.stability import margins
+    from planner.latency.steady import build_state
 
     s = build_state(spec, decodes=100.0, rate_per_s=None, unshared=False)
     assert s.share_full == 8192 - 4 * s.n_arr
