@@ -1,7 +1,7 @@
 """In-process cost of one latency evaluation plus a capacity root-find (planner.latency).
 
     python3 bench/bench_evaluate.py [RUNS]      (default 200)
-    python3 bench/bench_evaluate.py --ab OTHER_TREE [ROUNDS]      (default 12)
+    python3 bench/bench_evaluate.py --ab OTHER_TREE [ROUNDS]      (default 8 a worker pair)
 
 Each run builds the model for a deployment and answers two questions, as a planner does for one
 candidate: `evaluate()` at the workload's rate (steady state by root-finding, p50/p99 TTFT and
@@ -16,10 +16,12 @@ The target is a median under 5 ms.
 
 `--ab OTHER_TREE`: this checkout against another (a `git worktree` or `git archive` of an older
 commit), per candidate, in two worker processes that take turns (ROUNDS rounds of 20 samples of
-three candidates each). Each side's figure is its fastest sample: on a shared machine other load
-only ever adds time, so the minimum is the reading least moved by it, and taking turns exposes
-both to the same host. Printed: both minima and their ratio (this tree over the other), and the
-ratio of the rounds' 10th percentiles as a second reading.
+three candidates each), and that for AB_PAIRS fresh pairs of processes. Each side's figure is its
+fastest sample: on a shared machine other load only ever adds time, so the minimum is the
+reading least moved by it, and taking turns exposes both to the same host. A process can run a
+few percent slower than another of the same code for its whole life, so the ratio printed is
+the median over the pairs of each pair's ratio (each pair's shown too), with the rounds' 10th
+percentiles' ratio as a second reading.
 """
 
 from __future__ import annotations
@@ -72,7 +74,7 @@ def main() -> int:
         if len(sys.argv) < 3:
             print("usage: bench_evaluate.py --ab OTHER_TREE [ROUNDS]", file=sys.stderr)
             return 2
-        return ab(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 12)
+        return ab(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 8)
     runs = int(sys.argv[1]) if len(sys.argv) > 1 else 200
     resolved = DEPLOYMENT.resolve()
     stats = WorkloadStats.of(WORKLOAD)
@@ -128,17 +130,43 @@ for line in sys.stdin:
     print(ms[0], ms[len(ms) // 10], flush=True)
 """
 AB_SAMPLES = 20  # samples per round, each three candidates
+AB_PAIRS = 5  # fresh worker pairs, the reported ratio their median
 
 
-def ab(other_tree: str, rounds: int) -> int:
-    """Interleaved best-of A/B of the per-candidate work, this tree against `other_tree`."""
+def ab(other_tree: str, rounds: int, pairs: int = AB_PAIRS) -> int:
+    """Interleaved best-of A/B of the per-candidate work, this tree against `other_tree`: `pairs`
+    fresh pairs of worker processes (a process can run a few percent slower than another of the
+    same code for its whole life: memory layout, hash seeds), each taking `rounds` turns; per
+    pair the ratio of the two fastest samples, and their median over the pairs."""
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     other = os.path.abspath(other_tree)
     if not os.path.isfile(os.path.join(other, "bench", "bench_evaluate.py")):
         print(f"--ab: {other} has no bench/bench_evaluate.py", file=sys.stderr)
         return 2
+    ratios, p10_ratios = [], []
+    for _ in range(max(pairs, 1)):
+        readings = _ab_pair((other, here), max(rounds, 1))
+        (old_min, new_min), (old_p10, new_p10) = (
+            tuple(min(r[0] for r in side) for side in readings),
+            tuple(statistics.median(r[1] for r in side) for side in readings),
+        )
+        ratios.append(new_min / old_min)
+        p10_ratios.append(new_p10 / old_p10)
+    print(
+        f"per candidate, this tree over {other}: fastest-sample ratio, median of {len(ratios)} process pairs "
+        f"{statistics.median(ratios):.4f} (each: {', '.join(f'{r:.4f}' for r in ratios)})"
+    )
+    print(
+        f"rounds' 10th percentile ratio, median of the pairs: {statistics.median(p10_ratios):.4f} ({rounds} rounds a pair)"
+    )
+    return 0
+
+
+def _ab_pair(trees: tuple[str, str], rounds: int) -> list[list[tuple[float, float]]]:
+    """One pair of workers (`trees`: the other tree, this one) taking turns for `rounds` rounds:
+    each side's (fastest, 10th percentile) sample per round, ms."""
     workers = []
-    for tree in (other, here):
+    for tree in trees:
         env = {**os.environ, "PYTHONPATH": tree}
         argv = [sys.executable, "-c", _AB_WORKER, os.path.join(tree, "bench", "bench_evaluate.py")]
         workers.append(
@@ -148,7 +176,7 @@ def ab(other_tree: str, rounds: int) -> int:
         )
     readings: list[list[tuple[float, float]]] = [[], []]
     try:
-        for i in range(max(rounds, 1)):
+        for i in range(rounds):
             for side in (0, 1) if i % 2 == 0 else (1, 0):
                 w = workers[side]
                 assert w.stdin is not None and w.stdout is not None
@@ -161,13 +189,7 @@ def ab(other_tree: str, rounds: int) -> int:
             if w.stdin is not None:
                 w.stdin.close()
             w.wait()
-    old_min, new_min = (min(r[0] for r in side) for side in readings)
-    old_p10, new_p10 = (statistics.median(r[1] for r in side) for side in readings)
-    print(
-        f"per candidate, fastest: {other} {old_min:.3f} ms, this tree {new_min:.3f} ms: ratio {new_min / old_min:.4f}"
-    )
-    print(f"per candidate, rounds' 10th percentile (median): ratio {new_p10 / old_p10:.4f} ({rounds} rounds)")
-    return 0
+    return readings
 
 
 def host_reference_ms() -> float:
