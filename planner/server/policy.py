@@ -270,7 +270,8 @@ def _candidates(plan: Mapping[str, Any], prefix: str, limits: Limits) -> None:
             _join(prefix, "candidates"),
             configs,
             limits.max_candidate_configs,
-            "configurations to search (GPU types x TPs x roles x budgets x max_num_seqs x thresholds)",
+            "configurations to search (GPU types x TPs x PPs x roles x budgets x max_num_seqs x thresholds, "
+            "x each whole plan asked for: weight formats, EP and the TP split, speculative k)",
         )
 
 
