@@ -7,7 +7,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pulp
@@ -15,10 +14,8 @@ import pulp
 from solvers.milp_data import Bucket, MilpData, Resource, capacity_matrix, prune_dominated
 from solvers.milp_fastpath import COVER_RTOL, deployment_replicas
 from solvers.milp_plan import Violation, layout
+from solvers.milp_result import MilpResult
 from solvers.milp_solver import MIN_SOLVER_S, run
-
-if TYPE_CHECKING:
-    from solvers.milp import MilpResult
 
 __all__ = ["Violation", "diagnose"]
 
