@@ -99,11 +99,11 @@ def test_defaults_reach_the_requests_and_the_help() -> None:
 # A limit's name -> the one module that assigns it a value; every other module imports it.
 LIMIT_HOMES = {
     "MAX_SIMULATED_REQUESTS": "planner/schema/inputs.py",  # what one `simulate` request may generate
-    "MAX_SAMPLED_REQUESTS": "planner/workload.py",  # what a workload sample (and the simulator) holds
+    "MAX_SAMPLED_REQUESTS": "planner/workload/limits.py",  # what a workload sample (and the simulator) holds
     "MAX_SIM_REQUESTS": None,  # planner/simulate/replica_pool.py: an alias of MAX_SAMPLED_REQUESTS
-    "MAX_SAMPLES": "planner/workload.py",
-    "MAX_HORIZON_S": "planner/workload.py",
-    "MAX_REQUESTS_PER_S": "planner/workload.py",
+    "MAX_SAMPLES": "planner/workload/limits.py",
+    "MAX_HORIZON_S": "planner/workload/limits.py",
+    "MAX_REQUESTS_PER_S": "planner/workload/limits.py",
     "MAX_TIME_LIMIT_S": "solvers/milp_data.py",
     "MAX_SPARE_REPLICAS": "solvers/milp_data.py",
     "MAX_AVAILABILITY_REPLICAS": None,  # planner/schema/plan_request.py: an alias of MAX_SPARE_REPLICAS

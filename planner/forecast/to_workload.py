@@ -1,4 +1,4 @@
-"""A forecast as the workload `capplan plan` reads (planner/workload.py's schema): buckets of the
+"""A forecast as the workload `capplan plan` reads (planner.workload's schema): buckets of the
 forecast's width at one quantile's rates, burstiness from the history's gap CV², lengths from
 the history's per-bucket lengths where it has them.
 

@@ -8,7 +8,7 @@ user wrote (`workload.arrivals.requests_per_s`, `chunked_prefill.sizes_tokens[2]
 request (trace CSVs, profile files, model config.json) are taken relative to the `base_dir` the
 caller gives (the CLI: the file's folder), else to the working directory.
 
-A workload is the schema of planner/workload.py, a trace reference, or a history to forecast
+A workload is the schema of planner.workload, a trace reference, or a history to forecast
 (`workload: {history: ..., forecast: {...}}`, planner/schema/history_workload.py):
 
     workload:

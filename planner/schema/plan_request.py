@@ -349,7 +349,7 @@ class SolverOptions(BaseModel):
 
 
 class PlanRequest(BaseModel):
-    """A planning question. `workload` is evaluate's: planner/workload.py's schema or a `trace:`
+    """A planning question. `workload` is evaluate's: planner.workload's schema or a `trace:`
     reference (read when the plan runs, relative paths from its `base_dir`)."""
 
     model_config = _CONFIG
