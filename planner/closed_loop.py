@@ -144,10 +144,10 @@ def solve(
     )
 
 
-# --- the use cases' glue (planner/api.py) -----------------------------------------------------
+# --- the use cases' glue (planner/api/) -----------------------------------------------------
 
 # Requests a closed-loop simulation sends when the request names neither a count nor a horizon
-# (as planner.api.DEFAULT_SIMULATED_REQUESTS for an open loop).
+# (as planner.api.simulating.DEFAULT_SIMULATED_REQUESTS for an open loop).
 DEFAULT_CLOSED_LOOP_REQUESTS = 10_000
 
 

@@ -1,4 +1,4 @@
-"""Fuzz the request models and the Python API (planner/api.py) with hostile values, and the
+"""Fuzz the request models and the Python API (planner/api/) with hostile values, and the
 library calls underneath them (workload sampling, traces, the simulator) with hostile arrays.
 
 Contract: a bad value raises `InvalidInput` (or `CapplanError` for an answer such as

@@ -301,8 +301,8 @@ def _workload_rate_and_period(w: Any) -> tuple[float | None, float | None]:
 
 def simulated_arrivals(data: Mapping[str, Any]) -> tuple[str, int]:
     """The field that sets a Simulate's number of requests and an estimate of it (module
-    docstring; planner.api._sampled and _replayed are what it follows)."""
-    from planner.api import DEFAULT_SIMULATED_REQUESTS
+    docstring; planner.api.simulating's _sampled and _replayed are what it follows)."""
+    from planner.api.simulating import DEFAULT_SIMULATED_REQUESTS
     from planner.schema.inputs import MAX_SIMULATED_REQUESTS
 
     requests, horizon_s = data.get("requests"), _number(data.get("horizon_s"))

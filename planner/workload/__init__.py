@@ -46,7 +46,7 @@ are treated as continuous by `mean`/`quantile`/`expected_max`/...; `sample` roun
 the nearest integer (≥ 1).
 
 The parts: planner/workload/limits.py (the ranges), exact.py (exact distributions), lengths.py
-(`LengthDistribution`), arrivals.py (`Arrivals`); `Workload` and `RequestSample` live here.
+(`LengthDistribution`), arrival_process.py (`Arrivals`); `Workload` and `RequestSample` live here.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ from pydantic import BaseModel, Field
 
 from planner.errors import InvalidInput, echo
 from planner.validation import validate
-from planner.workload.arrivals import Arrivals, RateBucket
+from planner.workload.arrival_process import Arrivals, RateBucket
 from planner.workload.lengths import Histogram, LengthDistribution, TokenProbability
 from planner.workload.limits import (
     MAX_BUCKET_DURATION_S,
