@@ -16,7 +16,7 @@ from planner import api
 from planner.errors import InvalidInput
 from planner.schema import inputs, reports
 from planner.schema.plan_request import PlanRequest, parse_plan_request
-from planner.server import convert
+from planner.server import convert, proto_schema
 from planner.v1 import planner_service_pb2 as pb
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -38,11 +38,11 @@ def test_the_walk_reports_a_missing_field() -> None:
         ttft_p99_ms: float | None
         itl_p99_ms: float | None
 
-    s = convert._Schema()
-    convert._walk_message(s, pb.Floors.DESCRIPTOR, [Grown], request=False)
+    s = proto_schema._Schema()
+    proto_schema._walk_message(s, pb.Floors.DESCRIPTOR, [Grown], request=False)
     assert any("no field 'queue_p99_ms'" in m for m in s.mismatches)
-    s = convert._Schema()
-    convert._walk_message(s, pb.Floors.DESCRIPTOR, [Shrunk], request=False)
+    s = proto_schema._Schema()
+    proto_schema._walk_message(s, pb.Floors.DESCRIPTOR, [Shrunk], request=False)
     assert any("itl_mixed_step_ms: not a field" in m for m in s.mismatches)
 
 
@@ -52,8 +52,8 @@ def test_the_walk_reports_a_type_or_presence_mismatch() -> None:
         itl_p99_ms: float | None
         itl_mixed_step_ms: float | None
 
-    s = convert._Schema()
-    convert._walk_message(s, pb.Floors.DESCRIPTOR, [Typed], request=False)
+    s = proto_schema._Schema()
+    proto_schema._walk_message(s, pb.Floors.DESCRIPTOR, [Typed], request=False)
     assert any("Floors.ttft_p99_ms: pydantic str" in m for m in s.mismatches)
 
     class Defaulted(BaseModel):  # a request field with a default needs presence
@@ -62,8 +62,8 @@ def test_the_walk_reports_a_type_or_presence_mismatch() -> None:
         measurements: str
         mape_percent: float = 0.0
 
-    s = convert._Schema()
-    convert._walk_message(s, pb.CalibrateReport.DESCRIPTOR, [Defaulted], request=True)
+    s = proto_schema._Schema()
+    proto_schema._walk_message(s, pb.CalibrateReport.DESCRIPTOR, [Defaulted], request=True)
     assert any("mape_percent: may be unset" in m for m in s.mismatches)
 
 

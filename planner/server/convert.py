@@ -24,20 +24,30 @@ field missing or typed differently on either side (tests/test_proto_schema.py re
 
 from __future__ import annotations
 
-import re
-import types
-import typing
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from functools import cache
-from typing import Any, Literal, Union, get_args, get_origin
+from dataclasses import dataclass
+from typing import Any
 
 from google.protobuf.descriptor import Descriptor, EnumDescriptor, FieldDescriptor
 from google.protobuf.message import Message
 from pydantic import BaseModel
-from pydantic_core import PydanticUndefined
 
 from planner.errors import InvalidInput, echo
+from planner.server.proto_schema import (
+    CALL_OPTIONS,
+    FD,
+    FLOAT_TYPES,
+    INT_BOUNDS,
+    INT_TYPES,
+    VALUE_TYPE,
+    enum_value_name,
+    enum_words,
+    is_map,
+    is_repeated,
+    model_field_names,
+    nullable_fields,
+    schema_mismatches,
+)
 from planner.v1 import planner_service_pb2 as pb
 
 __all__ = [
@@ -53,38 +63,6 @@ __all__ = [
     "to_message",
 ]
 
-_VALUE = "google.protobuf.Value"
-_F = FieldDescriptor
-_INT_TYPES = {_F.TYPE_INT32, _F.TYPE_INT64, _F.TYPE_SINT32, _F.TYPE_SINT64, _F.TYPE_UINT32, _F.TYPE_UINT64}
-_INT_BOUNDS = {
-    _F.TYPE_INT32: (-(2**31), 2**31 - 1),
-    _F.TYPE_SINT32: (-(2**31), 2**31 - 1),
-    _F.TYPE_INT64: (-(2**63), 2**63 - 1),
-    _F.TYPE_SINT64: (-(2**63), 2**63 - 1),
-    _F.TYPE_UINT32: (0, 2**32 - 1),
-    _F.TYPE_UINT64: (0, 2**64 - 1),
-}
-_FLOAT_TYPES = {_F.TYPE_DOUBLE, _F.TYPE_FLOAT}
-
-
-def _is_repeated(fd: FieldDescriptor) -> bool:
-    return bool(fd.is_repeated)
-
-
-def _is_map(fd: FieldDescriptor) -> bool:
-    return fd.message_type is not None and fd.message_type.GetOptions().map_entry
-
-
-# --- enums ---------------------------------------------------------------------------------------
-
-
-def _enum_prefix(enum: EnumDescriptor) -> str:
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", enum.name).upper() + "_"
-
-
-def enum_value_name(enum: EnumDescriptor, word: str) -> str:
-    """The proto name of a YAML word: Dtype, "bf16" -> DTYPE_BF16."""
-    return _enum_prefix(enum) + re.sub(r"[^0-9A-Za-z]", "_", word).upper()
 
 
 # --- dict (YAML / model_dump) -> message ---------------------------------------------------------
@@ -129,26 +107,26 @@ def _scalar(fd: FieldDescriptor, value: Any, path: str) -> Any:
             return value
         words = ", ".join(_enum_words(fd.enum_type))
         raise InvalidInput(path, f"must be one of {words}, got {echo(value)}")
-    if t == _F.TYPE_BOOL:
+    if t == FD.TYPE_BOOL:
         if not isinstance(value, bool):
             raise InvalidInput(path, f"expected true or false, got {echo(value)}")
         return value
-    if isinstance(value, str) and (t in _INT_TYPES or t in _FLOAT_TYPES):
+    if isinstance(value, str) and (t in INT_TYPES or t in FLOAT_TYPES):
         value = _number(value, path)  # YAML 1.1 reads 50.0e9 as a string; pydantic takes it as a number
-    if t in _INT_TYPES:
+    if t in INT_TYPES:
         if isinstance(value, float) and value.is_integer():
             value = int(value)
         if not isinstance(value, int) or isinstance(value, bool):
             raise InvalidInput(path, f"expected an integer, got {echo(value)}")
-        lo, hi = _INT_BOUNDS[t]
+        lo, hi = INT_BOUNDS[t]
         if not lo <= value <= hi:
             raise InvalidInput(path, f"{value} is out of range [{lo}, {hi}]")
         return value
-    if t in _FLOAT_TYPES:
+    if t in FLOAT_TYPES:
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise InvalidInput(path, f"expected a number, got {echo(value)}")
         return float(value)
-    if t == _F.TYPE_STRING:
+    if t == FD.TYPE_STRING:
         if not isinstance(value, str):
             raise InvalidInput(path, f"expected a string, got {echo(value)}")
         return value
@@ -167,13 +145,13 @@ def _number(text: str, path: str) -> int | float:
 
 
 def _enum_words(enum: EnumDescriptor) -> list[str]:
-    words = _ENUM_WORDS().get(enum.full_name, {})
+    words = enum_words().get(enum.full_name, {})
     return [words.get(v.name, v.name) for v in enum.values if v.number != 0]
 
 
 def _fill(msg: Message, data: Any, path: str) -> None:
     desc = msg.DESCRIPTOR
-    if desc.full_name == _VALUE:
+    if desc.full_name == VALUE_TYPE:
         _set_value(msg, data, path)
         return
     data = _shorthand(desc, data)
@@ -184,11 +162,11 @@ def _fill(msg: Message, data: Any, path: str) -> None:
         fd = desc.fields_by_name.get(key) if isinstance(key, str) else None
         if fd is None:
             raise InvalidInput(p, f"unknown field of planner.v1.{desc.name}")
-        is_value = fd.message_type is not None and fd.message_type.full_name == _VALUE
+        is_value = fd.message_type is not None and fd.message_type.full_name == VALUE_TYPE
         if value is None and not is_value:
             continue
         target = getattr(msg, key)
-        if _is_map(fd):
+        if is_map(fd):
             if not isinstance(value, Mapping):
                 raise InvalidInput(p, f"expected a mapping, got {type(value).__name__}")
             vfd = fd.message_type.fields_by_name["value"]
@@ -200,7 +178,7 @@ def _fill(msg: Message, data: Any, path: str) -> None:
                     _fill(target[k], v, kp)
                 elif v is not None:
                     target[k] = _scalar(vfd, v, kp)
-        elif _is_repeated(fd):
+        elif is_repeated(fd):
             if isinstance(value, str | bytes | Mapping) or not isinstance(value, Sequence):
                 raise InvalidInput(p, f"expected a list, got {type(value).__name__}")
             for i, item in enumerate(value):
@@ -273,7 +251,7 @@ def to_message(data: Any, cls: type[Message], path: str = "") -> Message:
 
 def _value_of(fd: FieldDescriptor, v: Any, complete: bool) -> Any:
     if fd.message_type is not None:
-        if fd.message_type.full_name == _VALUE:
+        if fd.message_type.full_name == VALUE_TYPE:
             return _value_to_python(v)
         return to_mapping(v, complete=complete)
     if fd.enum_type is not None:
@@ -282,8 +260,8 @@ def _value_of(fd: FieldDescriptor, v: Any, complete: bool) -> Any:
         ev = fd.enum_type.values_by_number.get(v)
         if ev is None:  # a number from a newer schema
             return v
-        return _ENUM_WORDS().get(fd.enum_type.full_name, {}).get(ev.name, ev.name)
-    if fd.type in _FLOAT_TYPES:
+        return enum_words().get(fd.enum_type.full_name, {}).get(ev.name, ev.name)
+    if fd.type in FLOAT_TYPES:
         return float(v)
     return v
 
@@ -292,17 +270,17 @@ def to_mapping(msg: Message, *, complete: bool = False) -> dict[str, Any]:
     """The mapping of a message: the fields that are set (a request: what the caller gave), or with
     `complete` every field of the pydantic model it mirrors (a report), unset ones as null."""
     desc = msg.DESCRIPTOR
-    nullable = _NULLABLE().get(desc.full_name, frozenset())
-    model_fields = _MODEL_FIELDS().get(desc.full_name)
+    nullable = nullable_fields().get(desc.full_name, frozenset())
+    model_fields = model_field_names().get(desc.full_name)
     out: dict[str, Any] = {}
     for fd in desc.fields:
         name = fd.name
-        if _is_map(fd):
+        if is_map(fd):
             entries = getattr(msg, name)
             if entries or complete:
                 vfd = fd.message_type.fields_by_name["value"]
                 out[name] = {k: _value_of(vfd, entries[k], complete) for k in sorted(entries)}
-        elif _is_repeated(fd):
+        elif is_repeated(fd):
             items = getattr(msg, name)
             if items:
                 out[name] = [_value_of(fd, x, complete) for x in items]
@@ -324,234 +302,6 @@ def to_mapping(msg: Message, *, complete: bool = False) -> dict[str, Any]:
             elif complete or v != fd.default_value:
                 out[name] = _value_of(fd, v, complete)
     return out
-
-
-# --- the schema: pydantic models beside their messages -------------------------------------------
-
-
-def _roots() -> list[tuple[Descriptor, Any]]:
-    from planner.schema import inputs, plan_report, plan_request, reports
-
-    return [
-        (pb.EvaluateRequest.DESCRIPTOR, inputs.EvaluateRequest),
-        (pb.SimulateRequest.DESCRIPTOR, inputs.SimulateRequest),
-        (pb.AnalyzeRequest.DESCRIPTOR, inputs.AnalyzeRequest),
-        (pb.CalibrateRequest.DESCRIPTOR, inputs.CalibrateRequest),
-        (pb.ListCatalogRequest.DESCRIPTOR, inputs.CatalogRequest),
-        (pb.PlanRequest.DESCRIPTOR, plan_request.PlanRequest),
-        (pb.EvaluateReport.DESCRIPTOR, reports.EvaluateReport),
-        (pb.SimulateReport.DESCRIPTOR, reports.SimulateReport),
-        (pb.ReplicaInfo.DESCRIPTOR, reports.ReplicaInfo),
-        (pb.ConcurrencyReport.DESCRIPTOR, reports.ConcurrencyReport),
-        (pb.StaticBatchingReport.DESCRIPTOR, reports.StaticBatchingReport),
-        (pb.ChunkedPrefillReport.DESCRIPTOR, reports.ChunkedPrefillReport),
-        (pb.PrefillReport.DESCRIPTOR, reports.PrefillReport),
-        (pb.UtilizationReport.DESCRIPTOR, reports.UtilizationReport),
-        (pb.KvCapacityReport.DESCRIPTOR, reports.KvCapacityReport),
-        (pb.CalibrateReport.DESCRIPTOR, reports.CalibrateReport),
-        (pb.GpuCatalogReport.DESCRIPTOR, reports.GpuCatalogReport),
-        (pb.ModelCatalogReport.DESCRIPTOR, reports.ModelCatalogReport),
-        (pb.PlanReport.DESCRIPTOR, plan_report.PlanReport),
-    ]
-
-
-# Proto fields with no pydantic field: arguments of the api call, not of the YAML schema.
-CALL_OPTIONS: dict[str, tuple[str, ...]] = {"planner.v1.PlanRequest": ("verify",)}
-
-
-@dataclass
-class _Schema:
-    enum_words: dict[str, dict[str, str]] = field(default_factory=dict)
-    nullable: dict[str, set[str]] = field(default_factory=dict)
-    model_fields: dict[str, set[str]] = field(default_factory=dict)
-    mismatches: list[str] = field(default_factory=list)
-    seen: set[tuple[str, tuple[str, ...]]] = field(default_factory=set)
-
-
-def _strip_annotated(tp: Any) -> Any:
-    while get_origin(tp) is typing.Annotated:
-        tp = get_args(tp)[0]
-    return tp
-
-
-def _unwrap(tp: Any) -> tuple[list[Any], bool]:
-    """(the non-None members of an annotation, whether None is allowed)."""
-    tp = _strip_annotated(tp)
-    if get_origin(tp) in (Union, types.UnionType):
-        members = [_strip_annotated(a) for a in get_args(tp)]
-        kept = [m for m in members if m is not type(None)]
-        return kept, len(kept) < len(members)
-    return [tp], False
-
-
-def _is_model(tp: Any) -> bool:
-    return isinstance(tp, type) and issubclass(tp, BaseModel)
-
-
-def _walk_message(s: _Schema, desc: Descriptor, models: Sequence[type[BaseModel]], request: bool) -> None:
-    key = (desc.full_name, tuple(sorted(m.__qualname__ for m in models)))
-    if key in s.seen:
-        return
-    s.seen.add(key)
-    annotations: dict[str, list[tuple[Any, Any]]] = {}
-    for m in models:
-        for name, info in m.model_fields.items():
-            if info.exclude:
-                continue
-            annotations.setdefault(name, []).append((info.annotation, info))
-    s.model_fields.setdefault(desc.full_name, set()).update(annotations)
-    options = set(CALL_OPTIONS.get(desc.full_name, ()))
-    proto_names = {f.name for f in desc.fields}
-    where = f"planner.v1.{desc.name}"
-    pyd = " | ".join(m.__name__ for m in models)
-    for name in sorted(set(annotations) - proto_names):
-        s.mismatches.append(f"{where}: no field {name!r} (pydantic {pyd} has it)")
-    for name in sorted(proto_names - set(annotations) - options):
-        s.mismatches.append(f"{where}.{name}: not a field of pydantic {pyd}")
-    for name, anns in annotations.items():
-        fd = desc.fields_by_name.get(name)
-        if fd is None:
-            continue
-        for ann, info in anns:
-            members, nullable = _unwrap(ann)
-            if nullable:
-                s.nullable.setdefault(desc.full_name, set()).add(name)
-            # In a request, a field with a default must be distinguishable from unset.
-            has_default = request and (
-                info.default is not PydanticUndefined or info.default_factory is not None
-            )
-            _walk_field(s, f"{where}.{name}", fd, members, nullable, has_default, info.default, request)
-
-
-def _walk_field(
-    s: _Schema,
-    where: str,
-    fd: FieldDescriptor,
-    members: list[Any],
-    nullable: bool,
-    has_default: bool,
-    default: Any,
-    request: bool,
-) -> None:
-    is_value = fd.message_type is not None and fd.message_type.full_name == _VALUE
-    if nullable and has_default and default is not None and not is_value:
-        s.mismatches.append(f"{where}: null means something other than unset; use google.protobuf.Value")
-    if len(members) == 1:
-        tp = members[0]
-        origin = get_origin(tp)
-        if origin in (list, tuple, Sequence):
-            args = [a for a in get_args(tp) if a is not Ellipsis]
-            if not _is_repeated(fd) or _is_map(fd):
-                s.mismatches.append(f"{where}: pydantic has a list, the proto field is not repeated")
-                return
-            elem, _ = _unwrap(args[0])
-            _walk_value(s, where, fd, elem, request)
-            return
-        if origin is dict:
-            k, v = get_args(tp)
-            k = _strip_annotated(k)
-            vm, _ = _unwrap(v)
-            if get_origin(k) is Literal:
-                words = [str(w) for w in get_args(k)]
-                if fd.message_type is None or _is_repeated(fd):
-                    s.mismatches.append(f"{where}: a map keyed by {words} is a message with a field per key")
-                    return
-                got = [f.name for f in fd.message_type.fields]
-                if got != words:
-                    s.mismatches.append(f"{where}: keys {words} but message fields {got}")
-                    return
-                for f in fd.message_type.fields:
-                    _walk_value(s, f"{where}.{f.name}", f, vm, request)
-                return
-            if not _is_map(fd):
-                s.mismatches.append(f"{where}: pydantic has a dict, the proto field is not a map")
-                return
-            _walk_value(s, where, fd.message_type.fields_by_name["value"], vm, request)
-            return
-    if _is_repeated(fd) and not is_value:
-        s.mismatches.append(f"{where}: repeated in the proto, not a list in pydantic")
-        return
-    if fd.message_type is None and fd.enum_type is None and (nullable or has_default) and not fd.has_presence:
-        s.mismatches.append(f"{where}: may be unset or null; the proto field needs presence (optional)")
-    if fd.enum_type is not None and fd.has_presence:
-        s.mismatches.append(f"{where}: an enum is unset by _UNSPECIFIED, not `optional`")
-    _walk_value(s, where, fd, members, request)
-
-
-def _walk_value(s: _Schema, where: str, fd: FieldDescriptor, members: list[Any], request: bool) -> None:
-    if fd.message_type is not None and fd.message_type.full_name == _VALUE:
-        if not all(m in (str, int, float, bool) or get_origin(m) is Literal for m in members):
-            s.mismatches.append(f"{where}: google.protobuf.Value for {members}")
-        return
-    if all(_is_model(m) for m in members):
-        if fd.message_type is None:
-            s.mismatches.append(f"{where}: pydantic has a model, the proto a scalar")
-            return
-        _walk_message(s, fd.message_type, members, request)
-        return
-    if len(members) != 1:
-        s.mismatches.append(f"{where}: a union of {members} needs google.protobuf.Value")
-        return
-    tp = members[0]
-    if get_origin(tp) is Literal:
-        words = [str(w) for w in get_args(tp)]
-        if fd.enum_type is None:
-            s.mismatches.append(f"{where}: the words {words} need an enum")
-            return
-        names = {enum_value_name(fd.enum_type, w): w for w in words}
-        table = s.enum_words.setdefault(fd.enum_type.full_name, {})
-        for name, word in names.items():
-            if name not in fd.enum_type.values_by_name:
-                s.mismatches.append(f"{where}: enum {fd.enum_type.name} has no {name} for {word!r}")
-            elif table.get(name, word) != word:
-                s.mismatches.append(f"{where}: {name} is both {table[name]!r} and {word!r}")
-            table[name] = word
-        extra = [v.name for v in fd.enum_type.values if v.number != 0 and v.name not in names]
-        # An enum shared by several fields may have values another field uses (Role, Dtype).
-        if extra and fd.enum_type.name not in _SHARED_ENUMS:
-            s.mismatches.append(f"{where}: enum values {extra} have no pydantic word")
-        return
-    expected = {
-        bool: {_F.TYPE_BOOL},
-        int: _INT_TYPES,
-        float: _FLOAT_TYPES,
-        str: {_F.TYPE_STRING},
-    }.get(tp)
-    if expected is None:
-        s.mismatches.append(f"{where}: no proto type for {tp!r}")
-    elif fd.type not in expected or fd.enum_type is not None:
-        s.mismatches.append(f"{where}: pydantic {getattr(tp, '__name__', tp)} but proto type {fd.type}")
-
-
-_SHARED_ENUMS = frozenset({"Dtype", "Role", "Mode", "Router", "Replay"})
-
-
-@cache
-def _schema() -> _Schema:
-    s = _Schema()
-    for desc, model in _roots():
-        _walk_message(s, desc, [model], request=desc.name.endswith("Request"))
-    return s
-
-
-@cache
-def _ENUM_WORDS() -> dict[str, dict[str, str]]:
-    return _schema().enum_words
-
-
-@cache
-def _NULLABLE() -> dict[str, frozenset[str]]:
-    return {k: frozenset(v) for k, v in _schema().nullable.items()}
-
-
-@cache
-def _MODEL_FIELDS() -> dict[str, frozenset[str]]:
-    return {k: frozenset(v) for k, v in _schema().model_fields.items()}
-
-
-def schema_mismatches() -> list[str]:
-    """Every difference between the pydantic models and their planner.v1 messages."""
-    return list(_schema().mismatches)
 
 
 # --- the RPCs ------------------------------------------------------------------------------------
@@ -691,7 +441,7 @@ def walk_fields(desc: Descriptor, prefix: str = "") -> Iterator[tuple[str, Field
         for f in d.fields:
             path = _join(p, f.name)
             yield path, f
-            if f.message_type is not None and not _is_map(f) and f.message_type.full_name != _VALUE:
+            if f.message_type is not None and not is_map(f) and f.message_type.full_name != VALUE_TYPE:
                 yield from go(f.message_type, path)
 
     yield from go(desc, prefix)
