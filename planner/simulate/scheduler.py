@@ -39,124 +39,20 @@ from __future__ import annotations
 
 import heapq
 import math
-from array import array
 from bisect import bisect_left, insort
 from collections import deque
-from dataclasses import dataclass
 
-from planner import stopping
 from planner.costmodel.timer import StepTimer
 from planner.errors import InvalidInput
 from planner.scheduler_config import SchedulerConfig
 from planner.simulate.acceptance import acceptance_of
+from planner.simulate.engine_state import MAX_SIM_EVENTS, EventBudget, RequestTable, StepTrace
 from planner.simulate.metrics import ItlRecorder, MinuteAccumulator
-
-# Engine events (steps, or fast-forwarded runs of decode steps) one simulation may take, over
-# all its engines: with the request and span caps, what bounds its time and memory (an event
-# costs a few microseconds and at most ~40 bytes of ITL records).
-MAX_SIM_EVENTS = 50_000_000
-# Events between two planner.stopping.check() calls: at a few microseconds an event, a check
-# every few milliseconds (a stopped server job frees its worker that fast), costing nothing
-# measurable.
-STOP_CHECK_EVENTS = 1024
 
 _NO_CHUNKS: tuple[tuple[int, int], ...] = ()
 
 
-@dataclass(frozen=True)
-class StepTrace:
-    """One step of one replica (or a fast-forwarded run of `steps` identical decode steps):
-    `scheduled` lists (request index, tokens) per step in scheduling order (running requests
-    by admission, then the newly admitted); `preempted` the requests preempted, in order."""
-
-    replica: int
-    start_s: float
-    duration_s: float
-    steps: int
-    scheduled: tuple[tuple[int, int], ...]
-    preempted: tuple[int, ...]
-
-
-class EventBudget:
-    """Engine events (a step, or a fast-forwarded run of decode steps) a simulation may still
-    take, shared by its engines: the bound on its time and on its ITL records' memory.
-
-    The event loop compares `left` with `next_check` (one comparison per event, as a plain
-    `left < 0` would cost); every STOP_CHECK_EVENTS events `tick()` runs planner.stopping.check()
-    so a server job past its deadline or cancelled stops within milliseconds."""
-
-    __slots__ = ("left", "limit", "next_check")
-
-    def __init__(self, limit: int | None = None) -> None:
-        self.limit = MAX_SIM_EVENTS if limit is None else limit
-        self.left = self.limit
-        self.next_check = max(0, self.left - STOP_CHECK_EVENTS)
-
-    def tick(self) -> None:
-        """`left` fell below `next_check`: out of events (InvalidInput), or time to check for a
-        stop request (planner.stopping.Stopped)."""
-        if self.left < 0:
-            raise self.exhausted()
-        stopping.check()
-        self.next_check = max(0, self.left - STOP_CHECK_EVENTS)
-
-    def exhausted(self) -> InvalidInput:
-        return InvalidInput(
-            "requests",
-            f"the simulation needs more than {self.limit:,} engine steps (runs of identical decode "
-            "steps count once); simulate fewer requests",
-        )
-
-
-class RequestTable:
-    """Per-request state shared by the engines of one pool.
-
-    The state of a request in flight lives in dicts keyed by its index, from `add` (its
-    arrival at the pool) to `release` (its last token), so memory follows the requests in
-    flight, not the requests simulated. `first_token` and `finish` times are kept for every
-    request, in typed arrays (8 bytes each) indexed by request.
-
-    `target` is the number of output tokens a request produces in this pool (1 in a prefill
-    pool). `comp`/`out` are explicit only while a request is not in a decode set."""
-
-    def __init__(self, n: int = 0) -> None:
-        self.prompt: dict[int, int] = {}
-        self.target: dict[int, int] = {}
-        self.comp: dict[int, int] = {}
-        self.out: dict[int, int] = {}
-        self.last_emit: dict[int, float] = {}
-        self.seq: dict[int, int] = {}
-        self.vb: dict[int, int] = {}
-        self.vo: dict[int, int] = {}
-        self.first_token = array("d", [math.nan]) * n
-        self.finish = array("d", [math.nan]) * n
-
-    def grow(self, n: int) -> None:
-        """Make room for the times of requests 0 .. n-1."""
-        short = n - len(self.finish)
-        if short > 0:
-            self.first_token.extend(array("d", [math.nan]) * short)
-            self.finish.extend(array("d", [math.nan]) * short)
-
-    def add(
-        self, rid: int, prompt: int, target: int, comp: int = 0, out: int = 0, last_emit: float = 0.0
-    ) -> None:
-        self.prompt[rid] = prompt
-        self.target[rid] = target
-        self.comp[rid] = comp
-        self.out[rid] = out
-        self.last_emit[rid] = last_emit
-        self.seq[rid] = 0
-        self.vb[rid] = 0
-        self.vo[rid] = 0
-
-    def release(self, rid: int) -> None:
-        del self.prompt[rid], self.target[rid], self.comp[rid], self.out[rid]
-        del self.last_emit[rid], self.seq[rid], self.vb[rid], self.vo[rid]
-
-    @property
-    def in_flight(self) -> int:
-        return len(self.prompt)
+__all__ = ["MAX_SIM_EVENTS", "EventBudget", "RequestTable", "SimulatedEngine", "StepTrace"]
 
 
 class SimulatedEngine:
@@ -335,16 +231,49 @@ class SimulatedEngine:
 
     # --- one step -------------------------------------------------------------------------
     def _step(self) -> None:
+        """One engine step as vLLM V1's scheduler takes it: the running requests in order (each
+        its next tokens, preempting from the back when blocks run out), then the waiting ones
+        FCFS in a step without preemption; the step's time; every scheduled request advanced."""
+        t = self.t
+        sched, n_d, budget, preempted = self._schedule_running()
+        if not preempted and self.waiting:
+            self._admit_waiting(sched, budget, n_d)
+        if self.used > self.peak_used:
+            self.peak_used = self.used
+        if self.trace is not None:
+            self._record(sched, n_d, 1)
+        dt, prefill_tokens = self._step_time(sched, n_d)
+        t_end = t + dt
+        series = self.series
+        series.interval(t, t_end, n_d + len(self.explicit), len(self.waiting))
+        b_end = series.bin(t_end)
+        series.prefill_tokens[b_end] += prefill_tokens
+
+        # Advance the decode set.
+        self.G += 1
+        emitted = n_d
+        if n_d:
+            self.itl.point(dt, n_d)
+            self.outstanding_tokens -= n_d
+        if sched:
+            emitted += self._advance_scheduled(sched, t, t_end, dt, b_end)
+        series.output_tokens[b_end] += emitted
+        self._finish_decode_members(t_end)
+        self.busy_s += dt
+        self._close_record(t, t_end)
+        self.t = t_end
+
+    def _schedule_running(self) -> tuple[list[tuple[int, int]], int, int, bool]:
+        """The running requests' tokens this step: (scheduled (request, tokens), decode-set
+        members, the budget left, whether a request was preempted)."""
         tb = self.table
         comp, prompt, out, seq = tb.comp, tb.prompt, tb.out, tb.seq
-        t = self.t
         thr = self._thr
         bs = self._bs
         budget = self._budget
         n_d = self.n_d
         sched: list[tuple[int, int]] = []
         need_d = self.cnt[-self.G % bs] if n_d else 0
-        preempted = False
 
         # Fast path: every decode-set member gets its token and all allocations fit, so the
         # order between decode-set members and explicit requests does not matter.
@@ -376,72 +305,85 @@ class SimulatedEngine:
             ok = budget >= 0 and need <= self._total - self.used
         if ok:
             self.used += need
-        else:
-            # Slow path: the literal ordered algorithm over the materialized running list.
-            self._materialize(t)
-            n_d = 0
-            need_d = 0
-            sched = []
-            budget = self._budget
-            running = self.explicit
-            free = self._total - self.used
-            i = 0
-            while i < len(running) and budget > 0:
-                r = running[i]
-                c = comp[r]
-                s = prompt[r] + out[r] - c
-                if s == 1 and out[r]:
-                    s = self._spec_tokens
-                if thr and s > thr:
-                    s = thr
-                if s > budget:
-                    s = budget
-                have = -(-c // bs)
-                nb = -(-(c + s) // bs) - have
-                self_preempted = False
-                while nb > free:
-                    victim = running.pop()
-                    self._preempt(victim)
-                    preempted = True
-                    free = self._total - self.used
-                    if victim == r:
-                        self_preempted = True
-                        break
-                if self_preempted:
-                    break
-                free -= nb
-                self.used += nb
-                sched.append((r, s))
-                budget -= s
-                i += 1
+            return sched, n_d, budget, False
+        # Slow path: the literal ordered algorithm over the materialized running list.
+        self._materialize(self.t)
+        sched, budget, preempted = self._schedule_in_order()
+        return sched, 0, budget, preempted
 
-        # Waiting requests, FCFS, only in a step without preemption.
-        if not preempted and self.waiting:
-            waiting = self.waiting
-            n_running = n_d + len(self.explicit)
-            while waiting and budget > 0 and n_running < self._max_seqs:
-                r = waiting[0]
-                c, s = self._admission_chunk(r, budget)
-                nb = -(-(c + s) // bs)
-                if nb > self._total - self.used:
+    def _schedule_in_order(self) -> tuple[list[tuple[int, int]], int, bool]:
+        """vLLM's loop over the running list in order, each request its tokens, preempting from
+        the back (possibly itself) until its blocks fit: (scheduled, budget left, preempted)."""
+        tb = self.table
+        comp, prompt, out = tb.comp, tb.prompt, tb.out
+        thr, bs = self._thr, self._bs
+        sched: list[tuple[int, int]] = []
+        budget = self._budget
+        preempted = False
+        running = self.explicit
+        free = self._total - self.used
+        i = 0
+        while i < len(running) and budget > 0:
+            r = running[i]
+            c = comp[r]
+            s = prompt[r] + out[r] - c
+            if s == 1 and out[r]:
+                s = self._spec_tokens
+            if thr and s > thr:
+                s = thr
+            if s > budget:
+                s = budget
+            have = -(-c // bs)
+            nb = -(-(c + s) // bs) - have
+            self_preempted = False
+            while nb > free:
+                victim = running.pop()
+                self._preempt(victim)
+                preempted = True
+                free = self._total - self.used
+                if victim == r:
+                    self_preempted = True
                     break
-                waiting.popleft()
-                self.used += nb
-                p = prompt[r]
-                self.outstanding_tokens -= min(c, p) - min(comp[r], p)
-                comp[r] = c
-                seq[r] = self._next_seq
-                self._next_seq += 1
-                self.explicit.append(r)
-                sched.append((r, s))
-                budget -= s
-                n_running += 1
-        if self.used > self.peak_used:
-            self.peak_used = self.used
-        if self.trace is not None:
-            self._record(sched, n_d, 1)
+            if self_preempted:
+                break
+            free -= nb
+            self.used += nb
+            sched.append((r, s))
+            budget -= s
+            i += 1
+        return sched, budget, preempted
 
-        # Step time.
+    def _admit_waiting(self, sched: list[tuple[int, int]], budget: int, n_d: int) -> None:
+        """Waiting requests, FCFS, while the budget, max_num_seqs and the free blocks allow;
+        each admitted one appended to `sched`."""
+        tb = self.table
+        comp, prompt, seq = tb.comp, tb.prompt, tb.seq
+        bs = self._bs
+        waiting = self.waiting
+        n_running = n_d + len(self.explicit)
+        while waiting and budget > 0 and n_running < self._max_seqs:
+            r = waiting[0]
+            c, s = self._admission_chunk(r, budget)
+            nb = -(-(c + s) // bs)
+            if nb > self._total - self.used:
+                break
+            waiting.popleft()
+            self.used += nb
+            p = prompt[r]
+            self.outstanding_tokens -= min(c, p) - min(comp[r], p)
+            comp[r] = c
+            seq[r] = self._next_seq
+            self._next_seq += 1
+            self.explicit.append(r)
+            sched.append((r, s))
+            budget -= s
+            n_running += 1
+
+    def _step_time(self, sched: list[tuple[int, int]], n_d: int) -> tuple[float, int]:
+        """The step's time from the timer (its prefill chunks, decodes and their context) and
+        its prefill tokens; 0 s when nothing was scheduled (everything preempted)."""
+        tb = self.table
+        comp, prompt, out = tb.comp, tb.prompt, tb.out
         chunks: list[tuple[int, int]] = []
         dcount = n_d
         ctx = self.s_b + n_d * (self.G + 1) if n_d else 0
@@ -455,83 +397,82 @@ class SimulatedEngine:
             else:
                 chunks.append((s, c))
                 prefill_tokens += s
-        if dcount or chunks:
-            dt = self.timer.step_time_s(chunks, dcount, ctx)
-            if not dt >= 0.0:
-                raise InvalidInput("timer", f"a step takes {dt!r} s; step times are seconds >= 0")
-            self.steps += 1
-        else:
-            dt = 0.0  # nothing scheduled (everything preempted): no model run
-        t_end = t + dt
+        if not (dcount or chunks):
+            return 0.0, prefill_tokens  # no model run
+        dt = self.timer.step_time_s(chunks, dcount, ctx)
+        if not dt >= 0.0:
+            raise InvalidInput("timer", f"a step takes {dt!r} s; step times are seconds >= 0")
+        self.steps += 1
+        return dt, prefill_tokens
+
+    def _advance_scheduled(
+        self, sched: list[tuple[int, int]], t: float, t_end: float, dt: float, b_end: int
+    ) -> int:
+        """Each scheduled request's tokens computed by `t_end`: emitted tokens (ITL, first token),
+        finished requests freed, decodes joining the decode set. Returns the tokens emitted."""
+        tb = self.table
+        comp, prompt, out, seq = tb.comp, tb.prompt, tb.out, tb.seq
+        bs = self._bs
         series = self.series
-        series.interval(t, t_end, n_d + len(self.explicit), len(self.waiting))
-        b_end = series.bin(t_end)
-        series.prefill_tokens[b_end] += prefill_tokens
+        target, last_emit, itl = tb.target, tb.last_emit, self.itl
+        left = False
+        emitted = 0
+        finished: list[int] = []
+        spec = self._spec
+        for r, s in sched:
+            c = comp[r]
+            p = prompt[r]
+            c2 = c + s
+            m = 1
+            verify = spec is not None and out[r] > 0 and c == p + out[r] - 1
+            if verify:  # the accepted guesses + 1; the rejected slots' blocks freed
+                m = spec.draw(min(target[r] - out[r], s))  # type: ignore[union-attr]
+                self.used -= -(-c2 // bs) - -(-(c + m) // bs)
+                c2 = c + m
+            comp[r] = c2
+            if c < p:
+                self.outstanding_tokens -= min(c2, p) - c
+            if verify or c2 == p + out[r]:
+                o = out[r] + m
+                out[r] = o
+                emitted += m
+                self.outstanding_tokens -= m
+                if o == 1:
+                    tb.first_token[r] = t_end
+                else:
+                    le = last_emit[r]
+                    itl.point(dt if le == t else t_end - le, 1)
+                last_emit[r] = t_end
+                left = True
+                if o >= target[r]:
+                    self.used -= -(-c2 // bs)
+                    tb.finish[r] = t_end
+                    series.completions[b_end] += 1
+                    seq[r] = -1
+                    finished.append(r)
+                    self.completed += 1
+                elif spec is None:
+                    seq[r] = -seq[r] - 2  # mark "joins the decode set" (decoded below)
+        if left:
+            self._settle_explicit(finished)
+        return emitted
 
-        # Advance the decode set.
-        self.G += 1
-        emitted = n_d
-        if n_d:
-            self.itl.point(dt, n_d)
-            self.outstanding_tokens -= n_d
-
-        # Advance the explicit requests.
-        if sched:
-            target, last_emit, itl = tb.target, tb.last_emit, self.itl
-            left = False
-            finished: list[int] = []
-            spec = self._spec
-            for r, s in sched:
-                c = comp[r]
-                p = prompt[r]
-                c2 = c + s
-                m = 1
-                verify = spec is not None and out[r] > 0 and c == p + out[r] - 1
-                if verify:  # the accepted guesses + 1; the rejected slots' blocks freed
-                    m = spec.draw(min(target[r] - out[r], s))  # type: ignore[union-attr]
-                    self.used -= -(-c2 // bs) - -(-(c + m) // bs)
-                    c2 = c + m
-                comp[r] = c2
-                if c < p:
-                    self.outstanding_tokens -= min(c2, p) - c
-                if verify or c2 == p + out[r]:
-                    o = out[r] + m
-                    out[r] = o
-                    emitted += m
-                    self.outstanding_tokens -= m
-                    if o == 1:
-                        tb.first_token[r] = t_end
-                    else:
-                        le = last_emit[r]
-                        itl.point(dt if le == t else t_end - le, 1)
-                    last_emit[r] = t_end
-                    left = True
-                    if o >= target[r]:
-                        self.used -= -(-c2 // bs)
-                        tb.finish[r] = t_end
-                        series.completions[b_end] += 1
-                        seq[r] = -1
-                        finished.append(r)
-                        self.completed += 1
-                    elif spec is None:
-                        seq[r] = -seq[r] - 2  # mark "joins the decode set" (decoded below)
-            if left:
-                keep: list[int] = []
-                for r in self.explicit:
-                    sq = seq[r]
-                    if sq >= 0:
-                        keep.append(r)
-                    elif sq <= -2:
-                        seq[r] = -sq - 2
-                        self._join_decode_set(r)
-                self.explicit = keep
-                for r in finished:
-                    tb.release(r)
-        series.output_tokens[b_end] += emitted
-        self._finish_decode_members(t_end)
-        self.busy_s += dt
-        self._close_record(t, t_end)
-        self.t = t_end
+    def _settle_explicit(self, finished: list[int]) -> None:
+        """After a step that emitted tokens: finished requests leave the running list and their
+        rows are released; marked decodes join the decode set."""
+        tb = self.table
+        seq = tb.seq
+        keep: list[int] = []
+        for r in self.explicit:
+            sq = seq[r]
+            if sq >= 0:
+                keep.append(r)
+            elif sq <= -2:
+                seq[r] = -sq - 2
+                self._join_decode_set(r)
+        self.explicit = keep
+        for r in finished:
+            tb.release(r)
 
     # --- a run of identical decode-only steps ----------------------------------------------
     def _stretch(self, horizon: float) -> bool:
