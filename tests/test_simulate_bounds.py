@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+import planner.simulate.engine_state as engine_state
 import planner.simulate.replica_pool as replica_pool
 import planner.simulate.router as router
-import planner.simulate.scheduler as scheduler
 from planner.errors import InvalidInput
 from planner.simulate import SchedulerConfig, Slo, simulate, simulate_disaggregated
 from planner.simulate.metrics import MAX_SIM_SPAN_S, ItlRecorder, itl_stats
@@ -152,7 +152,7 @@ def test_request_cap(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_event_cap(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(scheduler, "MAX_SIM_EVENTS", 500)
+    monkeypatch.setattr(engine_state, "MAX_SIM_EVENTS", 500)
     reqs = workload_requests(_workload(), 0, count=400)
     with pytest.raises(InvalidInput, match="more than 500 engine steps") as exc:
         simulate(reqs, Roofline(), CFG, replicas=3)
