@@ -109,13 +109,28 @@ def _closed_loop_lines(loop: dict[str, Any] | None) -> list[str]:
 
 
 def render(d: dict[str, Any], series: bool) -> str:
+    lines = [*_header_lines(d), _latency_table(d), "", *_slo_lines(d)]
+    lines.append(
+        f"preemptions {d['preemptions']:,}, peak KV use {_f((d['peak_kv_fraction'] or 0) * 100)}% "
+        f"({d['peak_kv_blocks']:,} blocks), max queue {d['max_queue_length']:,}"
+    )
+    if len(d["replicas"]) > 1:
+        lines += ["", _replica_table(d["replicas"])]
+    if series:
+        lines += ["", "per minute (from the first arrival):", _series_table(d["series"])]
+    return "\n".join(lines)
+
+
+def _header_lines(d: dict[str, Any]) -> list[str]:
+    """The deployment, the requests simulated and the run's totals."""
     dep, src = d["deployment"], d["input"]
     if src["source"] == "trace":
         what = f"trace {src['name']} replayed {src['replay']}"
     else:
         what = f"workload{' ' + src['name'] if src['name'] else ''} sampled with seed {src['seed']}"
     rate = src["mean_requests_per_s"]
-    lines = [
+    cut = src["outputs_cut_at_context"]
+    return [
         f"{c.deployment_line(dep)}; profile {dep['profile']}; router {dep['router']}",
         *c.lora_lines(dep.get("lora")),
         *c.expert_parallel_lines(dep.get("expert_parallel")),
@@ -126,18 +141,15 @@ def render(d: dict[str, Any], series: bool) -> str:
         f"requests: {what}: {src['requests']:,} over {src['span_s']:,.1f} s"
         + (f" ({rate:.4g}/s)" if rate is not None else "")
         + f"; input mean {src['mean_input_tokens']:,.0f}, output mean {src['mean_output_tokens']:,.0f} tokens",
-        *(
-            [
-                f"  {src['outputs_cut_at_context']:,} answers stop at the model's context (vLLM's max_model_len)"
-            ]
-            if src["outputs_cut_at_context"]
-            else []
-        ),
+        *([f"  {cut:,} answers stop at the model's context (vLLM's max_model_len)"] if cut else []),
         *_closed_loop_lines(d["closed_loop"]),
         f"simulated {d['duration_s'] or 0.0:,.1f} s: {d['completed']:,} completed, "
         f"{_f(d['request_throughput_rps'], 3)} req/s, {_f(d['output_tokens_per_s'], 0)} output tokens/s",
         "",
     ]
+
+
+def _latency_table(d: dict[str, Any]) -> str:
     rows = []
     for name, key in (("TTFT", "ttft"), ("ITL", "itl"), ("TPOT", "tpot"), ("E2E", "e2el")):
         s = d[key]
@@ -147,8 +159,12 @@ def render(d: dict[str, Any], series: bool) -> str:
             return "n/a" if v is None else f"{v * 1e3:,.{digits}f}"
 
         rows.append([name, ms(s["p50_s"]), ms(s["p90_s"]), ms(s["p99_s"]), ms(s["mean_s"]), ms(s["max_s"])])
-    lines.append(c.table(["ms", "p50", "p90", "p99", "mean", "max"], rows))
-    lines.append("")
+    return c.table(["ms", "p50", "p90", "p99", "mean", "max"], rows)
+
+
+def _slo_lines(d: dict[str, Any]) -> list[str]:
+    """Goodput against the per-request objectives, and each p99 target met or missed."""
+    lines = []
     gp = d["goodput"]
     if gp is not None:
         objs = ", ".join(
@@ -177,47 +193,36 @@ def render(d: dict[str, Any], series: bool) -> str:
                 v = d[f"{key}_ms"]
                 parts.append(f"{name} p99 {_f(v)} ms vs {t:g}: {'met' if met[key] else 'MISSED'}")
         lines.append("SLO: " + "; ".join(parts))
-    lines.append(
-        f"preemptions {d['preemptions']:,}, peak KV use {_f((d['peak_kv_fraction'] or 0) * 100)}% "
-        f"({d['peak_kv_blocks']:,} blocks), max queue {d['max_queue_length']:,}"
-    )
-    if len(d["replicas"]) > 1:
-        rows = [
-            [
-                f"{r['role']} {r['index']}",
-                f"{r['requests']:,}",
-                f"{r['steps']:,}",
-                f"{(r['busy_fraction'] or 0) * 100:.1f}%",
-                f"{r['preemptions']:,}",
-                f"{r['peak_kv_fraction'] * 100:.1f}%",
-                f"{r['max_queue_length']:,}",
-            ]
-            for r in d["replicas"]
+    return lines
+
+
+def _replica_table(replicas: list[dict[str, Any]]) -> str:
+    rows = [
+        [
+            f"{r['role']} {r['index']}",
+            f"{r['requests']:,}",
+            f"{r['steps']:,}",
+            f"{(r['busy_fraction'] or 0) * 100:.1f}%",
+            f"{r['preemptions']:,}",
+            f"{r['peak_kv_fraction'] * 100:.1f}%",
+            f"{r['max_queue_length']:,}",
         ]
-        lines += [
-            "",
-            c.table(["replica", "requests", "steps", "busy", "preemptions", "peak KV", "max queue"], rows),
+        for r in replicas
+    ]
+    return c.table(["replica", "requests", "steps", "busy", "preemptions", "peak KV", "max queue"], rows)
+
+
+def _series_table(s: dict[str, Any]) -> str:
+    rows = [
+        [
+            str(i),
+            f"{s['arrivals'][i]:,}",
+            f"{s['completions'][i]:,}",
+            f"{s['mean_running'][i]:.1f}",
+            f"{s['mean_waiting'][i]:.1f}",
+            f"{s['output_tokens_per_s'][i]:,.0f}",
+            f"{s['prefill_tokens_per_s'][i]:,.0f}",
         ]
-    if series:
-        s = d["series"]
-        rows = [
-            [
-                str(i),
-                f"{s['arrivals'][i]:,}",
-                f"{s['completions'][i]:,}",
-                f"{s['mean_running'][i]:.1f}",
-                f"{s['mean_waiting'][i]:.1f}",
-                f"{s['output_tokens_per_s'][i]:,.0f}",
-                f"{s['prefill_tokens_per_s'][i]:,.0f}",
-            ]
-            for i in range(len(s["arrivals"]))
-        ]
-        lines += [
-            "",
-            "per minute (from the first arrival):",
-            c.table(
-                ["minute", "arrivals", "completions", "running", "waiting", "output tok/s", "prefill tok/s"],
-                rows,
-            ),
-        ]
-    return "\n".join(lines)
+        for i in range(len(s["arrivals"]))
+    ]
+    return c.table(["minute", "arrivals", "completions", "running", "waiting", "output tok/s", "prefill tok/s"], rows)
