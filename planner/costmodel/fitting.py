@@ -408,16 +408,7 @@ def fit_profile(
     check_model_matches(meas, model)
     check_gpu_matches(meas, gpu)
     user_fixed = dict(fixed or {})
-    fixed = {}  # by parameter name (old names translated)
-    for k, v in user_fixed.items():
-        param = LEGACY_FIXED.get(k, k)
-        if param not in PARAMETERS or param in fixed:
-            what = f"{echo(k)} twice (as {param})" if param in fixed else f"unknown parameter {echo(k)}"
-            raise InvalidInput("fix", f"{what}; valid: {', '.join(PARAMETERS)}")
-        lo, hi = BOUNDS[param]
-        if not lo <= v <= hi or (k.startswith("eta_") and v <= 0):
-            raise InvalidInput(f"fix.{k}", f"must be in [{lo:g}, {hi:g}], got {v:g}")
-        fixed[param] = v / query_heads_per_kv_head(model) if k != param else v
+    fixed = _held_parameters(user_fixed, model)
     notes: list[str] = []
     if DECODE_ATTENTION not in fixed:
         why = decode_attention_unidentified(meas.rows, model, gpu)
@@ -483,7 +474,41 @@ def fit_profile(
     profile = _profile(fitted, gpu.name, name or f"{gpu.name}-calibrated", source, sampled_logits)
     pred = predictor(model, gpu, profile).tolist()
     theo = predictor(model, gpu, THEORETICAL).tolist()
-    rows = [
+    # A decode attention term fitted flat to 0 was not estimated: no error, no independence.
+    unestimated = set(fixed) | ({DECODE_ATTENTION} if flat else set())
+    return Calibration(
+        profile=profile,
+        model=model.name,
+        gpu=gpu.name,
+        source=meas.source,
+        rows=_row_reports(obs, measured, pred, theo),
+        parameters=_parameter_reports(fitted, set(fixed), unestimated, result.diagnostics),
+        ceilings=_ceilings(meas, gpu, profile),
+        notes=notes,
+    )
+
+
+def _held_parameters(user_fixed: Mapping[str, float], model: ModelSpec) -> dict[str, float]:
+    """`fix`: the parameters held, by parameter name (legacy names translated), each checked
+    against its bounds."""
+    fixed: dict[str, float] = {}
+    for k, v in user_fixed.items():
+        param = LEGACY_FIXED.get(k, k)
+        if param not in PARAMETERS or param in fixed:
+            what = f"{echo(k)} twice (as {param})" if param in fixed else f"unknown parameter {echo(k)}"
+            raise InvalidInput("fix", f"{what}; valid: {', '.join(PARAMETERS)}")
+        lo, hi = BOUNDS[param]
+        if not lo <= v <= hi or (k.startswith("eta_") and v <= 0):
+            raise InvalidInput(f"fix.{k}", f"must be in [{lo:g}, {hi:g}], got {v:g}")
+        fixed[param] = v / query_heads_per_kv_head(model) if k != param else v
+    return fixed
+
+
+def _row_reports(
+    obs: Sequence[Any], measured: Sequence[float], pred: Sequence[float], theo: Sequence[float]
+) -> list[dict[str, Any]]:
+    """Each timing measured, fitted and theoretical (ms), with the fit's relative error."""
+    return [
         {
             "kind": o.row.kind,
             "line": o.row.line,
@@ -496,28 +521,25 @@ def fit_profile(
         }
         for o, m, p, t in zip(obs, measured, pred, theo, strict=True)
     ]
-    diag = {d.name: d for d in result.diagnostics}
-    params = [
+
+
+def _parameter_reports(
+    fitted: Mapping[str, float], fixed: set[str], unestimated: set[str], diagnostics: Sequence[Any]
+) -> list[ParameterReport]:
+    """Every parameter's value; the estimated ones with their standard error, independence and
+    whether a bound binds (an unestimated one fitted, not held, counts as at its bound)."""
+    diag = {d.name: d for d in diagnostics}
+    return [
         ParameterReport(
             name=k,
             value=fitted[k],
             fixed=k in fixed,
-            std_error=None if k in fixed or (flat and k == DECODE_ATTENTION) else diag[k].std_error,
-            independence=None if k in fixed or (flat and k == DECODE_ATTENTION) else diag[k].independence,
-            at_bound=False if k in fixed else (flat and k == DECODE_ATTENTION) or diag[k].binding_bound,
+            std_error=None if k in unestimated else diag[k].std_error,
+            independence=None if k in unestimated else diag[k].independence,
+            at_bound=False if k in fixed else k in unestimated or diag[k].binding_bound,
         )
         for k in PARAMETERS
     ]
-    return Calibration(
-        profile=profile,
-        model=model.name,
-        gpu=gpu.name,
-        source=meas.source,
-        rows=rows,
-        parameters=params,
-        ceilings=_ceilings(meas, gpu, profile),
-        notes=notes,
-    )
 
 
 def _flat_decode_attention(
