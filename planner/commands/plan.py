@@ -218,24 +218,7 @@ def render(d: dict[str, Any]) -> str:
         "deployments:",
     ]
     for dep in d["deployments"]:
-        lines.append(
-            f"  {_replicas(dep['replicas_by_bucket'])} x {_shape(dep)}: {dep['requests_per_s_per_replica']:.4g} req/s "
-            f"per replica within the SLOs ({dep['binding_limit']} binds), profile {dep['profile']}"
-        )
-        lines.append(f"    {dep['vllm_command']}")
-        at = dep["at_peak"]
-        if at is not None:
-            parts = [f"{at['requests_per_s_per_replica']:.4g} req/s per replica"]
-            if at["ttft_p99_ms"] is not None:
-                parts.append(f"TTFT p50 {_ms(at['ttft_p50_ms'])} / p99 {_ms(at['ttft_p99_ms'])}")
-            if at["itl_p99_ms"] is not None:
-                parts.append(f"ITL p50 {_ms(at['itl_p50_ms'], 2)} / p99 {_ms(at['itl_p99_ms'], 2)}")
-            if at["kv_cache_usage"] is not None:
-                parts.append(f"KV {at['kv_cache_usage']:.0%}")
-            lines.append("    at the peak: " + ", ".join(parts))
-        lines += c.lora_lines(dep.get("lora"), "    ")
-        lines += c.expert_parallel_lines(dep.get("expert_parallel"), "    ")
-        lines += c.speculative_lines(dep.get("speculative_decoding"), "    ")
+        lines += _deployment_lines(dep)
     for g in d["gpus"]:
         reserved = f"{g['reserved']} reserved + " if g["reserved"] else ""
         lines.append(
@@ -245,14 +228,48 @@ def render(d: dict[str, Any]) -> str:
             + (f", inventory {g['inventory']}" if g["inventory"] is not None else "")
             + ")"
         )
-    pr = d["predicted"]
+    lines += _checked_lines(d["predicted"], d["simulated"])
+    lines += ["", d["disaggregation_reason"]]
+    if d["binding_constraints"]:
+        lines.append("binding:")
+        lines += [f"  - {b}" for b in d["binding_constraints"]]
+    lines += _alternative_lines(d["alternatives"])
+    lines += _tail(d)
+    return "\n".join(lines)
+
+
+def _deployment_lines(dep: dict[str, Any]) -> list[str]:
+    """One deployment: replicas and shape, its vLLM command, its figures at the peak."""
+    lines = [
+        f"  {_replicas(dep['replicas_by_bucket'])} x {_shape(dep)}: {dep['requests_per_s_per_replica']:.4g} req/s "
+        f"per replica within the SLOs ({dep['binding_limit']} binds), profile {dep['profile']}",
+        f"    {dep['vllm_command']}",
+    ]
+    at = dep["at_peak"]
+    if at is not None:
+        parts = [f"{at['requests_per_s_per_replica']:.4g} req/s per replica"]
+        if at["ttft_p99_ms"] is not None:
+            parts.append(f"TTFT p50 {_ms(at['ttft_p50_ms'])} / p99 {_ms(at['ttft_p99_ms'])}")
+        if at["itl_p99_ms"] is not None:
+            parts.append(f"ITL p50 {_ms(at['itl_p50_ms'], 2)} / p99 {_ms(at['itl_p99_ms'], 2)}")
+        if at["kv_cache_usage"] is not None:
+            parts.append(f"KV {at['kv_cache_usage']:.0%}")
+        lines.append("    at the peak: " + ", ".join(parts))
+    lines += c.lora_lines(dep.get("lora"), "    ")
+    lines += c.expert_parallel_lines(dep.get("expert_parallel"), "    ")
+    lines += c.speculative_lines(dep.get("speculative_decoding"), "    ")
+    return lines
+
+
+def _checked_lines(pr: dict[str, Any] | None, sim: dict[str, Any] | None) -> list[str]:
+    """The latency model's figures at the peak, and the simulator's check (`--verify`)."""
+    lines = []
     if pr is not None:
         lines += [
             "",
             f"predicted at the peak ({pr['requests_per_s']:.4g} req/s): TTFT p50 {_ms(pr['ttft_p50_ms'])} / p99 "
             f"{_ms(pr['ttft_p99_ms'])}, ITL p50 {_ms(pr['itl_p50_ms'], 2)} / p99 {_ms(pr['itl_p99_ms'], 2)}",
         ]
-    sim = d["simulated"]
     if sim is not None:
         lines.append(
             f"simulated, each part at its hardest bucket ({sim['requests']:,} requests, seed {sim['seed']}): "
@@ -266,24 +283,25 @@ def render(d: dict[str, Any]) -> str:
                 f"TTFT p99 {_ms(g['ttft_p99_ms'])}, ITL p99 {_ms(g['itl_p99_ms'], 2)}: "
                 + ("met" if g["slo_met"] else "MISSED")
             )
-    lines += ["", d["disaggregation_reason"]]
-    if d["binding_constraints"]:
-        lines.append("binding:")
-        lines += [f"  - {b}" for b in d["binding_constraints"]]
-    if d["alternatives"]:
-        lines.append("alternatives:")
-        for a in d["alternatives"]:
-            if not a["feasible"]:
-                lines.append(f"  {'n/a':>16}  {a['label']}: {a['reason']}")
-                continue
-            frac = "" if a["delta_fraction"] is None else f" ({a['delta_fraction']:+.0%})"
-            shape = " + ".join(
-                f"{x['replicas_peak']} x {_shape(x)} (budget {x['max_num_batched_tokens']}, {x['max_num_seqs']} seqs)"
-                for x in a["deployments"]
-            )
-            lines.append(f"  {a['delta_usd_per_month']:+,.0f} $/month{frac}  {a['label']}: {shape}")
-    lines += _tail(d)
-    return "\n".join(lines)
+    return lines
+
+
+def _alternative_lines(alternatives: list[dict[str, Any]]) -> list[str]:
+    """What the nearest other choices cost against the plan (or why each has no answer)."""
+    if not alternatives:
+        return []
+    lines = ["alternatives:"]
+    for a in alternatives:
+        if not a["feasible"]:
+            lines.append(f"  {'n/a':>16}  {a['label']}: {a['reason']}")
+            continue
+        frac = "" if a["delta_fraction"] is None else f" ({a['delta_fraction']:+.0%})"
+        shape = " + ".join(
+            f"{x['replicas_peak']} x {_shape(x)} (budget {x['max_num_batched_tokens']}, {x['max_num_seqs']} seqs)"
+            for x in a["deployments"]
+        )
+        lines.append(f"  {a['delta_usd_per_month']:+,.0f} $/month{frac}  {a['label']}: {shape}")
+    return lines
 
 
 def _tail(d: dict[str, Any]) -> list[str]:
