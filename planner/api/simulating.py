@@ -20,8 +20,11 @@ from planner.schema.inputs import (
 )
 
 if TYPE_CHECKING:
+    from planner.deployment import ResolvedDeployment
     from planner.schema.reports import SimulateReport
+    from planner.simulate.metrics import SimResult
     from planner.simulate.requests import RequestArrays
+    from planner.slo import Slo
     from planner.workload import Workload
 
 # Requests a simulation samples when the request names neither a count nor a horizon and the
@@ -109,11 +112,8 @@ def _ms(x: float | None) -> float | None:
 def simulate(request: SimulateRequest | Mapping[str, Any], *, base_dir: BaseDir = None) -> SimulateReport:
     """The deployment run through the discrete-event simulator of vLLM V1's scheduler on
     requests sampled from the workload or replayed from a trace. Same request, same report."""
-    import numpy as np
-
     from planner.schema.reports import SimulateReport
-    from planner.simulate.requests import within_context
-    from planner.simulate.run import engine_config, run
+    from planner.simulate.run import engine_config
 
     req = validate_request(SimulateRequest, request)
     req.check()
@@ -147,31 +147,9 @@ def simulate(request: SimulateRequest | Mapping[str, Any], *, base_dir: BaseDir 
             resolved, workload, req.seed, req.requests, req.horizon_s, req.router, goodput
         )
     else:
-        reqs, source = _replayed(req, base) if req.trace is not None else _sampled(req, workload)
-        where = "trace" if req.trace is not None else "workload"  # what a refused request came from
-        # As vLLM serves them: outputs stop at the model's context (the simulator cuts them too).
-        try:
-            reqs, cut = within_context(reqs, resolved.scheduler.max_model_len)
-        except InvalidInput as exc:
-            raise InvalidInput(where, exc.reason) from None
-        try:
-            result = run(resolved, reqs, prefix_cache_hit_fraction=hit, router=req.router, slo=goodput)
-        except InvalidInput as exc:
-            if exc.field == "requests":  # a request longer than a replica's KV cache
-                raise InvalidInput(where, exc.reason) from None
-            raise
+        result, reqs, cut, source = _open_loop(req, base, workload, resolved, goodput)
     cfg = engine_config(resolved, hit)
-    arrival = reqs.arrival_s
-    span = float(arrival.max() - arrival.min()) if len(reqs) > 1 else 0.0
-    source.update(
-        requests=len(reqs),
-        span_s=span,
-        mean_requests_per_s=(len(reqs) - 1) / span if span > 0 else None,
-        mean_input_tokens=float(np.mean(reqs.prompt_tokens)),
-        mean_output_tokens=float(np.mean(reqs.output_tokens)),
-        prefix_cache_hit_fraction=hit,
-        outputs_cut_at_context=cut,
-    )
+    source.update(_requests_figures(reqs), prefix_cache_hit_fraction=hit, outputs_cut_at_context=cut)
     out: dict[str, Any] = {
         "deployment": {
             **resolved.summary(),
@@ -190,6 +168,55 @@ def simulate(request: SimulateRequest | Mapping[str, Any], *, base_dir: BaseDir 
             out[f"{metric}_{p}_ms"] = _ms(getattr(stats, f"{p}_s"))
     given = any(v is not None for v in targets.values())
     out["slo"] = targets if given else None
+    out["slo_met"] = _slo_met(out, targets) if given else None
+    out.update(result.to_dict())
+    if not req.series:
+        out["series"] = {k: [] for k in out["series"]}
+    out["closed_loop"] = loop
+    return SimulateReport.model_validate(out)
+
+
+def _open_loop(
+    req: SimulateRequest, base: Path | None, workload: Workload, resolved: ResolvedDeployment, goodput: Slo | None
+) -> tuple[SimResult, RequestArrays, int, dict[str, Any]]:
+    """Requests sampled from the workload or replayed from the trace, cut at the model's context
+    as vLLM serves them, through the simulator: (result, requests, answers cut, source)."""
+    from planner.simulate.requests import within_context
+    from planner.simulate.run import run
+
+    reqs, source = _replayed(req, base) if req.trace is not None else _sampled(req, workload)
+    where = "trace" if req.trace is not None else "workload"  # what a refused request came from
+    try:
+        reqs, cut = within_context(reqs, resolved.scheduler.max_model_len)
+    except InvalidInput as exc:
+        raise InvalidInput(where, exc.reason) from None
+    try:
+        hit = workload.prefix_cache_hit_fraction
+        result = run(resolved, reqs, prefix_cache_hit_fraction=hit, router=req.router, slo=goodput)
+    except InvalidInput as exc:
+        if exc.field == "requests":  # a request longer than a replica's KV cache
+            raise InvalidInput(where, exc.reason) from None
+        raise
+    return result, reqs, cut, source
+
+
+def _requests_figures(reqs: RequestArrays) -> dict[str, Any]:
+    """What was simulated: requests, their span, rate and mean lengths."""
+    import numpy as np
+
+    arrival = reqs.arrival_s
+    span = float(arrival.max() - arrival.min()) if len(reqs) > 1 else 0.0
+    return {
+        "requests": len(reqs),
+        "span_s": span,
+        "mean_requests_per_s": (len(reqs) - 1) / span if span > 0 else None,
+        "mean_input_tokens": float(np.mean(reqs.prompt_tokens)),
+        "mean_output_tokens": float(np.mean(reqs.output_tokens)),
+    }
+
+
+def _slo_met(out: dict[str, Any], targets: dict[str, float | None]) -> dict[str, bool | None]:
+    """Each p99 target given: whether the simulated p99 met it (None: no target)."""
 
     def met(key: str) -> bool | None:
         target = targets[f"{key}_ms"]
@@ -198,9 +225,4 @@ def simulate(request: SimulateRequest | Mapping[str, Any], *, base_dir: BaseDir 
         v = out[f"{key}_ms"]
         return v is not None and v <= target
 
-    out["slo_met"] = {k: met(k) for k in ("ttft_p99", "tpot_p99", "e2el_p99", "itl_p99")} if given else None
-    out.update(result.to_dict())
-    if not req.series:
-        out["series"] = {k: [] for k in out["series"]}
-    out["closed_loop"] = loop
-    return SimulateReport.model_validate(out)
+    return {k: met(k) for k in ("ttft_p99", "tpot_p99", "e2el_p99", "itl_p99")}
