@@ -202,7 +202,6 @@ class Deployment(BaseModel):
         None = DEFAULT_PROFILE, `auto`). `root` prefixes field names in errors."""
         from planner.catalog.gpus import get_gpu
         from planner.catalog.models import get_model
-        from planner.costmodel.feasibility import feasibility
         from planner.costmodel.memory import kv_capacity
 
         gpu = get_gpu(self.gpu, f"{root}.gpu")
@@ -211,59 +210,10 @@ class Deployment(BaseModel):
             # read here relative to the working directory (the api reads it from its base_dir first)
             sd = with_measured_acceptance(self.speculative_decoding, None, f"{root}.speculative_decoding")
             return self.model_copy(update={"speculative_decoding": sd}).resolve(profile, root)
-        if profile is None or isinstance(profile, str):
-            from planner.costmodel.profiles import DEFAULT_PROFILE, resolve_profile
-
-            prof = resolve_profile(DEFAULT_PROFILE if profile is None else profile, gpu.name, "profile")
-        else:
-            prof = profile
-        if prof.gpu is not None and prof.gpu != gpu.name:
-            raise InvalidInput("profile", f"profile {prof.name} was fitted on {prof.gpu}, not {gpu.name}")
-        if self.max_model_len is not None and self.max_model_len > model.max_position_embeddings:
-            raise InvalidInput(
-                f"{root}.max_model_len",
-                f"{self.max_model_len:,} tokens exceeds {model.name}'s context (max_position_embeddings "
-                f"{model.max_position_embeddings:,}), which vLLM refuses",
-            )
-        ep = self.expert_parallelism(root)
-        problems = feasibility(
-            model,
-            gpu,
-            self.tp,
-            self.weight_dtype,
-            self.kv_dtype,
-            self.max_num_batched_tokens,
-            self.max_num_seqs,
-            self.gpu_memory_utilization,
-            prof,
-            self.max_model_len,  # unset: the model's context, not checked (evaluate's defaults as before)
-            self.lora,
-            self.weight_group_size,
-            self.pipeline_parallel_size,
-            ep,
-            self.speculative_decoding,
-            draft := draft_shape(self.speculative_decoding, f"{root}.speculative_decoding.draft_model"),
-            checkpoint=self.checkpoint,
-        )
-        if problems:
-            raise InvalidInput(f"{root}.{problems[0].field}", problems[0].reason)
+        prof = _profile_on(profile, gpu)
+        replica = self._startup_checked_replica(model, gpu, prof, root)
         seqs = self.max_num_seqs or gpu.vllm_default_max_num_seqs
         budget = self.max_num_batched_tokens or gpu.vllm_default_max_num_batched_tokens
-        replica = Replica(
-            model=model,
-            gpu=gpu,
-            tp=self.tp,
-            weight_dtype=self.weight_dtype,
-            kv_dtype=self.kv_dtype,
-            profile=prof,
-            lora=self.lora,
-            weight_group_size=self.weight_group_size,
-            pp=self.pipeline_parallel_size,
-            expert_parallel=ep,
-            speculative=self.speculative_decoding,
-            draft=draft,
-            checkpoint=self.checkpoint,
-        )
         kv = kv_capacity(replica, self.gpu_memory_utilization, budget, seqs)
         if kv.kv_cache_blocks <= 0:  # feasibility leaves a block; rounding at the edge may not
             raise InvalidInput(
@@ -294,6 +244,57 @@ class Deployment(BaseModel):
                 else d.kv_transfer_bandwidth_bytes_per_s
             ),
             kv_transfer_latency_s=DEFAULT_KV_TRANSFER_LATENCY_S if d is None else d.kv_transfer_latency_s,
+        )
+
+    def _startup_checked_replica(self, model: ModelSpec, gpu: GpuSpec, prof: Profile, root: str) -> Replica:
+        """The replica, once what vLLM refuses at start-up is ruled out: a max_model_len past the
+        model's context, and every feasibility problem (weights, KV room, flags), the first one
+        named under `root`."""
+        from planner.costmodel.feasibility import feasibility
+
+        if self.max_model_len is not None and self.max_model_len > model.max_position_embeddings:
+            raise InvalidInput(
+                f"{root}.max_model_len",
+                f"{self.max_model_len:,} tokens exceeds {model.name}'s context (max_position_embeddings "
+                f"{model.max_position_embeddings:,}), which vLLM refuses",
+            )
+        ep = self.expert_parallelism(root)
+        draft = draft_shape(self.speculative_decoding, f"{root}.speculative_decoding.draft_model")
+        problems = feasibility(
+            model,
+            gpu,
+            self.tp,
+            self.weight_dtype,
+            self.kv_dtype,
+            self.max_num_batched_tokens,
+            self.max_num_seqs,
+            self.gpu_memory_utilization,
+            prof,
+            self.max_model_len,  # unset: the model's context, not checked (evaluate's defaults as before)
+            self.lora,
+            self.weight_group_size,
+            self.pipeline_parallel_size,
+            ep,
+            self.speculative_decoding,
+            draft,
+            checkpoint=self.checkpoint,
+        )
+        if problems:
+            raise InvalidInput(f"{root}.{problems[0].field}", problems[0].reason)
+        return Replica(
+            model=model,
+            gpu=gpu,
+            tp=self.tp,
+            weight_dtype=self.weight_dtype,
+            kv_dtype=self.kv_dtype,
+            profile=prof,
+            lora=self.lora,
+            weight_group_size=self.weight_group_size,
+            pp=self.pipeline_parallel_size,
+            expert_parallel=ep,
+            speculative=self.speculative_decoding,
+            draft=draft,
+            checkpoint=self.checkpoint,
         )
 
 
@@ -422,3 +423,17 @@ class ResolvedDeployment:
             "kv_cache_gib": self.kv.kv_cache_bytes / gib,
             "kv_cache_tokens": self.kv.kv_cache_tokens,
         }
+
+
+def _profile_on(profile: Profile | str | None, gpu: GpuSpec) -> Profile:
+    """A Profile as given, or the registry's for a name or file (None: DEFAULT_PROFILE); refused
+    when it was fitted on another GPU."""
+    if profile is None or isinstance(profile, str):
+        from planner.costmodel.profiles import DEFAULT_PROFILE, resolve_profile
+
+        prof = resolve_profile(DEFAULT_PROFILE if profile is None else profile, gpu.name, "profile")
+    else:
+        prof = profile
+    if prof.gpu is not None and prof.gpu != gpu.name:
+        raise InvalidInput("profile", f"profile {prof.name} was fitted on {prof.gpu}, not {gpu.name}")
+    return prof
