@@ -258,7 +258,7 @@ def test_the_adapter_rule_can_fail() -> None:
     graph = _graph()
     for prefix in ADAPTERS:
         assert any(_under(m, (prefix,)) for m in graph), prefix
-    assert "planner.schema.plan_request" in graph["planner.server.convert"]
+    assert "planner.schema.plan_request" in graph["planner.server.proto_schema"]
     fake = {
         "planner.server.convert": {"planner.plan.pipeline", "planner.api"},
         "planner.api": {"planner.plan"},
