@@ -28,7 +28,7 @@ import numpy as np
 from planner.costmodel.timer import StepTimer
 from planner.errors import InvalidInput
 from planner.scheduler_config import SchedulerConfig
-from planner.simulate.metrics import FloatArray, MinuteAccumulator, MinuteTotals, SimResult
+from planner.simulate.metrics import FloatArray, IntArray, MinuteAccumulator, MinuteTotals, SimResult
 from planner.simulate.replica_pool import (
     Feed,
     build_result,
@@ -116,16 +116,7 @@ def simulate_pools(
     """`simulate_disaggregated` with pools of one or more parts (engines: the parts' replicas
     in order). `kv_transfer` may also be an array: each request's hand-off seconds, by request
     id (where the transfer depends on the prefill part that served it)."""
-    for name, parts in (("prefill_pool", prefill_pool), ("decode_pool", decode_pool)):
-        if not parts or min(p.replicas for p in parts) < 1:
-            raise InvalidInput(name, "every part needs at least one replica")
-    if isinstance(kv_transfer, np.ndarray):
-        if not (
-            np.all(np.isfinite(kv_transfer)) and (kv_transfer.size == 0 or float(kv_transfer.min()) >= 0)
-        ):
-            raise InvalidInput("kv_transfer", "per-request seconds must be finite and >= 0")
-    elif not callable(kv_transfer) and not (math.isfinite(kv_transfer) and kv_transfer >= 0):
-        raise InvalidInput("kv_transfer", f"must be >= 0 seconds per token, got {kv_transfer}")
+    _check_pools(prefill_pool, decode_pool, kv_transfer)
     reqs = requests.collect() if isinstance(requests, RequestStream) else as_request_arrays(requests)
     # the decode pool's outputs too
     reqs, _ = within_context(reqs, min(p.config.max_model_len for p in decode_pool))
@@ -152,20 +143,7 @@ def simulate_pools(
     run_pool(p_engines, p_router, feed.chunks(p_table.grow), prefill, totals, completions=False)
 
     # Hand-off.
-    prefilled = times_of(p_table.finish)
-    if isinstance(kv_transfer, np.ndarray):
-        if kv_transfer.shape != (n,):
-            raise InvalidInput(
-                "kv_transfer", f"give one hand-off time per request ({n}), got {kv_transfer.shape}"
-            )
-        xfer = kv_transfer.astype(np.float64)
-    elif callable(kv_transfer):
-        xfer = np.asarray([float(kv_transfer(p)) for p in prompt.tolist()], dtype=np.float64)
-        if n and not (np.all(np.isfinite(xfer)) and float(xfer.min()) >= 0.0):
-            raise InvalidInput("kv_transfer", "the callable must return finite seconds >= 0")
-    else:
-        xfer = prompt.astype(np.float64) * float(kv_transfer)
-    handoff = prefilled + xfer
+    handoff = times_of(p_table.finish) + _transfer_s(kv_transfer, prompt)
     first = handoff.copy()
     finish = np.full(n, math.nan)
     one = reqs.output_tokens <= 1
@@ -202,6 +180,42 @@ def simulate_pools(
         slo,
         request_overhead_s,
     )
+
+
+def _check_pools(
+    prefill_pool: Sequence[PoolPart],
+    decode_pool: Sequence[PoolPart],
+    kv_transfer: float | Callable[[int], float] | FloatArray,
+) -> None:
+    """Both pools hold a replica in every part; a fixed hand-off rate or array is finite, >= 0."""
+    for name, parts in (("prefill_pool", prefill_pool), ("decode_pool", decode_pool)):
+        if not parts or min(p.replicas for p in parts) < 1:
+            raise InvalidInput(name, "every part needs at least one replica")
+    if isinstance(kv_transfer, np.ndarray):
+        if not (
+            np.all(np.isfinite(kv_transfer)) and (kv_transfer.size == 0 or float(kv_transfer.min()) >= 0)
+        ):
+            raise InvalidInput("kv_transfer", "per-request seconds must be finite and >= 0")
+    elif not callable(kv_transfer) and not (math.isfinite(kv_transfer) and kv_transfer >= 0):
+        raise InvalidInput("kv_transfer", f"must be >= 0 seconds per token, got {kv_transfer}")
+
+
+def _transfer_s(kv_transfer: float | Callable[[int], float] | FloatArray, prompt: IntArray) -> FloatArray:
+    """Each request's KV hand-off seconds: given per request, by a callable of its prompt
+    tokens, or seconds per prompt token."""
+    n = len(prompt)
+    if isinstance(kv_transfer, np.ndarray):
+        if kv_transfer.shape != (n,):
+            raise InvalidInput(
+                "kv_transfer", f"give one hand-off time per request ({n}), got {kv_transfer.shape}"
+            )
+        return kv_transfer.astype(np.float64)
+    if callable(kv_transfer):
+        xfer = np.asarray([float(kv_transfer(p)) for p in prompt.tolist()], dtype=np.float64)
+        if n and not (np.all(np.isfinite(xfer)) and float(xfer.min()) >= 0.0):
+            raise InvalidInput("kv_transfer", "the callable must return finite seconds >= 0")
+        return xfer
+    return prompt.astype(np.float64) * float(kv_transfer)
 
 
 def _engines(
