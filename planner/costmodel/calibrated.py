@@ -16,6 +16,15 @@ from pathlib import Path
 from typing import Any
 
 from planner.costmodel import fitting
+from planner.costmodel.fit_predict import (
+    Observation,
+    Predictor,
+    check_gpu_matches,
+    check_model_matches,
+    linear_layers_time_s,
+    observations,
+    predict,
+)
 from planner.costmodel.fitting import (
     BOUNDS,
     HINTS,
@@ -26,17 +35,10 @@ from planner.costmodel.fitting import (
     SCALES,
     STARTS,
     Calibration,
-    Observation,
     ParameterReport,
-    Predictor,
     UnderdeterminedFit,
-    check_gpu_matches,
-    check_model_matches,
     fit_profile,
-    linear_layers_time_s,
     mape,
-    observations,
-    predict,
 )
 from planner.costmodel.profile import Profile, profile_to_json
 from planner.costmodel.profiles import builtin_profile as builtin_calibrated
