@@ -24,7 +24,12 @@ Where each figure comes from (vLLM 0.11 sources under vllm/model_executor/layers
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from statistics import median
 from typing import Annotated, Literal, get_args
 
 from pydantic import AfterValidator
@@ -149,23 +154,69 @@ def weight_format_error(weight_dtype: str, gpu_name: str, gpu_vendor: str) -> st
 # efficiency (the profile's eta_matmul is fitted on bf16 GEMMs and applies on top): measured where
 # NVIDIA aiconfigurator 0.12.0's vLLM GEMM tables time the format (tools/quantized_gemm_efficiency.py:
 # median over 693 compute-bound shapes, m, n, k >= 4096). B200 NVFP4 (FlashInfer CuteDSL kernel)
-# reaches 43.6% of its 9 PFLOPS where bf16 reaches 69.0% of 2.25: 0.6285. The tables hold no int4
-# weight-only (Marlin) or int8 GEMM: those run at the roofline of their rate (1.0, transferred from
-# bf16), and a plan or evaluation using one says so in its warnings. (fp8 measures 0.6846 on H100
-# and 0.6915 on B200; capplan's fp8 keeps the full rate its profiles were fitted with.)
+# reaches 43.6% of its 9 PFLOPS where bf16 reaches 69.0% of 2.25: 0.6285. (fp8 measures 0.6846 on
+# H100 and 0.6915 on B200; capplan's fp8 keeps the full rate its profiles were fitted with.)
 MEASURED_GEMM_EFFICIENCY: dict[tuple[str, str], float] = {("nvfp4", "b200"): 0.6285}
 QUANTIZED: frozenset[str] = frozenset({"int8", "int4-awq", "int4-gptq", "nvfp4"})
 ROOFLINE_ONLY: frozenset[str] = frozenset({"int8", "int4-awq", "int4-gptq"})
 
+# vLLM's Marlin kernel (weight-only: dequantized to fp16/bf16 in the kernel) runs int4 AWQ/GPTQ,
+# and fp8 checkpoints on GPUs without fp8 tensor cores (compute capability < 8.9: fp8.py's
+# use_marlin, marlin_utils_fp8.py). Where a GEMM is compute bound it is slower than cuBLAS at the
+# same bf16 tensor-core rate: data/kernels/marlin-a800-n8192-k8192.json times both on an A800-SXM4
+# (the A100 SXM 80GB's chip). Its efficiency relative to bf16 is the median over the timed m of
+# at least MARLIN_COMPUTE_BOUND_M tokens of t_bf16(m) / t_marlin(m): W8A16 0.7963, W4A16 0.8810.
+# The 8-bit column is Marlin's int8 (uint8b128) path: fp8 takes the same kernel with another
+# dequantization (bit arithmetic instead of a subtraction), not timed in the table. Memory-bound
+# steps keep reading the format's bytes (linear_bytes_per_weight).
+MARLIN_TABLE = "marlin-a800-n8192-k8192.json"
+MARLIN_COLUMN: dict[str, str] = {
+    "fp8": "marlin_w8a16",
+    "int4-awq": "marlin_w4a16",
+    "int4-gptq": "marlin_w4a16",
+}
+MARLIN_GPUS: frozenset[str] = frozenset({"a100-80gb-sxm"})  # the GPUs the table times (no fp8 cores)
+MARLIN_COMPUTE_BOUND_M = 4096  # as tools/quantized_gemm_efficiency.py: m, n, k >= 4096
+
+
+@cache
+def marlin_table() -> dict[str, dict[str, float]]:
+    """The table's GEMM times in ms per kernel column, keyed by m (as a string)."""
+    path = resources.files("planner.catalog") / "data" / "kernels" / MARLIN_TABLE
+    times: dict[str, dict[str, float]] = json.loads(path.read_text())["time_ms"]
+    return times
+
+
+@cache
+def marlin_efficiency(column: str) -> float:
+    """Marlin's compute-bound GEMM rate over cuBLAS bf16's on the table's GPU: the median of
+    t_bf16(m) / t_marlin(m) over m >= MARLIN_COMPUTE_BOUND_M (both run the bf16 tensor cores, so
+    the ratio of times is the ratio of efficiencies)."""
+    table = marlin_table()
+    ratios = [
+        table["torch_w16a16"][m] / t for m, t in table[column].items() if int(m) >= MARLIN_COMPUTE_BOUND_M
+    ]
+    return float(median(ratios))
+
+
+def _marlin_measured(weight_dtype: str, gpu_name: str) -> bool:
+    return weight_dtype in MARLIN_COLUMN and gpu_name in MARLIN_GPUS
+
 
 def gemm_efficiency(weight_dtype: str, gpu_name: str) -> float:
-    """The format's measured GEMM efficiency on this GPU relative to bf16's (1.0: none measured)."""
+    """The format's measured GEMM efficiency on this GPU relative to bf16's (1.0: none measured):
+    aiconfigurator's tables, or Marlin's on the GPUs its table times (fp8 there is Marlin W8A16)."""
+    if _marlin_measured(weight_dtype, gpu_name):
+        return marlin_efficiency(MARLIN_COLUMN[weight_dtype])
     return MEASURED_GEMM_EFFICIENCY.get((weight_dtype, gpu_name), 1.0)
 
 
-def rate_warning(weight_dtype: str) -> str | None:
-    """The GEMM rate of a quantized format is a roofline, not a measured kernel (None: measured)."""
+def rate_warning(weight_dtype: str, gpu_names: Sequence[str] = ()) -> str | None:
+    """The GEMM rate of a quantized format is a roofline, not a measured kernel, on the GPUs
+    named (none named: any GPU). None: measured on every GPU named, or not a roofline format."""
     if weight_dtype not in ROOFLINE_ONLY:
+        return None
+    if gpu_names and all(_marlin_measured(weight_dtype, g) for g in gpu_names):
         return None
     kind = weight_format(weight_dtype).matmul
     return (
@@ -174,13 +225,13 @@ def rate_warning(weight_dtype: str) -> str | None:
     )
 
 
-def quantized_warnings(weight_dtype: str) -> list[str]:
+def quantized_warnings(weight_dtype: str, gpu_names: Sequence[str] = ()) -> list[str]:
     """What a plan says when it picks quantized weights: quality is the user's call, and the
-    GEMM rate is a roofline, not a measured kernel."""
+    GEMM rate is a roofline, not a measured kernel (unless measured on every GPU it uses)."""
     if weight_dtype not in QUANTIZED:
         return []
     fmt = weight_format(weight_dtype)
-    rate = rate_warning(weight_dtype)
+    rate = rate_warning(weight_dtype, gpu_names)
     return [
         f"weights in {weight_dtype} ({fmt.why}): the plan sizes memory and speed only; whether the "
         "quantized checkpoint's quality is acceptable is the user's call (evaluate it on your task)",
