@@ -490,7 +490,8 @@ def toy_engine(threshold: int) -> Engine:
     Workload: prompts of exactly 1,000 tokens, answers of exactly 17 (d = 16 decode steps),
     Poisson arrivals; budget 2,048, `long_prefill_token_threshold` as given, room for
     everything else (seats, KV)."""
-    zero = {f.name: 0.0 for f in dataclasses.fields(StepCoefficients) if f.name != "ep_moe"}  # ep_moe: off (None)
+    off = ("ep_moe", "linear_rate")  # off (None)
+    zero = {f.name: 0.0 for f in dataclasses.fields(StepCoefficients) if f.name not in off}
     coef = StepCoefficients(**(zero | {"linear_s_per_token": A_S, "overhead_s": T0_S}))
     wl = Workload.from_mapping(
         {

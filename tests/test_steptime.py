@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from planner.catalog.gpus import get_gpu
 from planner.catalog.models import DTYPE_BYTES, get_model
+from planner.catalog.quantization import MARLIN_COLUMN, MARLIN_GPUS, gemm_efficiency, marlin_points
 from planner.costmodel.profile import THEORETICAL, Profile
 from planner.costmodel.roofline import Replica
 from planner.costmodel.steptime import (
@@ -73,14 +74,23 @@ def reference_step_s(r: Replica, chunks: list[tuple[float, float]], n: float, s:
     u = min(1.0, max(n, 1.0) * math.ceil(m.kv_heads / tp) / (g.sms * a)) if a > 0 else 1.0
     bytes_moved = weights + s * kv / u + sum((p + c) * kv for c, p in real)
     linear_flops = 2 * m.active_params * (tokens + prof.matmul_phantom_tokens) / tp
+    logits_flops = 0.0
     if prof.sampled_logits:
         layers = m.active_params - head_params(m)
-        linear_flops = (2 * layers * (tokens + prof.matmul_phantom_tokens) + 2 * vocab * n) / tp
+        linear_flops = 2 * layers * (tokens + prof.matmul_phantom_tokens) / tp
+        logits_flops = 2 * vocab * n / tp
     attention_flops = 4 * m.layers * m.query_dim * (sum(c * (p + c / 2) for c, p in real) + s) / tp
     bw = g.bandwidth * prof.eta_bandwidth
-    matmul = g.matmul_flops(r.weight_dtype) * prof.eta_matmul
+    matmul = g.matmul_flops(r.weight_dtype) * prof.eta_matmul * gemm_efficiency(r.weight_dtype, g.name)
     attention = g.matmul_flops("bf16") * prof.eta_attention
-    t = max(bytes_moved / bw, linear_flops / matmul + attention_flops / attention)
+    # Marlin where its table times the format (fp8 on an A100): the layers' GEMMs at its
+    # efficiency relative to cuBLAS bf16 at this many tokens, interpolated in log tokens
+    layers_rate = matmul
+    if r.weight_dtype in MARLIN_COLUMN and g.name in MARLIN_GPUS:
+        ms, effs = zip(*marlin_points(MARLIN_COLUMN[r.weight_dtype]), strict=True)
+        layers_rate = g.matmul_flops("bf16") * prof.eta_matmul * np.interp(np.log(tokens), np.log(ms), effs)
+    compute = linear_flops / layers_rate + logits_flops / matmul + attention_flops / attention
+    t = max(bytes_moved / bw, compute)
     if tp > 1:
         per_call = 2 * (tp - 1) / tp * tokens * m.hidden_size * 2
         t += 2 * m.layers * (per_call / g.interconnect_bandwidth + g.interconnect_latency)
@@ -106,6 +116,9 @@ REPLICAS = [
     Replica(
         get_model("meta-llama/Llama-3.1-70B-Instruct"), get_gpu("b200"), tp=8, kv_dtype="fp8", profile=VLLM
     ),
+    # fp8 on an A100: FP8 Marlin's measured rate by tokens (planner.catalog.quantization)
+    Replica(get_model("Qwen/Qwen3-32B"), get_gpu("a100-80gb-sxm"), weight_dtype="fp8", profile=VLLM),
+    Replica(get_model("Qwen/Qwen3-8B"), get_gpu("a100-80gb-sxm"), tp=2, weight_dtype="fp8", profile=SLOW),
 ]
 
 

@@ -27,11 +27,12 @@ def _latency_slo(targets: SloTargets | None) -> Slo | None:
     return targets.to_slo()
 
 
-def _profile_warning(warning: str | None, weight_dtype: str) -> str | None:
-    """The profile's warning, and that a quantized format's GEMMs are timed at the roofline."""
+def _profile_warning(warning: str | None, weight_dtype: str, gpu_name: str) -> str | None:
+    """The profile's warning, and that a quantized format's GEMMs are timed at the roofline
+    (where no kernel table measures them on this GPU)."""
     from planner.catalog.quantization import rate_warning
 
-    parts = [w for w in (warning, rate_warning(weight_dtype)) if w]
+    parts = [w for w in (warning, rate_warning(weight_dtype, (gpu_name,))) if w]
     return "; ".join(parts) or None
 
 
@@ -65,7 +66,9 @@ def evaluate(request: EvaluateRequest | Mapping[str, Any], *, base_dir: BaseDir 
             "gpu_memory_utilization": resolved.spec.gpu_memory_utilization,
             "usd_per_gpu_hour": resolved.usd_per_gpu_hour,
             "profile": profile.name,
-            "profile_warning": _profile_warning(profile.warning, resolved.spec.weight_dtype),
+            "profile_warning": _profile_warning(
+                profile.warning, resolved.spec.weight_dtype, resolved.replica.gpu.name
+            ),
         },
         "workload": {
             "name": stats.name,

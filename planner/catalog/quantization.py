@@ -19,12 +19,19 @@ Where each figure comes from (vLLM 0.11 sources under vllm/model_executor/layers
 - `nvfp4` (modelopt.py, ModelOptNvFp4Config): 4-bit e2m1 values (0.5 byte), one fp8 e4m3 scale per
   16 values, one fp32 global scale per tensor (left out: bytes per matrix, not per weight);
   FP4 tensor cores, Blackwell only.
-- `fp8` (fp8.py, `--quantization fp8`): one byte a weight, one fp32 scale per tensor (left out).
+- `fp8` (fp8.py, `--quantization fp8`): one byte a weight, one fp32 scale per tensor (left out);
+  W8A8 on fp8 tensor cores, weight-only FP8 Marlin (W8A16, the bf16 rate) on GPUs without them.
 """
 
 from __future__ import annotations
 
+import json
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from statistics import median
 from typing import Annotated, Literal, get_args
 
 from pydantic import AfterValidator
@@ -149,23 +156,106 @@ def weight_format_error(weight_dtype: str, gpu_name: str, gpu_vendor: str) -> st
 # efficiency (the profile's eta_matmul is fitted on bf16 GEMMs and applies on top): measured where
 # NVIDIA aiconfigurator 0.12.0's vLLM GEMM tables time the format (tools/quantized_gemm_efficiency.py:
 # median over 693 compute-bound shapes, m, n, k >= 4096). B200 NVFP4 (FlashInfer CuteDSL kernel)
-# reaches 43.6% of its 9 PFLOPS where bf16 reaches 69.0% of 2.25: 0.6285. The tables hold no int4
-# weight-only (Marlin) or int8 GEMM: those run at the roofline of their rate (1.0, transferred from
-# bf16), and a plan or evaluation using one says so in its warnings. (fp8 measures 0.6846 on H100
-# and 0.6915 on B200; capplan's fp8 keeps the full rate its profiles were fitted with.)
+# reaches 43.6% of its 9 PFLOPS where bf16 reaches 69.0% of 2.25: 0.6285. (fp8 measures 0.6846 on
+# H100 and 0.6915 on B200; capplan's fp8 keeps the full rate its profiles were fitted with.)
 MEASURED_GEMM_EFFICIENCY: dict[tuple[str, str], float] = {("nvfp4", "b200"): 0.6285}
 QUANTIZED: frozenset[str] = frozenset({"int8", "int4-awq", "int4-gptq", "nvfp4"})
 ROOFLINE_ONLY: frozenset[str] = frozenset({"int8", "int4-awq", "int4-gptq"})
 
+# vLLM's Marlin kernel (weight-only: dequantized to fp16/bf16 in the kernel) runs int4 AWQ/GPTQ,
+# and fp8 checkpoints on GPUs without fp8 tensor cores (compute capability < 8.9: fp8.py's
+# use_marlin, marlin_utils_fp8.py). data/kernels/marlin-a800-n8192-k8192.json times it beside
+# cuBLAS bf16 on an A800-SXM4 (the A100 SXM 80GB's chip) for m = 1..16384 tokens: its efficiency
+# relative to bf16 at m is t_bf16(m) / t_marlin(m), above 1 at a few tokens (fewer bytes read),
+# below 1 where the GEMM is compute bound (dequantizing costs it: W8A16 0.7963, W4A16 0.8810,
+# the median over m >= MARLIN_COMPUTE_BOUND_M). gemm_efficiency is that compute-bound figure;
+# the step formula takes the ratio at the step's tokens (marlin_points, marlin_rate_knots;
+# docs/quantization.md). The 8-bit column is Marlin's int8 (uint8b128) path: fp8 takes the same
+# kernel with another dequantization, not timed in the table. The memory side keeps reading the
+# format's bytes (linear_bytes_per_weight).
+MARLIN_TABLE = "marlin-a800-n8192-k8192.json"
+MARLIN_COLUMN: dict[str, str] = {
+    "fp8": "marlin_w8a16",
+    "int4-awq": "marlin_w4a16",
+    "int4-gptq": "marlin_w4a16",
+}
+MARLIN_GPUS: frozenset[str] = frozenset({"a100-80gb-sxm"})  # the GPUs the table times (no fp8 cores)
+MARLIN_COMPUTE_BOUND_M = 4096  # as tools/quantized_gemm_efficiency.py: m, n, k >= 4096
+MARLIN_DIP = 0.1  # a cuBLAS point this much slower per FLOP than at half the tokens: left out
+
+
+@cache
+def marlin_table() -> dict[str, dict[str, float]]:
+    """The table's GEMM times in ms per kernel column, keyed by m (as a string)."""
+    path = resources.files("planner.catalog") / "data" / "kernels" / MARLIN_TABLE
+    times: dict[str, dict[str, float]] = json.loads(path.read_text())["time_ms"]
+    return times
+
+
+@cache
+def marlin_efficiency(column: str) -> float:
+    """Marlin's compute-bound GEMM rate over cuBLAS bf16's on the table's GPU: the median of
+    t_bf16(m) / t_marlin(m) over m >= MARLIN_COMPUTE_BOUND_M (both run the bf16 tensor cores, so
+    the ratio of times is the ratio of efficiencies)."""
+    table = marlin_table()
+    ratios = [
+        table["torch_w16a16"][m] / t for m, t in table[column].items() if int(m) >= MARLIN_COMPUTE_BOUND_M
+    ]
+    return float(median(ratios))
+
+
+@cache
+def marlin_points(column: str) -> tuple[tuple[int, float], ...]:
+    """(m, Marlin's efficiency relative to cuBLAS bf16 at m) where the table has it: t_bf16(m) /
+    t_marlin(m) at each m below MARLIN_COMPUTE_BOUND_M (above 1 where Marlin, reading fewer
+    bytes, is the faster), then the compute-bound median at MARLIN_COMPUTE_BOUND_M. An m where
+    cuBLAS runs more than MARLIN_DIP slower per FLOP than at m / 2 is left out: a heuristic's
+    dip (the table's m = 512: 139.7 TFLOPS after 207.8 at 256), which a bf16 profile, smooth
+    in m, does not follow."""
+    table = marlin_table()
+    ref, col = table["torch_w16a16"], table[column]
+    points: list[tuple[int, float]] = []
+    for m in sorted(int(key) for key in col):
+        if m >= MARLIN_COMPUTE_BOUND_M:
+            break
+        half = ref.get(str(m // 2))
+        if half is not None and ref[str(m)] * (1.0 - MARLIN_DIP) > 2.0 * half:
+            continue
+        points.append((m, ref[str(m)] / col[str(m)]))
+    points.append((MARLIN_COMPUTE_BOUND_M, marlin_efficiency(column)))
+    return tuple(points)
+
+
+def marlin_rate_knots(
+    weight_dtype: str, gpu_name: str
+) -> tuple[tuple[float, ...], tuple[float, ...], float] | None:
+    """The step formula's curve (planner.costmodel.coefficients.GemmRateCurve) for a format Marlin
+    runs on a GPU its table times: log m, the efficiency at m (marlin_points) and the one the
+    linear term is priced at (gemm_efficiency, the compute-bound one); None elsewhere."""
+    if not _marlin_measured(weight_dtype, gpu_name):
+        return None
+    points = marlin_points(MARLIN_COLUMN[weight_dtype])
+    return tuple(math.log(m) for m, _ in points), tuple(e for _, e in points), points[-1][1]
+
+
+def _marlin_measured(weight_dtype: str, gpu_name: str) -> bool:
+    return weight_dtype in MARLIN_COLUMN and gpu_name in MARLIN_GPUS
+
 
 def gemm_efficiency(weight_dtype: str, gpu_name: str) -> float:
-    """The format's measured GEMM efficiency on this GPU relative to bf16's (1.0: none measured)."""
+    """The format's measured GEMM efficiency on this GPU relative to bf16's (1.0: none measured):
+    aiconfigurator's tables, or Marlin's on the GPUs its table times (fp8 there is Marlin W8A16)."""
+    if _marlin_measured(weight_dtype, gpu_name):
+        return marlin_efficiency(MARLIN_COLUMN[weight_dtype])
     return MEASURED_GEMM_EFFICIENCY.get((weight_dtype, gpu_name), 1.0)
 
 
-def rate_warning(weight_dtype: str) -> str | None:
-    """The GEMM rate of a quantized format is a roofline, not a measured kernel (None: measured)."""
+def rate_warning(weight_dtype: str, gpu_names: Sequence[str] = ()) -> str | None:
+    """The GEMM rate of a quantized format is a roofline, not a measured kernel, on the GPUs
+    named (none named: any GPU). None: measured on every GPU named, or not a roofline format."""
     if weight_dtype not in ROOFLINE_ONLY:
+        return None
+    if gpu_names and all(_marlin_measured(weight_dtype, g) for g in gpu_names):
         return None
     kind = weight_format(weight_dtype).matmul
     return (
@@ -174,13 +264,13 @@ def rate_warning(weight_dtype: str) -> str | None:
     )
 
 
-def quantized_warnings(weight_dtype: str) -> list[str]:
+def quantized_warnings(weight_dtype: str, gpu_names: Sequence[str] = ()) -> list[str]:
     """What a plan says when it picks quantized weights: quality is the user's call, and the
-    GEMM rate is a roofline, not a measured kernel."""
+    GEMM rate is a roofline, not a measured kernel (unless measured on every GPU it uses)."""
     if weight_dtype not in QUANTIZED:
         return []
     fmt = weight_format(weight_dtype)
-    rate = rate_warning(weight_dtype)
+    rate = rate_warning(weight_dtype, gpu_names)
     return [
         f"weights in {weight_dtype} ({fmt.why}): the plan sizes memory and speed only; whether the "
         "quantized checkpoint's quality is acceptable is the user's call (evaluate it on your task)",

@@ -68,6 +68,10 @@ class StepCoefficients:
     # Expert parallelism priced from measured kernels (planner.costmodel.ep_measured; None = the
     # roofline): the MoE layers' measured EP-over-TP slowdown, added by the formula per step.
     ep_moe: EpMoeTerm | None = None
+    # A weight-only kernel timed against cuBLAS bf16 (planner.catalog.quantization.marlin_rate_knots;
+    # None = the rate above at every step): the linear term of a step of t tokens, phantom tokens
+    # included, is multiplied by the curve's factor at t (1 where linear_s_per_token's rate holds).
+    linear_rate: GemmRateCurve | None = None
 
     def decode_kv_factor(self, decodes: float) -> float:
         """f(n) = max(1, N0 / max(n, 1)): how much slower than the achieved bandwidth n decodes
@@ -168,3 +172,49 @@ class EpMoeTerm:
         mem = k.moe_weight_bytes * (1.0 - np.power(k.moe_untouched_ratio, t)) * k.s_per_byte
         cmp = (k.linear_s_per_token * self.expert_share) * t
         return (self.ratio_array(t) - 1.0) * np.maximum(mem, cmp)
+
+
+@dataclass(frozen=True)
+class GemmRateCurve:
+    """A measured kernel's linear-layer efficiency by the step's tokens t, where
+    `linear_s_per_token` is priced at efficiency `priced_at`: the efficiency at log t
+    (`log_tokens`, increasing; `efficiencies` > 0) interpolated in log t, clamped to the ends (t
+    below one token taken as one). The formula multiplies the linear term, phantom tokens
+    included, by priced_at / efficiency(t)."""
+
+    log_tokens: tuple[float, ...]
+    efficiencies: tuple[float, ...]
+    priced_at: float
+    _log_array: npt.NDArray[np.float64] = field(init=False, repr=False, compare=False)
+    _eff_array: npt.NDArray[np.float64] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_log_array", np.array(self.log_tokens))
+        object.__setattr__(self, "_eff_array", np.array(self.efficiencies))
+
+    def factor(self, tokens: float) -> float:
+        x = math.log(max(tokens, 1.0))
+        xs, ys = self.log_tokens, self.efficiencies
+        i = bisect.bisect_right(xs, x)
+        if i == 0:
+            eff = ys[0]
+        elif i == len(xs):
+            eff = ys[-1]
+        else:
+            x0, x1 = xs[i - 1], xs[i]
+            eff = ys[i - 1] + (ys[i] - ys[i - 1]) * (x - x0) / (x1 - x0)
+        return self.priced_at / eff
+
+    def factor_array(self, tokens: Any) -> npt.NDArray[np.float64]:
+        """`factor` on an array of token counts (numpy's interpolation: the same line)."""
+        x = np.log(np.maximum(tokens, 1.0))
+        return self.priced_at / np.interp(x, self._log_array, self._eff_array)
+
+    def excess_s(self, linear_s_per_token: float, phantom_s: float, tokens: float) -> float:
+        """Seconds the linear term of a step of `tokens` takes beyond the rate's: (factor - 1) x
+        (linear_s_per_token x tokens + phantom_s) (negative where the kernel is faster)."""
+        return (self.factor(tokens) - 1.0) * (linear_s_per_token * tokens + phantom_s)
+
+    def excess_array(self, linear_s_per_token: Any, phantom_s: float, tokens: Any) -> npt.NDArray[np.float64]:
+        """`excess_s` on an array of token counts."""
+        return (self.factor_array(tokens) - 1.0) * (linear_s_per_token * tokens + phantom_s)

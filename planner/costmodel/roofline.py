@@ -184,6 +184,8 @@ class Replica:
         if tokens <= 0:
             return StepBreakdown(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
         bytes_moved = k.weight_bytes_read(tokens) + (s + kv) * k.kv_bytes_per_token
+        rate = k.linear_rate  # a measured kernel's rate at these tokens (steptime)
+        kernel_s = 0.0 if rate is None else rate.excess_s(k.linear_s_per_token, k.linear_phantom_s, tokens)
         return StepBreakdown(
             bytes_moved=bytes_moved,
             linear_flops=k.linear_flops_per_token * tokens + k.sampled_flops_per_decode * decode_count * q,
@@ -195,7 +197,8 @@ class Replica:
             # small GEMMs' phantom tokens and the sampled rows' logits (calibrated profiles; steptime)
             compute_s=k.linear_s_per_token * tokens
             + k.attention_s_per_pair * (pairs + s * q)
-            + (k.linear_phantom_s + k.sampled_s_per_decode * decode_count * q),
+            + (k.linear_phantom_s + k.sampled_s_per_decode * decode_count * q)
+            + kernel_s,
             # the fixed per-step cost and the per-decode one (Profile.sequence_overhead_s)
             overhead_s=k.overhead_s + k.sequence_s * decode_count,
             prefix_reread_s=k.prefix_reread_s_per_token * prefix,

@@ -38,6 +38,11 @@ Calibrated profiles refine three terms (each off, i.e. exactly the above, at its
   activations) read and write each token's hidden state e times over all layers, not
   overlapped and not split by TP: time += e L h 2 tokens / BW, beside the all-reduce.
 
+Measured weight-only kernels (`StepCoefficients.linear_rate`, Marlin on a GPU its table times:
+planner.catalog.quantization): the linear term of a step of t tokens, phantom tokens included,
+is multiplied by e_c / e(t), e(t) the kernel's measured efficiency at t over cuBLAS bf16's, e_c
+the compute-bound one `linear_s_per_token` is priced at (t fixed in a decode run: still affine).
+
 Decode attention parallelism (calibrated profiles with `decode_attention_items_per_sm` a > 0):
 the decode attention kernel runs one work item per (sequence, KV head on this GPU), and with
 fewer than SMs x a of them it cannot pull the full bandwidth. The decodes' KV is read at
@@ -66,8 +71,8 @@ import numpy.typing as npt
 
 from planner.catalog.gpus import GpuSpec
 from planner.catalog.models import DTYPE_BYTES, Dtype, ModelSpec
-from planner.catalog.quantization import DEFAULT_GROUP_SIZE, WeightDtype, gemm_efficiency
-from planner.costmodel.coefficients import StepCoefficients, _ArrayConstants
+from planner.catalog.quantization import DEFAULT_GROUP_SIZE, WeightDtype, gemm_efficiency, marlin_rate_knots
+from planner.costmodel.coefficients import GemmRateCurve, StepCoefficients, _ArrayConstants
 from planner.costmodel.ep_measured import EpMoeTerm, moe_term
 from planner.costmodel.expert_parallel import (
     ExpertParallel,
@@ -223,11 +228,19 @@ def step_coefficients(
         attention_flops_per_pair=attn_flops,
         sampled_flops_per_decode=sampled_flops,
         ep_moe=ep_moe,
+        linear_rate=_linear_rate(weight_dtype, gpu.name),
     )
     if speculative is None:
         return out
     proposer = proposer_cost(model, speculative, tp, kv_dtype, draft)
     return speculative_coefficients(out, speculative, proposer, gpu, profile, tp)
+
+
+def _linear_rate(weight_dtype: str, gpu_name: str) -> GemmRateCurve | None:
+    """Marlin's measured rate by tokens where its table times the format on this GPU (None:
+    the format's rate at every step)."""
+    knots = marlin_rate_knots(weight_dtype, gpu_name)
+    return None if knots is None else GemmRateCurve(*knots)
 
 
 def linear_layers_coefficients(
@@ -298,6 +311,8 @@ def _scalar(k: StepCoefficients, n: float, s: float, c: float, a: float, kv: flo
     cmp = k.linear_s_per_token * tokens + k.attention_s_per_pair * (a + sq)
     if k.linear_phantom_s or k.sampled_s_per_decode:
         cmp += k.linear_phantom_s + k.sampled_s_per_decode * nq
+    if k.linear_rate is not None:
+        cmp += k.linear_rate.excess_s(k.linear_s_per_token, k.linear_phantom_s, tokens)
     out = (
         (mem if mem >= cmp else cmp)
         + ((k.allreduce_s_per_token + k.elementwise_s_per_token) * tokens + k.allreduce_s)
@@ -346,6 +361,8 @@ def _array(
     cmp = kc.linear * tokens + kc.attention * (a + sq)
     if k.sampled_s_per_decode:
         cmp += kc.sampled * nq  # a fresh array of the broadcast shape: in place
+    if k.linear_rate is not None:  # phantom tokens sit outside the max: the excess is the same
+        cmp = cmp + k.linear_rate.excess_array(kc.linear, k.linear_phantom_s, tokens)
     out = np.maximum(mem, cmp)
     if k.allreduce_s_per_token or k.elementwise_s_per_token:
         out += kc.per_token * tokens
@@ -388,6 +405,8 @@ def _array_one_decode_batch(
         nq, sq = _verify_tokens(k, n, s)
     cmp = c * kc.linear + a * kc.attention  # (not in place: c or a may broadcast the other)
     cmp += k.linear_s_per_token * nq + k.attention_s_per_pair * sq + k.sampled_s_per_decode * nq
+    if k.linear_rate is not None:
+        cmp = cmp + k.linear_rate.excess_array(kc.linear, k.linear_phantom_s, c + nq)
     out = np.maximum(mem, cmp)
     per_token = k.allreduce_s_per_token + k.elementwise_s_per_token
     if per_token:
@@ -530,6 +549,8 @@ def decode_run_time_s(k: StepCoefficients, decodes: int, context: float, steps: 
     a_mem = k.weight_bytes_read(nq) * k.s_per_byte
     b_mem = k.kv_bytes_per_token * k.s_per_byte * k.decode_kv_factor(n)
     a_cmp = k.linear_s_per_token * nq + k.linear_phantom_s + k.sampled_s_per_decode * nq
+    if k.linear_rate is not None:  # the same tokens every step of the run
+        a_cmp += k.linear_rate.excess_s(k.linear_s_per_token, k.linear_phantom_s, nq)
     b_cmp = k.attention_s_per_pair * q
     if q == 1.0:
         per_decode = k.allreduce_s_per_token + k.elementwise_s_per_token + k.sequence_s

@@ -212,7 +212,7 @@ def _by_weight_format(req: PlanRequest, plan_one: Callable[[PlanRequest], PlanRe
             for f, r in reports
         ]
         notes.append(f"candidates.weight_dtypes: {fmt} chosen; " + ", ".join(costs))
-    warnings = [*best.warnings, *quantized_warnings(fmt)]
+    warnings = [*best.warnings, *quantized_warnings(fmt, [g.gpu for g in best.gpus])]
     if fmt not in ("bf16", "fp8") and fmt not in c.weight_checkpoints:
         warnings.append(
             f"vllm serve needs a pre-quantized {fmt} checkpoint of {best.model}: name it in "
