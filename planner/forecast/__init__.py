@@ -14,7 +14,15 @@ from collections.abc import Callable, Sequence
 from types import MappingProxyType
 
 from planner.errors import InvalidInput, echo
-from planner.forecast import conformal, ets, last_week_peak, mstl, seasonal_naive
+from planner.forecast import (
+    conformal,
+    conformal_relative,
+    ets,
+    last_week_peak,
+    mstl,
+    seasonal_naive,
+    seasonal_peak,
+)
 from planner.forecast.base import Forecast, Prepared, check_quantiles, prepare
 from planner.forecast.growth import Growth, growth_factors
 from planner.history.series import HistorySeries
@@ -23,7 +31,10 @@ __all__ = ["DEFAULT_METHOD", "FORECASTERS", "Forecast", "Growth", "forecast"]
 
 ForecastFn = Callable[[Prepared, int, Sequence[float]], Forecast]
 FORECASTERS: MappingProxyType[str, ForecastFn] = MappingProxyType(
-    {m.NAME: m.forecast for m in (mstl, conformal, ets, seasonal_naive, last_week_peak)}
+    {
+        m.NAME: m.forecast
+        for m in (mstl, conformal, conformal_relative, ets, seasonal_peak, seasonal_naive, last_week_peak)
+    }
 )
 BASELINES = ("seasonal_naive", "last_week_peak")
 DEFAULT_METHOD = "mstl"
