@@ -3,9 +3,10 @@
 One forecaster per module behind `FORECASTERS` (name -> `forecast(prepared, horizon_buckets,
 quantiles) -> Forecast`): `mstl` (the default: daily + weekly seasons and a smoothed trend),
 `conformal` (mstl's point, its upper bound calibrated on mstl's own past forecast errors),
-`ets` (exponential smoothing, one daily season), and the baselines `seasonal_naive` (last
-week's same hour) and `last_week_peak` (the last 7 days' peak, flat). `forecast()` prepares the
-history (gaps interpolated and counted), runs one, and applies growth.
+`conformal_relative` (the same, errors scaled by the level), `ets` (exponential smoothing, one
+daily season), `seasonal_peak` (the last week's high at each time of day), and the baselines
+`seasonal_naive` (last week's same hour) and `last_week_peak` (the last 7 days' peak, flat).
+`forecast()` prepares the history (gaps interpolated and counted), runs one, and applies growth.
 """
 
 from __future__ import annotations
