@@ -4,8 +4,8 @@ made at, so the headroom follows the daily cycle.
 
 Why: `conformal` pools absolute errors (requests/s) over every hour and adds the same headroom to
 each; the errors of the busy hours set it, and the quiet hours buy the busy hours' headroom. On a
-service whose peak is twice its trough (ServeGen's m-small) that is capacity bought at 4 a.m.
-for an error made at 8 p.m. Here each calibration error is a score s = (observed - point) /
+service whose peak hour is twice its trough (ServeGen's m-small) that is capacity bought in
+the trough for an error made at the peak. Here each calibration error is a score s = (observed - point) /
 max(point, floor), the future bucket's quantile q is point + max(point, floor) x the scores'
 conformal q-quantile (the ceil((m + 1) q)-th smallest of m, as in `conformal`), never below 0:
 headroom in proportion to the forecast level.
@@ -13,8 +13,9 @@ headroom in proportion to the forecast level.
 The floor, `FLOOR_OF_MEDIAN` x the median rate of the history given, keeps a score bounded where
 mstl forecasts near zero (after an outage-like hour in the history: ServeGen's m-mid has hours
 at 0 among hours at ~1,800 requests/s): a point below a quarter of the typical rate is scaled as
-if it were that quarter. A quarter sits below every daily trough of the bundled histories (their
-troughs are 45% to 70% of their means), so ordinary quiet hours are scaled by their own level.
+if it were that quarter. A quarter sits well below the daily trough of each bundled history (its
+quietest hour of the day averages 66% to 84% of its mean), so ordinary quiet hours are scaled
+by their own level.
 
 Same origins, spans, fallback and cost as `conformal` (one mstl fit per calibration origin, up to
 14): nothing after the history's end is read.

@@ -11,7 +11,7 @@ day): it keeps the week's busiest day at each hour, whatever the last days did, 
 follows the daily cycle.
 
 Quantile q is the ceil((m + 1) q)-th smallest of the m rates in the window (the conformal rank:
-the largest at q >= m / (m + 1), 0.955 for 21 hourly rates); the point forecast is q = 0.5. The
+the largest for q > (m - 1) / (m + 1), 0.909 for 21 hourly rates); the point is q = 0.5. The
 same values every future day (no trend, no weekly season: the window pools the week's days). A
 history shorter than a week gives what it has (a note says so); under a day is refused.
 """
