@@ -204,7 +204,7 @@ def test_json_and_plan_file_give_a_whole_plan_request(
     assert api.plan(request, workers=1).status in ("OPTIMAL", "FEASIBLE")
 
 
-@pytest.mark.parametrize("method", ["mstl", "ets"])
+@pytest.mark.parametrize("method", ["mstl", "ets", "seasonal_peak"])
 def test_same_history_same_bytes(tmp_path: Path, capsys: pytest.CaptureFixture[str], method: str) -> None:
     noise = np.random.default_rng(3).normal(0.0, 1.0, 3 * WEEK)
     csv = _csv(tmp_path, np.maximum(_sine(3 * WEEK) + noise, 0))

@@ -9,17 +9,15 @@ testing the 24 h after it, which the fit never sees. 168 tested hours in all.
 
 What the data shows (the figures below are `capplan forecast
 planner/data/history/servegen-m-large-hourly.csv --backtest --plan examples/forecast-servegen.yaml
---origin-step 1d --min-train 7d`, measured): last week's peak buys 1,776 GPU-hours with no hour at
-risk; every forecaster at every quantile that buys fewer GPU-hours has hours at risk, and the one
-with none (ets at 0.99) buys more. The default (mstl at quantile 0.9, `capplan forecast`'s
-defaults) buys 39% fewer GPU-hours (1,079) but leaves 52 of the 168 hours at risk. conformal
-(mstl's point, quantiles from mstl's own errors inside each fold's training days) comes closest
-at 0.99: 1,742 GPU-hours (2% fewer) with 5 hours at risk; at 0.9 it halves mstl's hours at risk
-(26 against 52) for 16% more GPU-hours. The history's days 10-12 run at half the traffic of the
-others and day 13 returns to it: a fit on the quiet days under-forecasts the return, which last
-week's peak (still holding day 8's peak) covers.
-The "Done when" claim (fewer GPU-hours at no more hours at risk) does not hold on this trace; it
-holds on ServeGen's m-small service and not on m-mid (tests/test_forecast_backtest_servegen.py).
+--origin-step 1d --min-train 7d --quantiles 0.5,0.9,0.95,0.99`, measured): last week's peak buys
+1,776 GPU-hours with no hour at risk. One method x quantile buys fewer at no more hours at risk:
+ets at 0.95, 1,709 GPU-hours (4% fewer), none at risk. Every other that buys fewer has hours at
+risk: seasonal_peak at 0.95 (1,602, 4 hours), conformal at 0.99 (1,742, 5 hours). The default
+(mstl at quantile 0.9, `capplan forecast`'s defaults) buys 39% fewer GPU-hours (1,079) but leaves
+52 of the 168 hours at risk. The history's days 10-12 run at half the traffic of the others and
+day 13 returns to it: a fit on the quiet days under-forecasts the return, which last week's peak
+(still holding day 8's peak) covers. ets 0.95 is not the configuration chosen when m-large is
+held out (tests/test_forecast_selection.py): it leaves 8 hours at risk on m-mid and 5 on m-small.
 """
 
 from __future__ import annotations
@@ -40,17 +38,31 @@ ROOT = Path(__file__).resolve().parents[1]
 HISTORY = ROOT / "planner" / "data" / "history" / "servegen-m-large-hourly.csv"
 PLAN = ROOT / "examples" / "forecast-servegen.yaml"
 DAILY = Origins(step_s=DAY_S, test_s=DAY_S, min_train_s=7 * DAY_S)
-METHODS = ("mstl", "conformal", "ets", "seasonal_naive", "last_week_peak")
-QUANTILES = (0.5, 0.9, 0.99)
+METHODS = (
+    "mstl",
+    "conformal",
+    "conformal_relative",
+    "ets",
+    "seasonal_peak",
+    "seasonal_naive",
+    "last_week_peak",
+)
+QUANTILES = (0.5, 0.9, 0.95, 0.99)
 
 # (method, quantile) -> (GPU-hours, hours at risk): measured, the command in the module docstring
 PINNED = {
-    ("mstl", 0.5): (844, 92), ("mstl", 0.9): (1079, 52), ("mstl", 0.99): (1340, 16),
-    ("conformal", 0.5): (747, 105), ("conformal", 0.9): (1251, 26), ("conformal", 0.99): (1742, 5),
-    ("ets", 0.5): (799, 112), ("ets", 0.9): (1489, 6), ("ets", 0.99): (2088, 0),
-    ("seasonal_naive", 0.5): (988, 41), ("seasonal_naive", 0.9): (1414, 18),
+    ("mstl", 0.5): (844, 92), ("mstl", 0.9): (1079, 52), ("mstl", 0.95): (1180, 31), ("mstl", 0.99): (1340, 16),
+    ("conformal", 0.5): (747, 105), ("conformal", 0.9): (1251, 26), ("conformal", 0.95): (1380, 16),
+    ("conformal", 0.99): (1742, 5),
+    ("conformal_relative", 0.5): (762, 99), ("conformal_relative", 0.9): (1259, 44),
+    ("conformal_relative", 0.95): (1443, 33), ("conformal_relative", 0.99): (2114, 8),
+    ("ets", 0.5): (799, 112), ("ets", 0.9): (1489, 6), ("ets", 0.95): (1709, 0), ("ets", 0.99): (2088, 0),
+    ("seasonal_peak", 0.5): (961, 50), ("seasonal_peak", 0.9): (1501, 10), ("seasonal_peak", 0.95): (1602, 4),
+    ("seasonal_peak", 0.99): (1602, 4),
+    ("seasonal_naive", 0.5): (988, 41), ("seasonal_naive", 0.9): (1414, 18), ("seasonal_naive", 0.95): (1499, 14),
     ("seasonal_naive", 0.99): (1594, 10),
-    ("last_week_peak", 0.5): (1776, 0), ("last_week_peak", 0.9): (1776, 0), ("last_week_peak", 0.99): (1776, 0),
+    ("last_week_peak", 0.5): (1776, 0), ("last_week_peak", 0.9): (1776, 0), ("last_week_peak", 0.95): (1776, 0),
+    ("last_week_peak", 0.99): (1776, 0),
 }  # fmt: skip
 
 
@@ -91,16 +103,16 @@ def test_replicas_follow_the_load(scores: dict[tuple[str, float], Score]) -> Non
         assert len(set(fold["capacity_per_s"])) == 1
 
 
-def test_no_forecaster_beats_last_week_peak_at_no_more_risk(scores: dict[tuple[str, float], Score]) -> None:
+def test_which_forecasts_beat_last_week_peak(scores: dict[tuple[str, float], Score]) -> None:
     """The finding on this trace (module docstring): the default, mstl at 0.9, buys fewer
-    GPU-hours than last week's peak but more hours at risk; no method x quantile does both."""
+    GPU-hours than last week's peak but more hours at risk; ets at 0.95 alone does both."""
     peak = scores[("last_week_peak", 0.9)]
     default = scores[("mstl", 0.9)]
     assert default.gpu_hours < peak.gpu_hours and default.hours_at_risk > peak.hours_at_risk
     dominates = [
         k for k, s in scores.items() if s.gpu_hours < peak.gpu_hours and s.hours_at_risk <= peak.hours_at_risk
     ]
-    assert dominates == []
+    assert dominates == [("ets", 0.95)]
 
 
 def test_cli_json_carries_the_timeline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -39,7 +39,9 @@ def register(sub: Any) -> None:
         "--growth", help="traffic growth: 10%%/month (day, week, month, year) or a factor like 1.5"
     )
     p.add_argument(
-        "--method", default="mstl", help="mstl (default), conformal, ets, seasonal_naive, last_week_peak"
+        "--method",
+        default="mstl",
+        help="mstl (default), conformal, conformal_relative, ets, seasonal_peak, seasonal_naive, last_week_peak",
     )
     p.add_argument(
         "--plan", metavar="FILE", help="a plan file: print the whole plan request (needed by --backtest)"

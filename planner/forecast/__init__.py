@@ -3,9 +3,10 @@
 One forecaster per module behind `FORECASTERS` (name -> `forecast(prepared, horizon_buckets,
 quantiles) -> Forecast`): `mstl` (the default: daily + weekly seasons and a smoothed trend),
 `conformal` (mstl's point, its upper bound calibrated on mstl's own past forecast errors),
-`ets` (exponential smoothing, one daily season), and the baselines `seasonal_naive` (last
-week's same hour) and `last_week_peak` (the last 7 days' peak, flat). `forecast()` prepares the
-history (gaps interpolated and counted), runs one, and applies growth.
+`conformal_relative` (the same, errors scaled by the level), `ets` (exponential smoothing, one
+daily season), `seasonal_peak` (the last week's high at each time of day), and the baselines
+`seasonal_naive` (last week's same hour) and `last_week_peak` (the last 7 days' peak, flat).
+`forecast()` prepares the history (gaps interpolated and counted), runs one, and applies growth.
 """
 
 from __future__ import annotations
@@ -14,7 +15,15 @@ from collections.abc import Callable, Sequence
 from types import MappingProxyType
 
 from planner.errors import InvalidInput, echo
-from planner.forecast import conformal, ets, last_week_peak, mstl, seasonal_naive
+from planner.forecast import (
+    conformal,
+    conformal_relative,
+    ets,
+    last_week_peak,
+    mstl,
+    seasonal_naive,
+    seasonal_peak,
+)
 from planner.forecast.base import Forecast, Prepared, check_quantiles, prepare
 from planner.forecast.growth import Growth, growth_factors
 from planner.history.series import HistorySeries
@@ -23,7 +32,10 @@ __all__ = ["DEFAULT_METHOD", "FORECASTERS", "Forecast", "Growth", "forecast"]
 
 ForecastFn = Callable[[Prepared, int, Sequence[float]], Forecast]
 FORECASTERS: MappingProxyType[str, ForecastFn] = MappingProxyType(
-    {m.NAME: m.forecast for m in (mstl, conformal, ets, seasonal_naive, last_week_peak)}
+    {
+        m.NAME: m.forecast
+        for m in (mstl, conformal, conformal_relative, ets, seasonal_peak, seasonal_naive, last_week_peak)
+    }
 )
 BASELINES = ("seasonal_naive", "last_week_peak")
 DEFAULT_METHOD = "mstl"

@@ -74,13 +74,20 @@ def calibration_origins(n: int, day: int, span: int) -> list[int]:
 def calibration_errors(prep: Prepared, origins: Sequence[int], span: int) -> FloatArray:
     """Observed - mstl's point (requests/s) over every calibration fold's tested buckets, each
     fold fitted on the buckets before its origin only."""
+    observed, point = calibration_folds(prep, origins, span)
+    return observed - point
+
+
+def calibration_folds(prep: Prepared, origins: Sequence[int], span: int) -> tuple[FloatArray, FloatArray]:
+    """The observed rates and mstl's point forecasts (requests/s) over every calibration fold's
+    tested buckets, concatenated; each fold fitted on the buckets before its origin only."""
     y = prep.rates_per_s
-    out = []
+    observed, points = [], []
     for origin in origins:
         head = Prepared(y[:origin], prep.bucket_s, 0, prep.source)
-        point = mstl.forecast(head, span, [0.5]).point_per_s
-        out.append(y[origin : origin + span] - point)
-    return np.concatenate(out)
+        points.append(mstl.forecast(head, span, [0.5]).point_per_s)
+        observed.append(y[origin : origin + span])
+    return np.concatenate(observed), np.concatenate(points)
 
 
 def conformal_quantile(errors: FloatArray, q: float) -> float:
