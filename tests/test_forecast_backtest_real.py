@@ -41,7 +41,6 @@ DAILY = Origins(step_s=DAY_S, test_s=DAY_S, min_train_s=7 * DAY_S)
 METHODS = (
     "mstl",
     "conformal",
-    "conformal_relative",
     "ets",
     "seasonal_peak",
     "seasonal_naive",
@@ -54,8 +53,6 @@ PINNED = {
     ("mstl", 0.5): (844, 92), ("mstl", 0.9): (1079, 52), ("mstl", 0.95): (1180, 31), ("mstl", 0.99): (1340, 16),
     ("conformal", 0.5): (747, 105), ("conformal", 0.9): (1251, 26), ("conformal", 0.95): (1380, 16),
     ("conformal", 0.99): (1742, 5),
-    ("conformal_relative", 0.5): (762, 99), ("conformal_relative", 0.9): (1259, 44),
-    ("conformal_relative", 0.95): (1443, 33), ("conformal_relative", 0.99): (2114, 8),
     ("ets", 0.5): (799, 112), ("ets", 0.9): (1489, 6), ("ets", 0.95): (1709, 0), ("ets", 0.99): (2088, 0),
     ("seasonal_peak", 0.5): (961, 50), ("seasonal_peak", 0.9): (1501, 10), ("seasonal_peak", 0.95): (1602, 4),
     ("seasonal_peak", 0.99): (1602, 4),

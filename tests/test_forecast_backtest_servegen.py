@@ -20,11 +20,6 @@ What the data shows (measured: `capplan forecast planner/data/history/servegen-M
   those that buy fewer leave 9 or more hours at risk (seasonal_peak 0.95: 4,323 / 9, at the new
   highs of days 11-12). The service grows over the two weeks (day means 1,235 to 2,628
   requests/s) and has near-empty hours (README) that widen every error-based interval.
-  conformal_relative, whose errors are ratios to mstl's point, is worst there (19,900
-  GPU-hours at 0.99): fitted just after hours 231-238 (near 0), mstl forecasts 0 at those
-  times of day on the next day, where ~1,800 requests/s came; scaled by the floor (a quarter of
-  the median) those errors are scores of ~4, and the 0.99 score multiplies every future hour's
-  level.
 """
 
 from __future__ import annotations
@@ -46,7 +41,6 @@ DAILY = Origins(step_s=DAY_S, test_s=DAY_S, min_train_s=7 * DAY_S)
 METHODS = (
     "mstl",
     "conformal",
-    "conformal_relative",
     "ets",
     "seasonal_peak",
     "seasonal_naive",
@@ -65,8 +59,6 @@ PINNED = {
         ("mstl", 0.5): (839, 31), ("mstl", 0.9): (912, 21), ("mstl", 0.95): (948, 18), ("mstl", 0.99): (1043, 8),
         ("conformal", 0.5): (800, 39), ("conformal", 0.9): (952, 18), ("conformal", 0.95): (1011, 9),
         ("conformal", 0.99): (1277, 1),
-        ("conformal_relative", 0.5): (797, 39), ("conformal_relative", 0.9): (977, 13),
-        ("conformal_relative", 0.95): (1045, 10), ("conformal_relative", 0.99): (1331, 1),
         ("ets", 0.5): (822, 36), ("ets", 0.9): (1004, 12), ("ets", 0.95): (1067, 5), ("ets", 0.99): (1185, 4),
         ("seasonal_peak", 0.5): (739, 55), ("seasonal_peak", 0.9): (951, 12), ("seasonal_peak", 0.95): (1015, 5),
         ("seasonal_peak", 0.99): (1015, 5),
@@ -79,8 +71,6 @@ PINNED = {
         ("mstl", 0.5): (3668, 53), ("mstl", 0.9): (4320, 34), ("mstl", 0.95): (4496, 30), ("mstl", 0.99): (4723, 22),
         ("conformal", 0.5): (3823, 48), ("conformal", 0.9): (5202, 17), ("conformal", 0.95): (5728, 12),
         ("conformal", 0.99): (6674, 1),
-        ("conformal_relative", 0.5): (3846, 50), ("conformal_relative", 0.9): (6850, 19),
-        ("conformal_relative", 0.95): (12049, 15), ("conformal_relative", 0.99): (19900, 2),
         ("ets", 0.5): (3037, 83), ("ets", 0.9): (4783, 19), ("ets", 0.95): (5342, 8), ("ets", 0.99): (6311, 0),
         ("seasonal_peak", 0.5): (3064, 83), ("seasonal_peak", 0.9): (4197, 9), ("seasonal_peak", 0.95): (4323, 9),
         ("seasonal_peak", 0.99): (4323, 9),

@@ -2,8 +2,8 @@
 three bundled ServeGen histories (issue #36, "Done when": fewer GPU-hours than last week's peak
 at no more hours at risk, on a trace held back from fitting).
 
-The protocol, fixed before the two newest methods (`conformal_relative`, `seasonal_peak`) were
-backtested on these histories:
+The protocol, fixed before the newest method (`seasonal_peak`) was backtested on these
+histories:
 
 * candidates: every registered method x quantiles 0.5, 0.9, 0.95, 0.99, scored by the daily
   backtest of each history (the figures pinned in tests/test_forecast_backtest_real.py and
@@ -22,9 +22,9 @@ history. Each history
 has at most one configuration that beats last week's peak there (ets 0.95 on m-large,
 conformal 0.99 on m-small, none on m-mid), never the same one: the done-when does not hold on
 these histories under this protocol, and the recommendation for budget planning that must not
-add hours at risk is last week's peak (docs/forecast.md "Choosing a forecaster"). The two
-newest methods were designed from where the others lose on all three histories (their test
-days included), so even their held-out figures are not fully out of sample.
+add hours at risk is last week's peak (docs/forecast.md "Choosing a forecaster").
+`seasonal_peak` was designed from where the others lose on all three histories (their test
+days included), so even its held-out figures are not fully out of sample.
 """
 
 from __future__ import annotations

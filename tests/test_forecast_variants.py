@@ -1,6 +1,5 @@
-"""The two forecasters made for budget planning's envelope (docs/forecast.md "Methods"):
-`seasonal_peak` (a high quantile of the last week's rates at the same time of day, +- 1 h) and
-`conformal_relative` (mstl's point, headroom from mstl's past errors scaled by the level).
+"""The forecaster made for budget planning's envelope (docs/forecast.md "Methods"):
+`seasonal_peak` (a high quantile of the last week's rates at the same time of day, +- 1 h).
 
 Synthetic series with answers derived by hand here; their figures on real traffic are pinned by
 tests/test_forecast_backtest_real.py and tests/test_forecast_backtest_servegen.py.
@@ -13,9 +12,6 @@ import pytest
 
 from planner.errors import InvalidInput
 from planner.forecast import forecast
-from planner.forecast.base import prepare
-from planner.forecast.conformal import calibration_folds, calibration_origins, conformal_quantile
-from planner.forecast.conformal_relative import FLOOR_OF_MEDIAN
 from planner.history.series import HistorySeries
 from tests.test_forecast import DAY, WEEK, _series, _sine
 
@@ -80,7 +76,7 @@ def test_seasonal_peak_on_a_short_history_and_refusals() -> None:
     assert exc.value.field == "--bucket" and "20,000,000" in exc.value.reason
 
 
-# --- conformal_relative ------------------------------------------------------------------------------
+# --- both ---------------------------------------------------------------------------------------------
 
 
 def _noisy_sine(n: int, seed: int, relative_sd: float = 0.1) -> np.ndarray:
@@ -89,57 +85,7 @@ def _noisy_sine(n: int, seed: int, relative_sd: float = 0.1) -> np.ndarray:
     return np.maximum(_sine(n) * (1.0 + rng.normal(0.0, relative_sd, n)), 0.0)
 
 
-def test_conformal_relative_headroom_is_the_level_times_the_scores_quantile() -> None:
-    """Recomputed by hand from the calibration folds: score = (observed - point) /
-    max(point, floor), floor = 0.25 x the history's median; quantile q = point + max(point,
-    floor) x the scores' ceil((m + 1) q)-th smallest."""
-    y = _noisy_sine(10 * DAY, seed=4)
-    fc = forecast(_series(y), horizon_buckets=DAY, quantiles=[0.5, 0.9], method="conformal_relative")
-    base = forecast(_series(y), horizon_buckets=DAY, quantiles=[0.5], method="mstl")
-    prep = prepare(_series(y))
-    observed, point = calibration_folds(prep, calibration_origins(prep.n, DAY, DAY), DAY)
-    floor = FLOOR_OF_MEDIAN * float(np.median(y))
-    scores = (observed - point) / np.maximum(point, floor)
-    np.testing.assert_array_equal(fc.point_per_s, base.point_per_s)
-    for q in (0.5, 0.9):
-        expected = base.point_per_s + np.maximum(base.point_per_s, floor) * conformal_quantile(scores, q)
-        np.testing.assert_allclose(fc.quantiles_per_s[q], np.maximum(expected, 0.0), rtol=0, atol=1e-12)
-    assert fc.notes[-1].startswith(
-        f"conformal_relative: quantiles from 168 scaled forecast errors of mstl at 7 daily origins inside "
-        f"the history (24 buckets ahead each, level floor {floor:.4g}/s): q0.5 "
-    )
-
-
-def test_conformal_relative_widens_with_the_level_where_conformal_is_flat() -> None:
-    """Above the floor the relative headroom (q - point) / point is one number at every hour,
-    so the peak hour (28) gets over twice the trough's (12); conformal's headroom in requests/s
-    is the same at every hour."""
-    y = _noisy_sine(3 * WEEK, seed=1)
-    rel = forecast(_series(y), horizon_buckets=DAY, quantiles=[0.9], method="conformal_relative")
-    flat = forecast(_series(y), horizon_buckets=DAY, quantiles=[0.9], method="conformal")
-    head_rel = rel.quantiles_per_s[0.9] - rel.point_per_s
-    ratio = head_rel / rel.point_per_s
-    assert float(ratio.max() - ratio.min()) < 1e-9 and float(ratio[0]) > 0
-    assert float(head_rel.max()) > 2 * float(head_rel.min())
-    head_flat = flat.quantiles_per_s[0.9] - flat.point_per_s
-    assert float(head_flat.max() - head_flat.min()) < 1e-9
-
-
-def test_conformal_relative_floor_and_fallbacks() -> None:
-    """A history whose median is 0 keeps the errors absolute (said in the note); one with no
-    calibration origin keeps mstl's quantiles (as conformal does)."""
-    y = np.zeros(10 * DAY)
-    y[::3] = _sine(10 * DAY)[::3]  # two buckets in three empty: the median is 0
-    fc = forecast(_series(y), horizon_buckets=DAY, quantiles=[0.9], method="conformal_relative")
-    assert "errors kept absolute" in fc.notes[-1]
-    short = _sine(3 * DAY)
-    fc = forecast(_series(short), horizon_buckets=DAY, quantiles=[0.9], method="conformal_relative")
-    base = forecast(_series(short), horizon_buckets=DAY, quantiles=[0.9], method="mstl")
-    np.testing.assert_array_equal(fc.quantiles_per_s[0.9], base.quantiles_per_s[0.9])
-    assert any("holds no calibration origin" in n for n in fc.notes)
-
-
-@pytest.mark.parametrize("method", ["conformal_relative", "seasonal_peak"])
+@pytest.mark.parametrize("method", ["conformal", "seasonal_peak"])
 def test_same_history_same_bytes(method: str) -> None:
     y = _noisy_sine(2 * WEEK, seed=9)
     a = forecast(_series(y), horizon_buckets=48, quantiles=[0.9, 0.99], method=method)

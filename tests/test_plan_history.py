@@ -53,15 +53,17 @@ def _points() -> list[dict[str, float]]:
 FORECAST = {"horizon": "1d", "bucket": "1h", "quantile": 0.9, "method": "mstl", "growth": "10%/month"}
 
 
+@pytest.mark.parametrize("method", ["mstl", "seasonal_peak"])
 def test_plan_from_history_plans_what_capplan_forecast_prints(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], method: str
 ) -> None:
     csv = _csv(tmp_path)
     rc, out, err = run_cli(["forecast", str(csv), "--horizon", "1d", "--quantile", "0.9",
-                            "--growth", "10%/month", "--json"], capsys)  # fmt: skip
+                            "--growth", "10%/month", "--method", method, "--json"], capsys)  # fmt: skip
     assert rc == 0, err
     printed = json.loads(out)["workload"]
-    direct = api.plan({**PLAN, "workload": {"history": str(csv), "forecast": FORECAST}}, workers=1)
+    forecast = {**FORECAST, "method": method}
+    direct = api.plan({**PLAN, "workload": {"history": str(csv), "forecast": forecast}}, workers=1)
     piped = api.plan({**PLAN, "workload": printed}, workers=1)
     assert direct.status in ("OPTIMAL", "FEASIBLE")
     assert direct.workload.buckets == 24

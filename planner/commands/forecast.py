@@ -41,7 +41,7 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--method",
         default="mstl",
-        help="mstl (default), conformal, conformal_relative, ets, seasonal_peak, seasonal_naive, last_week_peak",
+        help="mstl (default), conformal, ets, seasonal_peak, seasonal_naive, last_week_peak",
     )
     p.add_argument(
         "--plan", metavar="FILE", help="a plan file: print the whole plan request (needed by --backtest)"

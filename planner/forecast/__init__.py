@@ -2,8 +2,7 @@
 
 One forecaster per module behind `FORECASTERS` (name -> `forecast(prepared, horizon_buckets,
 quantiles) -> Forecast`): `mstl` (the default: daily + weekly seasons and a smoothed trend),
-`conformal` (mstl's point, its upper bound calibrated on mstl's own past forecast errors),
-`conformal_relative` (the same, errors scaled by the level), `ets` (exponential smoothing, one
+`conformal` (mstl's point, its upper bound calibrated on mstl's own past forecast errors), `ets` (exponential smoothing, one
 daily season), `seasonal_peak` (the last week's high at each time of day), and the baselines
 `seasonal_naive` (last week's same hour) and `last_week_peak` (the last 7 days' peak, flat).
 `forecast()` prepares the history (gaps interpolated and counted), runs one, and applies growth.
@@ -17,7 +16,6 @@ from types import MappingProxyType
 from planner.errors import InvalidInput, echo
 from planner.forecast import (
     conformal,
-    conformal_relative,
     ets,
     last_week_peak,
     mstl,
@@ -34,7 +32,7 @@ ForecastFn = Callable[[Prepared, int, Sequence[float]], Forecast]
 FORECASTERS: MappingProxyType[str, ForecastFn] = MappingProxyType(
     {
         m.NAME: m.forecast
-        for m in (mstl, conformal, conformal_relative, ets, seasonal_peak, seasonal_naive, last_week_peak)
+        for m in (mstl, conformal, ets, seasonal_peak, seasonal_naive, last_week_peak)
     }
 )
 BASELINES = ("seasonal_naive", "last_week_peak")

@@ -27,7 +27,7 @@ __all__ = ["MAX_HISTORY_POINTS", "ForecastSpec", "HistoryPoint", "HistorySource"
 _CONFIG = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 MAX_HISTORY_POINTS = 200_000  # inline rows: ~23 days of 10 s samples, ~5 years of 15-minute ones
 MAX_TIMESTAMP_S = 1e11  # unix seconds, year ~5138
-METHODS = ("mstl", "ets", "seasonal_naive", "last_week_peak")  # planner.forecast.FORECASTERS
+METHODS = ("mstl", "ets", "seasonal_peak", "seasonal_naive", "last_week_peak")  # planner.forecast.FORECASTERS
 
 
 class HistoryPoint(BaseModel):
