@@ -22,7 +22,7 @@ import pytest
 
 from planner.catalog.gpus import get_gpu
 from planner.catalog.models import get_model
-from planner.costmodel import expert_parallel, steptime
+from planner.costmodel import expert_parallel, replica_coefficients
 from planner.costmodel.ep_measured import all_to_all_measured, moe_term, table_note
 from planner.costmodel.expert_parallel import ExpertParallel
 from planner.costmodel.profile import THEORETICAL
@@ -178,7 +178,7 @@ def test_off_table_steps_unchanged_bit_for_bit(
     """Off the table the coefficients and step times are those with no table at all, exactly."""
     m, g = get_model(model), get_gpu(gpu)
     with_table = step_coefficients(m, g, THEORETICAL, tp, dtype, ep=ep)  # type: ignore[arg-type]
-    monkeypatch.setattr(steptime, "moe_term", lambda *a: None)
+    monkeypatch.setattr(replica_coefficients, "moe_term", lambda *a: None)
     monkeypatch.setattr(expert_parallel, "all_to_all_measured", lambda *a: None)
     without = step_coefficients(m, g, THEORETICAL, tp, dtype, ep=ep)  # type: ignore[arg-type]
     assert with_table == without and with_table.ep_moe is None
