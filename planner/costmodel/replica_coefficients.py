@@ -110,39 +110,15 @@ def step_coefficients(
         linear_flops = 2.0 * (model.active_params - head_params(model)) / tp
         sampled_flops = 2.0 * lm_head / tp
         w0 -= lm_head_bytes / tp  # 0 when tied
-    # --- LoRA (planner.costmodel.lora): adapters' GEMM FLOPs per token (the lm_head's adapter
-    # per logits row, where the lm_head is charged) and every resident adapter read per step.
-    # All 0 without LoRA: the sums below are then exact no-ops.
-    if lora is not None:
-        linear_flops += lora_step_flops_per_token(model, tp, lora)
-        if profile.sampled_logits:
-            sampled_flops += lora_logits_flops_per_row(model, lora)
-        else:
-            linear_flops += lora_logits_flops_per_row(model, lora)
-        w0 += lora_step_bytes(model, tp, lora)
-    # --- end LoRA
-    if tp > 1:
-        # Two ring all-reduces per layer of tokens x hidden activations: 2(t-1)/t of the data
-        # crosses each GPU's link, plus a latency floor per call. The link: the node's, or the
-        # inter-node fabric for a TP group beyond one node (planner.costmodel.multinode).
-        link_bw, link_s = allreduce_link(gpu, tp)
-        per_token = (2 * (tp - 1) / tp) * model.hidden_size * ACTIVATION_BYTES / link_bw
-        ar_slope, ar_fixed = 2 * model.layers * per_token, 2 * model.layers * link_s
-    else:
-        ar_slope = ar_fixed = 0.0
-    # --- expert parallelism (planner.costmodel.expert_parallel); None: nothing below runs
+    if lora is not None:  # planner.costmodel.lora: the adapters' FLOPs and bytes
+        linear_flops, sampled_flops, w0 = _with_lora(model, tp, lora, profile.sampled_logits, linear_flops, sampled_flops, w0)
+    ar_slope, ar_fixed = _allreduce_terms(model, gpu, tp)
     ep_moe: EpMoeTerm | None = None
-    if ep is not None and model.is_moe:
-        w1 = expert_bytes * expert_fraction_per_gpu(model, ep.ep_size(tp))
-        r = untouched_ratio(model, ep)
-        experts = expert_active_params(model)
-        linear_flops += 2.0 * experts * (ep.routing_skew - 1.0) / tp  # the hottest GPU's share
-        a2a_slope, a2a_fixed = all_to_all_coefficients(model, gpu, tp, ep)
+    if ep is not None and model.is_moe:  # planner.costmodel.expert_parallel; None: as before
+        w1, r, linear_flops, a2a_slope, a2a_fixed, ep_moe = _expert_parallel_terms(
+            model, gpu, tp, weight_dtype, ep, expert_bytes, linear_flops
+        )
         ar_slope, ar_fixed = ar_slope + a2a_slope, ar_fixed + a2a_fixed
-        # measured kernels where the GPU, expert shape and EP size were timed (ep_measured)
-        expert_share = 2.0 * experts * ep.routing_skew / tp / linear_flops
-        ep_moe = moe_term(model, gpu.name, weight_dtype, ep.ep_size(tp), ep.data_parallel_size, expert_share)
-    # --- end expert parallelism
     attn_flops = 4.0 * model.layers * model.query_dim / tp
     passes = profile.prefix_kv_passes + profile.prefix_query_kv_passes * query_heads_per_kv_head(model, tp)
     out = StepCoefficients(
@@ -176,6 +152,60 @@ def step_coefficients(
         return out
     proposer = proposer_cost(model, speculative, tp, kv_dtype, draft)
     return speculative_coefficients(out, speculative, proposer, gpu, profile, tp)
+
+
+def _with_lora(
+    model: ModelSpec,
+    tp: int,
+    lora: LoraConfig,
+    sampled_logits: bool,
+    linear_flops: float,
+    sampled_flops: float,
+    weight_bytes: float,
+) -> tuple[float, float, float]:
+    """The linear FLOPs per token, FLOPs per sampled row and weight bytes per step with the
+    batched adapters' added: their GEMMs per token (the lm_head's adapter per logits row where
+    the lm_head is charged per row, else per token) and every resident adapter read per step."""
+    linear_flops += lora_step_flops_per_token(model, tp, lora)
+    if sampled_logits:
+        sampled_flops += lora_logits_flops_per_row(model, lora)
+    else:
+        linear_flops += lora_logits_flops_per_row(model, lora)
+    return linear_flops, sampled_flops, weight_bytes + lora_step_bytes(model, tp, lora)
+
+
+def _allreduce_terms(model: ModelSpec, gpu: GpuSpec, tp: int) -> tuple[float, float]:
+    """Two ring all-reduces per layer of tokens x hidden activations: 2(t-1)/t of the data
+    crosses each GPU's link, plus a latency floor per call. The link: the node's, or the
+    inter-node fabric for a TP group beyond one node (planner.costmodel.multinode). Returns
+    (seconds per token, seconds per step); (0, 0) without TP."""
+    if tp <= 1:
+        return 0.0, 0.0
+    link_bw, link_s = allreduce_link(gpu, tp)
+    per_token = (2 * (tp - 1) / tp) * model.hidden_size * ACTIVATION_BYTES / link_bw
+    return 2 * model.layers * per_token, 2 * model.layers * link_s
+
+
+def _expert_parallel_terms(
+    model: ModelSpec,
+    gpu: GpuSpec,
+    tp: int,
+    weight_dtype: WeightDtype,
+    ep: ExpertParallel,
+    expert_bytes: float,
+    linear_flops: float,
+) -> tuple[float, float, float, float, float, EpMoeTerm | None]:
+    """Under expert parallelism: the hottest GPU's expert bytes, the untouched-expert ratio, the
+    linear FLOPs with its share of the skew, the all-to-all's seconds per token and per step,
+    and the measured MoE-layer term where the GPU, expert shape and EP size were timed."""
+    w1 = expert_bytes * expert_fraction_per_gpu(model, ep.ep_size(tp))
+    r = untouched_ratio(model, ep)
+    experts = expert_active_params(model)
+    linear_flops += 2.0 * experts * (ep.routing_skew - 1.0) / tp  # the hottest GPU's share
+    a2a_slope, a2a_fixed = all_to_all_coefficients(model, gpu, tp, ep)
+    expert_share = 2.0 * experts * ep.routing_skew / tp / linear_flops
+    ep_moe = moe_term(model, gpu.name, weight_dtype, ep.ep_size(tp), ep.data_parallel_size, expert_share)
+    return w1, r, linear_flops, a2a_slope, a2a_fixed, ep_moe
 
 
 def _linear_rate(weight_dtype: str, gpu_name: str) -> GemmRateCurve | None:
