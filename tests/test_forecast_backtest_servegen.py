@@ -30,23 +30,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from planner.forecast.backtest import Origins, Score, backtest
-from planner.forecast.base import DAY_S
+from planner.forecast.backtest import Score, backtest
 from planner.history.reader import read_history
 from tests.cli_helpers import run_cli
+from tests.test_forecast_backtest_real import DAILY, METHODS, PLAN, QUANTILES
 
 ROOT = Path(__file__).resolve().parents[1]
-PLAN = ROOT / "examples" / "forecast-servegen.yaml"
-DAILY = Origins(step_s=DAY_S, test_s=DAY_S, min_train_s=7 * DAY_S)
-METHODS = (
-    "mstl",
-    "conformal",
-    "ets",
-    "seasonal_peak",
-    "seasonal_naive",
-    "last_week_peak",
-)
-QUANTILES = (0.5, 0.9, 0.95, 0.99)
 
 
 def history(model: str) -> Path:

@@ -122,6 +122,18 @@ class _ArrayConstants:
         self.prefix = np.array(k.prefix_reread_s_per_token)
 
 
+def interp_clamped(xs: tuple[float, ...], ys: tuple[float, ...], x: float) -> float:
+    """The piecewise-linear line through (xs, ys) at x (xs increasing), clamped to its ends:
+    numpy.interp's answer on scalars, without building arrays in the step formula's scalar path."""
+    i = bisect.bisect_right(xs, x)
+    if i == 0:
+        return ys[0]
+    if i == len(xs):
+        return ys[-1]
+    x0, x1 = xs[i - 1], xs[i]
+    return ys[i - 1] + (ys[i] - ys[i - 1]) * (x - x0) / (x1 - x0)
+
+
 @dataclass(frozen=True)
 class EpMoeTerm:
     """The measured EP-over-TP slowdown of the MoE layers, as the step formula adds it (module
@@ -144,15 +156,7 @@ class EpMoeTerm:
     def ratio(self, tokens: float) -> float:
         """rho at the step's `tokens` (the layer takes token_scale x them), interpolated in log
         tokens, clamped to the table's ends (and to one token below it)."""
-        x = math.log(max(tokens * self.token_scale, 1.0))
-        xs, ys = self.log_tokens, self.ratios
-        i = bisect.bisect_right(xs, x)
-        if i == 0:
-            return ys[0]
-        if i == len(xs):
-            return ys[-1]
-        x0, x1 = xs[i - 1], xs[i]
-        return ys[i - 1] + (ys[i] - ys[i - 1]) * (x - x0) / (x1 - x0)
+        return interp_clamped(self.log_tokens, self.ratios, math.log(max(tokens * self.token_scale, 1.0)))
 
     def ratio_array(self, tokens: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
         """`ratio` on an array of token counts (numpy's interpolation: the same line)."""
@@ -193,17 +197,8 @@ class GemmRateCurve:
         object.__setattr__(self, "_eff_array", np.array(self.efficiencies))
 
     def factor(self, tokens: float) -> float:
-        x = math.log(max(tokens, 1.0))
-        xs, ys = self.log_tokens, self.efficiencies
-        i = bisect.bisect_right(xs, x)
-        if i == 0:
-            eff = ys[0]
-        elif i == len(xs):
-            eff = ys[-1]
-        else:
-            x0, x1 = xs[i - 1], xs[i]
-            eff = ys[i - 1] + (ys[i] - ys[i - 1]) * (x - x0) / (x1 - x0)
-        return self.priced_at / eff
+        """priced_at / efficiency at the step's `tokens`."""
+        return self.priced_at / interp_clamped(self.log_tokens, self.efficiencies, math.log(max(tokens, 1.0)))
 
     def factor_array(self, tokens: Any) -> npt.NDArray[np.float64]:
         """`factor` on an array of token counts (numpy's interpolation: the same line)."""
