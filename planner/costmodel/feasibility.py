@@ -82,35 +82,9 @@ def feasibility(
     every block (planner.costmodel.speculative); vLLM 0.11 refuses it with pipeline stages.
     `checkpoint`: the pre-quantized checkpoint vLLM serves (its unquantized modules at bf16 where
     the catalog lists them, planner.catalog.checkpoints)."""
-    out: list[Infeasibility] = []
-    if ep is not None:
-        if (bad := ep_error(model, tp, ep)) is not None:
-            return [Infeasibility(*bad)]
-        if ep.ep_size(tp) > gpu.max_gpus_per_node:
-            out.append(
-                Infeasibility(
-                    "data_parallel_size",
-                    f"tp {tp} x data_parallel_size {ep.data_parallel_size} exceeds the "
-                    f"{gpu.max_gpus_per_node} GPUs of one {gpu.name} node (the all-to-all is modelled "
-                    "within a node)",
-                )
-            )
-    if (why := placement_error(gpu, tp, pp)) is not None:
-        out.append(Infeasibility("tp", why))
-    if pp > model.layers:
-        out.append(
-            Infeasibility(
-                "pipeline_parallel_size", f"{pp} stages exceed {model.name}'s {model.layers} layers"
-            )
-        )
-    if pp > 1 and speculative is not None:
-        # vLLM 0.11's V1 engine runs no speculative proposer under pipeline parallelism (support
-        # came after it, vLLM PR #32359)
-        out.append(
-            Infeasibility("pipeline_parallel_size", "vLLM 0.11 does not run speculative decoding with pipeline stages")
-        )
-    if (why := model.tp_error(tp)) is not None:
-        out.append(Infeasibility("tp", why))
+    if ep is not None and (bad := ep_error(model, tp, ep)) is not None:
+        return [Infeasibility(*bad)]
+    out = _parallelism(model, gpu, tp, pp, ep, speculative)
     if checkpoint is not None and (c := get_checkpoint(checkpoint)) is not None and c.weight_dtype != weight_dtype:
         return [Infeasibility("checkpoint", f"{c.name} is a {c.weight_dtype} checkpoint, not {weight_dtype}")]
     if (why := weight_format_error(weight_dtype, gpu.name, gpu.vendor)) is not None:
@@ -139,6 +113,46 @@ def feasibility(
     )
     version = DEFAULT_VLLM_VERSION if profile is None else None  # None: as the profile implies
     out += _memory(r, budget, seqs, gpu_memory_utilization, max_num_batched_tokens, version, max_model_len)
+    return out
+
+
+def _parallelism(
+    model: ModelSpec,
+    gpu: GpuSpec,
+    tp: int,
+    pp: int,
+    ep: ExpertParallel | None,
+    speculative: SpeculativeConfig | None,
+) -> list[Infeasibility]:
+    """What the GPUs' layout refuses: an EP group beyond one node, TP x PP not placed on whole
+    nodes, more stages than layers, speculation with pipeline stages, a TP the model's heads do
+    not divide."""
+    out: list[Infeasibility] = []
+    if ep is not None and ep.ep_size(tp) > gpu.max_gpus_per_node:
+        out.append(
+            Infeasibility(
+                "data_parallel_size",
+                f"tp {tp} x data_parallel_size {ep.data_parallel_size} exceeds the "
+                f"{gpu.max_gpus_per_node} GPUs of one {gpu.name} node (the all-to-all is modelled "
+                "within a node)",
+            )
+        )
+    if (why := placement_error(gpu, tp, pp)) is not None:
+        out.append(Infeasibility("tp", why))
+    if pp > model.layers:
+        out.append(
+            Infeasibility(
+                "pipeline_parallel_size", f"{pp} stages exceed {model.name}'s {model.layers} layers"
+            )
+        )
+    if pp > 1 and speculative is not None:
+        # vLLM 0.11's V1 engine runs no speculative proposer under pipeline parallelism (support
+        # came after it, vLLM PR #32359)
+        out.append(
+            Infeasibility("pipeline_parallel_size", "vLLM 0.11 does not run speculative decoding with pipeline stages")
+        )
+    if (why := model.tp_error(tp)) is not None:
+        out.append(Infeasibility("tp", why))
     return out
 
 
