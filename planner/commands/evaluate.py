@@ -106,22 +106,7 @@ def render(d: dict[str, Any]) -> str:
         + ("stable" if d["stable"] else "UNSTABLE"),
     ]
     if d["stable"]:
-        lines += [
-            f"  TTFT p50 {_f(d['ttft_p50_ms'])} ms   p99 {_f(d['ttft_p99_ms'])} ms   "
-            f"(queue wait mean {_f(d['queue_wait_mean_ms'], 2)} ms, prefill chunk {_f(d['prefill_chunk_tokens'], 0)} tokens)",
-        ]
-        if d["itl_p50_ms"] is None:
-            lines.append("  no decode steps: every answer is one token")
-        else:
-            lines.append(
-                f"  ITL  p50 {_f(d['itl_p50_ms'], 2)} ms   p99 {_f(d['itl_p99_ms'], 2)} ms   "
-                f"({_pct(d['mixed_step_fraction'])} of steps carry prompt tokens; "
-                f"worst case {_f(d['itl_worst_case_ms'])} ms)"
-            )
-        lines.append(
-            f"  decode concurrency {_f(d['decode_concurrency'])} per replica, KV cache {_pct(d['kv_cache_usage'])} used, "
-            f"preemption risk {_pct(d['preemption_risk'])}"
-        )
+        lines += _latency_lines(d)
     lines += [
         f"  utilization {_pct(d['gpu_utilization'])} of the max stable rate "
         f"({d['deployment_max_stable_requests_per_s']:.4g} req/s, {d['max_stable_requests_per_s']:.4g} per replica; "
@@ -144,22 +129,8 @@ def render(d: dict[str, Any]) -> str:
             else ""
         )
     )
-    cap = d["capacity"]
-    if cap is not None:
-        slo = cap["slo"]
-        targets = ", ".join(
-            f"{name} p99 {v:g} ms"
-            for name, v in (("TTFT", slo["ttft_p99_ms"]), ("ITL", slo["itl_p99_ms"]))
-            if v is not None
-        )
-        lines.append("")
-        if cap["slo_feasible"]:
-            lines.append(
-                f"SLO {targets}: at most {cap['max_requests_per_s_within_slo']:.4g} req/s per replica "
-                f"({cap['deployment_max_requests_per_s_within_slo']:.4g} for the deployment); binding: {cap['binding_limit']}"
-            )
-        else:
-            lines.append(f"SLO {targets}: not achievable: {cap['reason']}")
+    if d["capacity"] is not None:
+        lines += ["", _capacity_line(d["capacity"])]
     if d["buckets"]:
         unstable = [b for b in d["buckets"] if not b["stable"]]
         worst = max((b["ttft_p99_ms"] or 0.0 for b in d["buckets"]), default=0.0)
@@ -170,3 +141,40 @@ def render(d: dict[str, Any]) -> str:
         lines.append("notes:")
         lines += [f"  - {n}" for n in d["notes"]]
     return "\n".join(lines)
+
+
+def _latency_lines(d: dict[str, Any]) -> list[str]:
+    """TTFT, ITL and the decode batch at the evaluated rate (a stable one)."""
+    lines = [
+        f"  TTFT p50 {_f(d['ttft_p50_ms'])} ms   p99 {_f(d['ttft_p99_ms'])} ms   "
+        f"(queue wait mean {_f(d['queue_wait_mean_ms'], 2)} ms, prefill chunk {_f(d['prefill_chunk_tokens'], 0)} tokens)",
+    ]
+    if d["itl_p50_ms"] is None:
+        lines.append("  no decode steps: every answer is one token")
+    else:
+        lines.append(
+            f"  ITL  p50 {_f(d['itl_p50_ms'], 2)} ms   p99 {_f(d['itl_p99_ms'], 2)} ms   "
+            f"({_pct(d['mixed_step_fraction'])} of steps carry prompt tokens; "
+            f"worst case {_f(d['itl_worst_case_ms'])} ms)"
+        )
+    lines.append(
+        f"  decode concurrency {_f(d['decode_concurrency'])} per replica, KV cache {_pct(d['kv_cache_usage'])} used, "
+        f"preemption risk {_pct(d['preemption_risk'])}"
+    )
+    return lines
+
+
+def _capacity_line(cap: dict[str, Any]) -> str:
+    """The most requests/s within the SLO's targets, or why none."""
+    slo = cap["slo"]
+    targets = ", ".join(
+        f"{name} p99 {v:g} ms"
+        for name, v in (("TTFT", slo["ttft_p99_ms"]), ("ITL", slo["itl_p99_ms"]))
+        if v is not None
+    )
+    if not cap["slo_feasible"]:
+        return f"SLO {targets}: not achievable: {cap['reason']}"
+    return (
+        f"SLO {targets}: at most {cap['max_requests_per_s_within_slo']:.4g} req/s per replica "
+        f"({cap['deployment_max_requests_per_s_within_slo']:.4g} for the deployment); binding: {cap['binding_limit']}"
+    )
