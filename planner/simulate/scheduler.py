@@ -41,6 +41,7 @@ import heapq
 import math
 from bisect import bisect_left, insort
 from collections import deque
+from collections.abc import Callable
 
 from planner.costmodel.timer import StepTimer
 from planner.errors import InvalidInput
@@ -477,6 +478,30 @@ class SimulatedEngine:
     # --- a run of identical decode-only steps ----------------------------------------------
     def _stretch(self, horizon: float) -> bool:
         """Fast-forward decode-only steps; False when the next step is not one of them."""
+        if not self._next_steps_decode_only():
+            return False
+        n = self.n_d
+        ctx0 = self.s_b + n * (self.G + 1)
+        d0 = self.timer.step_time_s(_NO_CHUNKS, n, ctx0)
+        if not d0 > 0.0:
+            # A step that takes no time never reaches the next arrival: fast-forward needs > 0.
+            raise InvalidInput("timer", f"a decode step of {n} sequences takes {d0!r} s; steps take > 0 s")
+        known: dict[int, float] = {0: 0.0, 1: d0}
+
+        def run(steps: int) -> float:  # decode_run_time_s, each count computed once
+            v = known.get(steps)
+            if v is None:
+                v = self.timer.decode_run_time_s(n, ctx0, steps)
+                known[steps] = v
+            return v
+
+        k = self._steps_starting_before(horizon, self._steps_until_short(), d0, run)
+        self._advance_stretch(k, ctx0, d0, run(k), run)
+        return True
+
+    def _next_steps_decode_only(self) -> bool:
+        """The next step is a decode-only one: its blocks fit (no preemption) and the waiting
+        queue's head would not be admitted."""
         bs, G, n = self._bs, self.G, self.n_d
         cnt = self.cnt
         free = self._total - self.used
@@ -488,7 +513,13 @@ class SimulatedEngine:
                 c, s = self._admission_chunk(self.waiting[0], left)
                 if -(-(c + s) // bs) <= free - cnt[-G % bs]:
                     return False  # the head would be admitted
-        # Steps until the first completion, and until the pool runs short.
+        return True
+
+    def _steps_until_short(self) -> int:
+        """Identical decode steps until the first completion or the first whose blocks do not fit."""
+        bs, G, n = self._bs, self.G, self.n_d
+        cnt = self.cnt
+        free = self._total - self.used
         k_fin = self.heap[0][0] - G
         cycles = free // n
         rem = free - cycles * n
@@ -499,43 +530,35 @@ class SimulatedEngine:
                 break
             rem -= c
             j += 1
-        k_cap = min(k_fin, cycles * bs + j)
-        timer = self.timer
-        ctx0 = self.s_b + n * (G + 1)
-        d0 = timer.step_time_s(_NO_CHUNKS, n, ctx0)
-        if not d0 > 0.0:
-            # A step that takes no time never reaches the next arrival: fast-forward needs > 0.
-            raise InvalidInput("timer", f"a decode step of {n} sequences takes {d0!r} s; steps take > 0 s")
-        t = self.t
-        # Steps that start before the horizon: largest k with T(k-1) < gap, T = decode_run_time.
-        k = k_cap
-        known: dict[int, float] = {0: 0.0, 1: d0}
+        return min(k_fin, cycles * bs + j)
 
-        def run(steps: int) -> float:
-            v = known.get(steps)
-            if v is None:
-                v = timer.decode_run_time_s(n, ctx0, steps)
-                known[steps] = v
-            return v
+    def _steps_starting_before(
+        self, horizon: float, k_cap: int, d0: float, run: Callable[[int], float]
+    ) -> int:
+        """Of the first `k_cap` steps, those that start before `horizon`: the largest k with
+        T(k - 1) < horizon - t, T = decode_run_time_s (a binary search; at least one)."""
+        if horizon == math.inf or k_cap <= 1:
+            return k_cap
+        gap = horizon - self.t
+        # Steps never get faster as context grows, so T(j) >= j*d0: j <= gap/d0 bounds it.
+        hi = min(k_cap - 1, int(gap / d0))
+        if hi >= 1 and run(hi) >= gap:
+            lo = 0  # T(lo) < gap <= T(hi)
+            probe = hi - 1
+            while hi - lo > 1:
+                if run(probe) < gap:
+                    lo = probe
+                else:
+                    hi = probe
+                probe = (lo + hi) // 2
+            hi = lo
+        return hi + 1
 
-        if horizon != math.inf and k_cap > 1:
-            gap = horizon - t
-            # Steps never get faster as context grows, so T(j) >= j*d0: j <= gap/d0 bounds it.
-            hi = min(k_cap - 1, int(gap / d0))
-            if hi >= 1 and run(hi) >= gap:
-                lo = 0  # T(lo) < gap <= T(hi)
-                probe = hi - 1
-                while hi - lo > 1:
-                    if run(probe) < gap:
-                        lo = probe
-                    else:
-                        hi = probe
-                    probe = (lo + hi) // 2
-                hi = lo
-            k = hi + 1
-        dur = run(k)
+    def _advance_stretch(self, k: int, ctx0: int, d0: float, dur: float, run: Callable[[int], float]) -> None:
+        """`k` decode steps of `dur` seconds in all: their blocks, ITL record, series and counters."""
+        bs, G, n, t = self._bs, self.G, self.n_d, self.t
+        cnt = self.cnt
         t_end = t + dur
-        # Blocks the k steps take.
         full, part = divmod(k, bs)
         need = full * n
         for j in range(part):
@@ -564,7 +587,6 @@ class SimulatedEngine:
         self._close_record(t, t_end)
         self.t = t_end
         self._finish_decode_members(t_end)
-        return True
 
     def _record(self, sched: list[tuple[int, int]], n_d: int, steps: int) -> None:
         """Append a StepTrace; its duration is filled in by `_close_record`."""
@@ -582,9 +604,8 @@ class SimulatedEngine:
             sched, pre, steps = self._pending
             self.trace.append(StepTrace(self.index, start, end - start, steps, sched, pre))
 
-    def _split_tokens(self, t: float, n: int, k: int, run: object) -> None:
+    def _split_tokens(self, t: float, n: int, k: int, run: Callable[[int], float]) -> None:
         """Output tokens of a stretch whose step ends fall in several minutes."""
-        assert callable(run)
         series = self.series
         done = 0
         while done < k:
