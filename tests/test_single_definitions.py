@@ -98,7 +98,7 @@ def test_defaults_reach_the_requests_and_the_help() -> None:
 
 # A limit's name -> the one module that assigns it a value; every other module imports it.
 LIMIT_HOMES = {
-    "MAX_SIMULATED_REQUESTS": "planner/schema/inputs.py",  # what one `simulate` request may generate
+    "MAX_SIMULATED_REQUESTS": "planner/schema/request_common.py",  # what one `simulate` request may generate
     "MAX_SAMPLED_REQUESTS": "planner/workload/limits.py",  # what a workload sample (and the simulator) holds
     "MAX_SIM_REQUESTS": None,  # planner/simulate/replica_pool.py: an alias of MAX_SAMPLED_REQUESTS
     "MAX_SAMPLES": "planner/workload/limits.py",

@@ -228,9 +228,12 @@ def test_hostile_rows_name_the_line(rows: str, field: str, reason: str) -> None:
 
 
 def test_trace_size_is_capped(monkeypatch: pytest.MonkeyPatch) -> None:
-    import planner.traces as traces
+    import planner.trace_csv as trace_csv
+    import planner.trace_model as trace_model
 
-    monkeypatch.setattr(traces, "MAX_TRACE_REQUESTS", 3)
+    # The limit lives in trace_model; trace_csv imports it to count rows as it reads them.
+    monkeypatch.setattr(trace_model, "MAX_TRACE_REQUESTS", 3)
+    monkeypatch.setattr(trace_csv, "MAX_TRACE_REQUESTS", 3)
     with pytest.raises(InvalidInput, match="more than 3 requests") as exc:
         parse_trace((HEADER + "0,1,1\n1,1,1\n2,1,1\n3,1,1\n").splitlines(keepends=True))
     assert exc.value.field == "trace:line 5"
