@@ -14,7 +14,7 @@ import numpy as np
 
 from solvers.milp_data import POOLS, Candidate, MilpData, select_buckets
 from solvers.milp_model import build, run_model
-from solvers.milp_plan import bucket_needs, covered, matrices, with_candidates
+from solvers.milp_plan import Raw, bucket_needs, covered, matrices, with_candidates
 
 __all__ = ["Sized", "better_elsewhere", "cheapest_start", "size_buckets"]
 
@@ -41,6 +41,7 @@ def cheapest_start(
         xs[:, take] = start[:, take]
         best[take] = cost[take]
     return xs, best
+
 
 def better_elsewhere(data: MilpData, rs: np.ndarray) -> dict[int, int]:
     """With the reserved units fixed at `rs`, candidate k -> a candidate j that beats it in every
@@ -82,6 +83,7 @@ def better_elsewhere(data: MilpData, rs: np.ndarray) -> dict[int, int]:
         out[k] = last
     return out
 
+
 @dataclass(frozen=True)
 class Sized:
     """What size_buckets knows per bucket: `solved` (it has a plan: its start or an answer),
@@ -92,6 +94,7 @@ class Sized:
     proved: np.ndarray
     lower: np.ndarray
     infeasible: bool
+
 
 def size_buckets(
     data: MilpData,
@@ -120,61 +123,119 @@ def size_buckets(
     at 10 s: a 1.0% gap against 2.3% when going up the needs one level at a time). The answers
     go into `xs` (whose columns are the starts). At most one solve per bucket of `todo`, none
     after the deadline."""
-    n_b = len(data.buckets)
     swap = better_elsewhere(data, rs)
     keep = [k for k in range(len(data.candidates)) if k not in swap]
     for k, j in swap.items():
         xs[j] += xs[k]
         xs[k] = 0
-    narrow = with_candidates(data, keep)
-    units, capacity = matrices(narrow)
-    need = bucket_needs(data) * (1.0 - 1e-9)
-    hours = np.array([b.hours for b in data.buckets])
-    od = np.array([res.on_demand_usd_per_hour for res in data.resources])
-
-    def rate(x: np.ndarray) -> np.ndarray:  # bill rate per hour of replica columns at rs
-        return od @ np.maximum(units @ x - rs[:, None], 0.0)
-
-    plan = xs[keep]
-    valid = covered(narrow, plan) >= need
-    upper = np.where(valid, rate(plan), np.inf)
-    lower = np.zeros(n_b)  # per hour
-    proved = np.zeros(n_b, dtype=bool)
-    order = np.array(sorted(todo, key=lambda j: (need[j] / capacity[:, j].mean(), j)), dtype=np.int64)
-    in_todo = np.zeros(n_b, dtype=bool)
-    in_todo[order] = True
-    proved[~in_todo] = True  # not asked for: left as they are
-    tried: list[int] = []  # positions in `order` solved, sorted
-    for _ in range(len(order)):  # bounded: one solve per bucket at most
-        done = proved.copy()
-        done[order[tried]] = True
-        open_pos = np.flatnonzero(~done[order])
+    state = _Sizing.start(data, with_candidates(data, keep), rs, xs[keep], todo)
+    tried: list[int] = []  # positions in `state.order` solved, sorted
+    for _ in range(len(state.order)):  # bounded: one solve per bucket at most
+        open_pos = state.open_positions(tried)
         if open_pos.size == 0 or time.perf_counter() >= deadline:
             break
-        cuts = np.array(tried, dtype=np.int64)
-        part_of = np.searchsorted(cuts, open_pos)
-        widest = int(np.argmax(np.bincount(part_of)))  # the first of the largest parts
-        members = open_pos[part_of == widest]
-        pos = int(members[len(members) // 2])
-        tried.insert(int(np.searchsorted(cuts, pos)), pos)
-        j = int(order[pos])
-        part = select_buckets(narrow, [[j]])
+        j = int(state.order[_next_position(open_pos, tried)])
+        part = select_buckets(state.narrow, [[j]])
         model = build(part, _labels=[labels[j]], _layout_of=layout_of, _reserved=rs.tolist())
         raw = run_model(model, deadline - time.perf_counter() - model.build_s, gap=False)
         if raw.status == "INFEASIBLE":
-            return Sized(np.isfinite(upper), proved, lower * hours, True)
+            return Sized(np.isfinite(state.upper), state.proved, state.lower * state.hours, True)
         if raw.x is None:
             continue
+        state.share(j, raw)
+    xs[keep] = state.plan
+    return Sized(
+        np.isfinite(state.upper), state.proved & np.isfinite(state.upper), state.lower * state.hours, False
+    )
+
+
+@dataclass
+class _Sizing:
+    """What `size_buckets` knows as it goes, over the candidates it keeps (`narrow`): the
+    cheapest plan per bucket (`plan`, its bill rate per hour `upper`, inf where it covers
+    nothing valid), a lower bound on each bucket's rate (`lower`, per hour), which buckets are
+    proved (those not in `todo` from the start), and the buckets of `todo` in the order they
+    are cut (`order`)."""
+
+    narrow: MilpData
+    units: np.ndarray
+    capacity: np.ndarray
+    need: np.ndarray
+    hours: np.ndarray
+    od: np.ndarray
+    rs: np.ndarray
+    plan: np.ndarray
+    upper: np.ndarray
+    lower: np.ndarray
+    proved: np.ndarray
+    in_todo: np.ndarray
+    order: np.ndarray
+
+    @classmethod
+    def start(
+        cls, data: MilpData, narrow: MilpData, rs: np.ndarray, plan: np.ndarray, todo: Sequence[int]
+    ) -> _Sizing:
+        """The state before any solve: the starts `plan` (columns of `data`'s buckets) are the
+        plans where they cover their bucket; `todo` ordered by need per mean capacity."""
+        n_b = len(data.buckets)
+        units, capacity = matrices(narrow)
+        need = bucket_needs(data) * (1.0 - 1e-9)
+        hours = np.array([b.hours for b in data.buckets])
+        od = np.array([res.on_demand_usd_per_hour for res in data.resources])
+        valid = covered(narrow, plan) >= need
+        upper = np.where(valid, _bill_rate(od, units, rs, plan), np.inf)
+        lower = np.zeros(n_b)  # per hour
+        proved = np.zeros(n_b, dtype=bool)
+        order = np.array(sorted(todo, key=lambda j: (need[j] / capacity[:, j].mean(), j)), dtype=np.int64)
+        in_todo = np.zeros(n_b, dtype=bool)
+        in_todo[order] = True
+        proved[~in_todo] = True  # not asked for: left as they are
+        return cls(narrow, units, capacity, need, hours, od, rs, plan, upper, lower, proved, in_todo, order)
+
+    def rate(self, x: np.ndarray) -> np.ndarray:
+        """Bill rate per hour of replica columns `x` at the reserved units `rs`."""
+        return _bill_rate(self.od, self.units, self.rs, x)
+
+    def open_positions(self, tried: Sequence[int]) -> np.ndarray:
+        """Positions in `order` of the buckets neither proved nor solved (`tried`)."""
+        done = self.proved.copy()
+        done[self.order[tried]] = True
+        return np.flatnonzero(~done[self.order])
+
+    def share(self, j: int, raw: Raw) -> None:
+        """Bucket j's answer shared (the rules in `size_buckets`' docstring): the plan of every
+        bucket it covers more cheaply, a lower bound for every bucket of no less need where it
+        is proved optimal (else the solver's bound for j alone), then the buckets whose plan
+        meets their bound proved."""
+        assert raw.x is not None
+        need, capacity, n_b = self.need, self.capacity, len(self.need)
         x = raw.x[:, :1]
-        g = float(rate(x)[0])
-        cheaper = (covered(narrow, np.repeat(x, n_b, axis=1)) >= need) & (g < upper) & (need > 0)
-        plan[:, cheaper] = x
-        upper[cheaper] = g
+        g = float(self.rate(x)[0])
+        cheaper = (covered(self.narrow, np.repeat(x, n_b, axis=1)) >= need) & (g < self.upper) & (need > 0)
+        self.plan[:, cheaper] = x
+        self.upper[cheaper] = g
         if raw.status == "OPTIMAL":
             scale = np.min(capacity[:, [j]] / capacity, axis=0)  # capacities are > 0
-            lower = np.where(scale * need >= need[j], np.maximum(lower, g), lower)
+            self.lower = np.where(scale * need >= need[j], np.maximum(self.lower, g), self.lower)
         elif raw.bound_usd is not None:
-            lower[j] = max(lower[j], raw.bound_usd / hours[j])
-        proved |= in_todo & (upper <= lower * (1.0 + 1e-12) + 1e-12)
-    xs[keep] = plan
-    return Sized(np.isfinite(upper), proved & np.isfinite(upper), lower * hours, False)
+            self.lower[j] = max(self.lower[j], raw.bound_usd / self.hours[j])
+        self.proved |= self.in_todo & (self.upper <= self.lower * (1.0 + 1e-12) + 1e-12)
+
+
+def _bill_rate(od: np.ndarray, units: np.ndarray, rs: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Bill rate per hour of replica columns `x` at reserved units `rs`: on-demand price of the
+    units used beyond the reserved ones (those are paid for whether used or not)."""
+    return od @ np.maximum(units @ x - rs[:, None], 0.0)
+
+
+def _next_position(open_pos: np.ndarray, tried: list[int]) -> int:
+    """The next position to solve, recorded in `tried` (sorted): the solved positions cut
+    `order` into parts; in the part with the most open positions (the first of equals), the
+    middle open one."""
+    cuts = np.array(tried, dtype=np.int64)
+    part_of = np.searchsorted(cuts, open_pos)
+    widest = int(np.argmax(np.bincount(part_of)))  # the first of the largest parts
+    members = open_pos[part_of == widest]
+    pos = int(members[len(members) // 2])
+    tried.insert(int(np.searchsorted(cuts, pos)), pos)
+    return pos

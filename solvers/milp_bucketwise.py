@@ -25,7 +25,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from solvers.milp_buckets import cheapest_start, size_buckets
+from solvers.milp_buckets import Sized, cheapest_start, size_buckets
 from solvers.milp_data import Bucket, Candidate, MilpData, Resource, derive
 from solvers.milp_fastpath import (
     best_reserved,
@@ -122,22 +122,14 @@ def solve_bucketwise(
     family = families(data)[0]
     allowed = with_candidates(data, family)
     bound, source = fluid_bound(data), "closed_form"
-    per_bucket = lp_variables(data) / len(data.buckets)
-    budget = LP_MAX_VARIABLES * min(1.0, data.time_limit_s / LP_TIME_LIMIT_S)
-    groups = max(1, int(budget // per_bucket))
-    exact = groups >= len(data.buckets)
-    relaxed = data if exact else grouped(data, groups)
-    full = build(relaxed, _labels=labels if exact else None, _layout_of=layout_of)
-    lp = lp_relaxation(full, max((deadline - time.perf_counter()) / 3 - full.build_s, MIN_SOLVER_S))
+    lp, exact = _relax(data, labels, layout_of, deadline)
     if lp.status == "INFEASIBLE":  # no fractional answer, so no integer one
         return Raw("INFEASIBLE", None, None, None, None, None, time.perf_counter() - t0)
     if lp.bound is not None and lp.bound > bound:
         bound, source = lp.bound, "lp_relaxation"
     starts = [x for x in (_single_start(allowed), _restrict(lp if exact else None, family)) if x is not None]
     priced = [t for t, res in enumerate(data.resources) if res.reserved_usd_per_hour is not None]
-    rs = np.zeros(len(data.resources), dtype=np.int64)
-    if lp.r is not None:
-        rs[priced] = np.floor(lp.r[priced] + 1e-6).astype(np.int64)
+    rs = _lp_reserved(data, lp, priced)
     xs, start_cost = cheapest_start(allowed, starts, rs)
     # Unpriced, every candidate allowed: sizing the buckets is the reserved-rate bound's own
     # problem (r = 0, every price its on-demand one), so one pass gives the plan and the bound.
@@ -164,21 +156,69 @@ def solve_bucketwise(
     if priced:
         # with incompatible pairs only the first family was sized: the bound sizes them all
         known = proved_at if len(family) == len(data.candidates) else {}
-        boxed = _box_bound(data, labels, layout_of, priced, plan_cost(allowed, xs, rs), known, full_xs, deadline)
+        boxed = _box_bound(
+            data, labels, layout_of, priced, plan_cost(allowed, xs, rs), known, full_xs, deadline
+        )
         if boxed is not None and boxed > bound:
             bound, source = boxed, "reserved_box"
-    better: float | None
-    if one_pass:
-        summed = math.fsum(np.fmax(sized.lower, fluid_bound_by_bucket(data)).tolist())
-        better = summed if summed > bound else None
-    elif hopeless:
-        better = None
-    else:
-        better = reserved_rate_bound(data, labels, layout_of, full_xs, bound, deadline)
+    better = _last_bound(
+        data, labels, layout_of, sized, full_xs, bound, deadline, one_pass=one_pass, hopeless=hopeless
+    )
     if better is not None:
         bound, source = better, "reserved_rate"
     timed_out = time.perf_counter() >= deadline
     return Raw("FEASIBLE", full_xs, rs, None, bound, source, time.perf_counter() - t0, timed_out)
+
+
+def _relax(
+    data: MilpData, labels: tuple[tuple[int, ...], ...], layout_of: Sequence[Candidate], deadline: float
+) -> tuple[Relaxation, bool]:
+    """Step 2's LP relaxation, and whether it is of `data` itself (else of `grouped`'s
+    relaxation of it): the whole model when it has at most LP_MAX_VARIABLES variables (fewer
+    under a time limit below LP_TIME_LIMIT_S), counted before the build so that the choice does
+    not depend on the clock; a third of the time left, less the build."""
+    per_bucket = lp_variables(data) / len(data.buckets)
+    budget = LP_MAX_VARIABLES * min(1.0, data.time_limit_s / LP_TIME_LIMIT_S)
+    groups = max(1, int(budget // per_bucket))
+    exact = groups >= len(data.buckets)
+    relaxed = data if exact else grouped(data, groups)
+    full = build(relaxed, _labels=labels if exact else None, _layout_of=layout_of)
+    lp = lp_relaxation(full, max((deadline - time.perf_counter()) / 3 - full.build_s, MIN_SOLVER_S))
+    return lp, exact
+
+
+def _lp_reserved(data: MilpData, lp: Relaxation, priced: Sequence[int]) -> np.ndarray:
+    """Step 2's reserved units: the LP's fractional ones rounded down (1e-6 keeps an LP's
+    round-off just below an integer from losing a unit), on the `priced` resources; none where
+    the LP has no answer."""
+    rs = np.zeros(len(data.resources), dtype=np.int64)
+    if lp.r is not None:
+        rs[priced] = np.floor(lp.r[priced] + 1e-6).astype(np.int64)
+    return rs
+
+
+def _last_bound(
+    data: MilpData,
+    labels: tuple[tuple[int, ...], ...],
+    layout_of: Sequence[Candidate],
+    sized: Sized,
+    full_xs: np.ndarray,
+    bound: float,
+    deadline: float,
+    *,
+    one_pass: bool,
+    hopeless: bool,
+) -> float | None:
+    """Step 6's reserved-rate bound, when it beats `bound`: in one pass (unpriced, every
+    candidate allowed) the sizing's own per-bucket bounds, each no less than the closed-form
+    one; none when the start already showed it cannot help (`hopeless`); else its own pass
+    (`reserved_rate_bound`) from the plan's replicas."""
+    if one_pass:
+        summed = math.fsum(np.fmax(sized.lower, fluid_bound_by_bucket(data)).tolist())
+        return summed if summed > bound else None
+    if hopeless:
+        return None
+    return reserved_rate_bound(data, labels, layout_of, full_xs, bound, deadline)
 
 
 def _reserved_descent(
@@ -415,5 +455,3 @@ def reserved_rate_bound(
     fallback = np.fmax(fluid_bound_by_bucket(cheap), sized.lower)
     bound = math.fsum(np.where(sized.proved, proved_cost, fallback).tolist())
     return bound if known is None or bound > known else None
-
-

@@ -19,6 +19,7 @@ import operator
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 __all__ = ["Edge", "Expansion", "RootResult", "find_root", "first_sign_change", "last_met"]
 
@@ -117,17 +118,49 @@ def find_root(
     if f_hi is None:
         f_hi = float(f(hi))
         calls += 1
-    expansions = 0
-    while True:
-        if math.isnan(f_lo) or math.isnan(f_hi):
-            end = lo if math.isnan(f_lo) else hi
-            return _fail(lo, hi, f_lo, f_hi, calls, expansions, f"f({end:g}) is NaN")
-        if f_lo == 0.0:
-            return RootResult(lo, True, (lo, hi), (f_lo, f_hi), 0, calls, expansions, "")
-        if f_hi == 0.0:
-            return RootResult(hi, True, (lo, hi), (f_lo, f_hi), 0, calls, expansions, "")
+    bracket = _straddle(f, _Bracket(lo, hi, f_lo, f_hi, calls, 0), expand)
+    if isinstance(bracket, RootResult):
+        return bracket
+    return _brent_search(f, bracket, xtol, rtol, maxiter)
+
+
+class _Bracket(NamedTuple):
+    """A bracket and f at its ends, with the calls of f and the widenings spent to get it: what
+    `find_root` carries from the ends' checks to Brent's method."""
+
+    lo: float
+    hi: float
+    f_lo: float
+    f_hi: float
+    calls: int
+    expansions: int
+
+
+def _settled(b: _Bracket) -> RootResult | None:
+    """The answer the ends alone give, if any: a NaN at an end stops the search (Brent cannot
+    compare it), an end where f is exactly 0 is the root. None: the ends decide nothing yet."""
+    lo, hi, f_lo, f_hi, calls, expansions = b
+    if math.isnan(f_lo) or math.isnan(f_hi):
+        end = lo if math.isnan(f_lo) else hi
+        return _fail(lo, hi, f_lo, f_hi, calls, expansions, f"f({end:g}) is NaN")
+    if f_lo == 0.0:
+        return RootResult(lo, True, (lo, hi), (f_lo, f_hi), 0, calls, expansions, "")
+    if f_hi == 0.0:
+        return RootResult(hi, True, (lo, hi), (f_lo, f_hi), 0, calls, expansions, "")
+    return None
+
+
+def _straddle(f: Callable[[float], float], b: _Bracket, expand: Expansion | None) -> RootResult | _Bracket:
+    """A bracket whose ends have opposite signs, for Brent: `b` itself, or `b` widened by
+    `expand` until its ends differ in sign; or the answer the ends settle (`_settled`), or why
+    no bracket could be had (same signs and no expansion, or its steps or limits spent)."""
+    while True:  # bounded: at most expand.max_steps widenings
+        done = _settled(b)
+        if done is not None:
+            return done
+        lo, hi, f_lo, f_hi, calls, expansions = b
         if (f_lo < 0) != (f_hi < 0):
-            break
+            return b
         reason = (
             f"f({lo:g}) = {f_lo:g} and f({hi:g}) = {f_hi:g} have the same sign: "
             f"the bracket [{lo:g}, {hi:g}] does not straddle a root"
@@ -136,25 +169,43 @@ def find_root(
             return _fail(lo, hi, f_lo, f_hi, calls, expansions, reason)
         if expansions >= expand.max_steps:
             return _fail(lo, hi, f_lo, f_hi, calls, expansions, f"{reason} (after {expansions} expansions)")
-        width = (hi - lo) or 1.0
-        moved = False
-        if expand.side in ("hi", "both") and hi < expand.limit_hi:
-            hi = min(expand.limit_hi, hi + expand.factor * width)
-            f_hi = float(f(hi))
-            calls += 1
-            moved = True
-        if expand.side in ("lo", "both") and lo > expand.limit_lo:
-            lo = max(expand.limit_lo, lo - expand.factor * width)
-            f_lo = float(f(lo))
-            calls += 1
-            moved = True
-        if not moved:
+        wider = _widen(f, b, expand)
+        if wider is None:
             return _fail(lo, hi, f_lo, f_hi, calls, expansions, f"{reason} (expansion reached its limits)")
-        expansions += 1
+        b = wider
 
-    # brentq evaluates both ends again: answer those from what we know. Track the last point
-    # seen on each side of the root: Brent keeps its contrapoint as the latest point of the
-    # other sign, so these two are the final bracket.
+
+def _widen(f: Callable[[float], float], b: _Bracket, expand: Expansion) -> _Bracket | None:
+    """`b` widened once by `expand` (`hi` first, then `lo`, each by `factor` times the width
+    before the step, within the limits), f called at each moved end; None when neither end may
+    move (both at their limits)."""
+    lo, hi, f_lo, f_hi, calls, expansions = b
+    width = (hi - lo) or 1.0
+    moved = False
+    if expand.side in ("hi", "both") and hi < expand.limit_hi:
+        hi = min(expand.limit_hi, hi + expand.factor * width)
+        f_hi = float(f(hi))
+        calls += 1
+        moved = True
+    if expand.side in ("lo", "both") and lo > expand.limit_lo:
+        lo = max(expand.limit_lo, lo - expand.factor * width)
+        f_lo = float(f(lo))
+        calls += 1
+        moved = True
+    if not moved:
+        return None
+    return _Bracket(lo, hi, f_lo, f_hi, calls, expansions + 1)
+
+
+def _brent_search(
+    f: Callable[[float], float], bracket: _Bracket, xtol: float, rtol: float, maxiter: int
+) -> RootResult:
+    """Brent's method on a bracket whose ends differ in sign, as a `RootResult`.
+
+    brentq evaluates both ends again: answer those from what we know. Track the last point
+    seen on each side of the root: Brent keeps its contrapoint as the latest point of the
+    other sign, so these two are the final bracket."""
+    lo, hi, f_lo, f_hi, calls, expansions = bracket
     a, b, fa, fb = lo, hi, f_lo, f_hi
     lo_negative = f_lo < 0
     side = [lo, hi]
@@ -294,54 +345,77 @@ def last_met(
     grid) still answers to `precision` of that quantity. The passes between the two points then
     shrink the tolerance by how much faster the measure moves than x there (at most
     MEASURE_PASSES of them)."""
-    seen: dict[float, float] = {}
+    seen = _Seen(f, lo, hi, f_lo, f_hi)
+    res = find_root(seen.g, lo, hi, f_lo=f_lo, f_hi=f_hi, xtol=xtol, rtol=rtol)
+    met, missed = seen.ends(res, lo, hi)
+    fine_rtol = min(rtol, 0.1 * precision)
+    res, met, missed = _close_in(seen, res, met, missed, precision, fine_rtol, measure)
+    if met > lo:
+        return Edge(met, missed, res)
+    return _decades_below(seen, res, missed, decades, fine_rtol)
 
-    def g(x: float) -> float:
-        v = f(x)
-        seen[x] = v
+
+class _Seen:
+    """f at every point `last_met` has evaluated, the bracket's ends included: a point is never
+    evaluated twice, and where Brent lands on a point its own value says whether it met."""
+
+    def __init__(self, f: Callable[[float], float], lo: float, hi: float, f_lo: float, f_hi: float) -> None:
+        self.f = f
+        self.lo, self.hi, self.f_lo, self.f_hi = lo, hi, f_lo, f_hi
+        self.values: dict[float, float] = {}
+
+    def g(self, x: float) -> float:
+        """f(x), remembered."""
+        v = self.f(x)
+        self.values[x] = v
         return v
 
-    def value(x: float) -> float:  # f at a point already seen (an end, or a call) without a call
-        if x in seen:
-            return seen[x]
-        return f_lo if x == lo else f_hi if x == hi else g(x)
+    def value(self, x: float) -> float:
+        """f at a point already seen (an end, or a call) without a call; else a call."""
+        if x in self.values:
+            return self.values[x]
+        return self.f_lo if x == self.lo else self.f_hi if x == self.hi else self.g(x)
 
-    def ends(res: RootResult, a: float, b: float) -> tuple[float, float]:
+    def ends(self, res: RootResult, a: float, b: float) -> tuple[float, float]:
+        """The last point that met and the first that missed after a search of [a, b]: its
+        final bracket, or the root where Brent landed on the edge exactly (f piecewise affine
+        can) and f met there."""
         if res.final_bracket is None:
             return a, b
         met, missed = res.final_bracket
         r = res.root
-        if r is not None and r > met and seen.get(r, math.inf) <= 0.0:
+        if r is not None and r > met and self.values.get(r, math.inf) <= 0.0:
             met = r  # Brent landed on the edge exactly (f piecewise affine can): it meets
         return met, missed
 
-    res = find_root(g, lo, hi, f_lo=f_lo, f_hi=f_hi, xtol=xtol, rtol=rtol)
-    met, missed = ends(res, lo, hi)
-    fine_rtol = min(rtol, 0.1 * precision)
+
+def _close_in(
+    seen: _Seen,
+    res: RootResult,
+    met: float,
+    missed: float,
+    precision: float,
+    fine_rtol: float,
+    measure: Callable[[float], float] | None,
+) -> tuple[RootResult, float, float]:
+    """Brent again between the last point that met and the first that missed while they are
+    further apart than `precision` (on x, or on `measure`: up to MEASURE_PASSES passes): a
+    tolerance on the whole first bracket leaves an edge far below its top coarse. Returns the
+    search as one (the first bracket, every pass's work, the final bracket) and the two points."""
     for _ in range(MEASURE_PASSES if measure is not None else 1):
-        if not (met > lo and missed > met):
+        pass_xtol = _pass_xtol(seen.lo, met, missed, precision, measure)
+        if pass_xtol is None:
             break
-        stretch = 1.0
-        if measure is None:
-            if not missed - met > precision * met:
-                break
-        else:
-            m_met, m_missed = measure(met), measure(missed)
-            if not m_met > 0.0 or m_missed - m_met <= precision * m_met:
-                break
-            # The measure's relative gap over x's: how much faster it moves here, so that the
-            # next pass's tolerance on x lands within the precision on the measure.
-            stretch = max(1.0, (m_missed - m_met) * met / (m_met * (missed - met)))
         fine = find_root(
-            g,
+            seen.g,
             met,
             missed,
-            f_lo=value(met),
-            f_hi=value(missed),
-            xtol=0.9 * precision * met / stretch,
+            f_lo=seen.value(met),
+            f_hi=seen.value(missed),
+            xtol=pass_xtol,
             rtol=fine_rtol,
         )
-        met, missed = ends(fine, met, missed)
+        met, missed = seen.ends(fine, met, missed)
         res = replace(  # one search: the first bracket, every pass's work, the final bracket
             res,
             root=fine.root,
@@ -351,19 +425,46 @@ def last_met(
             reason=fine.reason,
             final_bracket=fine.final_bracket,
         )
-    if met > lo:
-        return Edge(met, missed, res)
-    top, f_top = missed, value(missed)
+    return res, met, missed
+
+
+def _pass_xtol(
+    lo: float, met: float, missed: float, precision: float, measure: Callable[[float], float] | None
+) -> float | None:
+    """The tolerance on x for one more pass between `met` and `missed`, or None when no pass is
+    due (no point above `lo` met, or the two are within `precision` already)."""
+    if not (met > lo and missed > met):
+        return None
+    stretch = 1.0
+    if measure is None:
+        if not missed - met > precision * met:
+            return None
+    else:
+        m_met, m_missed = measure(met), measure(missed)
+        if not m_met > 0.0 or m_missed - m_met <= precision * m_met:
+            return None
+        # The measure's relative gap over x's: how much faster it moves here, so that the
+        # next pass's tolerance on x lands within the precision on the measure.
+        stretch = max(1.0, (m_missed - m_met) * met / (m_met * (missed - met)))
+    return 0.9 * precision * met / stretch
+
+
+def _decades_below(seen: _Seen, res: RootResult, missed: float, decades: int, fine_rtol: float) -> Edge:
+    """Where no point above `lo` met: up to `decades` points below the first miss by factors of
+    10 towards `lo`, then Brent between the first that meets and the one above it; else the
+    bracket's low end and the least point tried (`res` the search that got there)."""
+    lo = seen.lo
+    top, f_top = missed, seen.value(missed)
     for _ in range(decades):
         below = lo + 0.1 * (top - lo)
-        f_below = g(below)
+        f_below = seen.g(below)
         if f_below <= 0.0:
             # to a tenth of the precision of the decade's low end (its top is 10x the edge at most:
             # a tolerance on the top left the two points up to ~1% of the edge apart)
             near = find_root(
-                g, below, top, f_lo=f_below, f_hi=f_top, xtol=fine_rtol * (below - lo), rtol=fine_rtol
+                seen.g, below, top, f_lo=f_below, f_hi=f_top, xtol=fine_rtol * (below - lo), rtol=fine_rtol
             )
-            met, missed = ends(near, below, top)
+            met, missed = seen.ends(near, below, top)
             return Edge(met, missed, near)
         top, f_top = below, f_below
     return Edge(lo, top, res)
