@@ -41,7 +41,6 @@ import heapq
 import math
 from bisect import bisect_left, insort
 from collections import deque
-from collections.abc import Callable
 
 from planner.costmodel.timer import StepTimer
 from planner.errors import InvalidInput
@@ -232,49 +231,21 @@ class SimulatedEngine:
 
     # --- one step -------------------------------------------------------------------------
     def _step(self) -> None:
-        """One engine step as vLLM V1's scheduler takes it: the running requests in order (each
-        its next tokens, preempting from the back when blocks run out), then the waiting ones
-        FCFS in a step without preemption; the step's time; every scheduled request advanced."""
-        t = self.t
-        sched, n_d, budget, preempted = self._schedule_running()
-        if not preempted and self.waiting:
-            self._admit_waiting(sched, budget, n_d)
-        if self.used > self.peak_used:
-            self.peak_used = self.used
-        if self.trace is not None:
-            self._record(sched, n_d, 1)
-        dt, prefill_tokens = self._step_time(sched, n_d)
-        t_end = t + dt
-        series = self.series
-        series.interval(t, t_end, n_d + len(self.explicit), len(self.waiting))
-        b_end = series.bin(t_end)
-        series.prefill_tokens[b_end] += prefill_tokens
-
-        # Advance the decode set.
-        self.G += 1
-        emitted = n_d
-        if n_d:
-            self.itl.point(dt, n_d)
-            self.outstanding_tokens -= n_d
-        if sched:
-            emitted += self._advance_scheduled(sched, t, t_end, dt, b_end)
-        series.output_tokens[b_end] += emitted
-        self._finish_decode_members(t_end)
-        self.busy_s += dt
-        self._close_record(t, t_end)
-        self.t = t_end
-
-    def _schedule_running(self) -> tuple[list[tuple[int, int]], int, int, bool]:
-        """The running requests' tokens this step: (scheduled (request, tokens), decode-set
-        members, the budget left, whether a request was preempted)."""
+        """One engine step as vLLM V1's scheduler takes it (module docstring): the running
+        requests in order, then the waiting ones FCFS in a step without preemption; the step's
+        time; every scheduled request advanced. One function on purpose: it runs once per step,
+        and split into its phases (each reloading the request columns) the simulator ran ~4%
+        slower in bench/bench_simulate.py."""
         tb = self.table
         comp, prompt, out, seq = tb.comp, tb.prompt, tb.out, tb.seq
+        t = self.t
         thr = self._thr
         bs = self._bs
         budget = self._budget
         n_d = self.n_d
         sched: list[tuple[int, int]] = []
         need_d = self.cnt[-self.G % bs] if n_d else 0
+        preempted = False
 
         # Fast path: every decode-set member gets its token and all allocations fit, so the
         # order between decode-set members and explicit requests does not matter.
@@ -306,85 +277,72 @@ class SimulatedEngine:
             ok = budget >= 0 and need <= self._total - self.used
         if ok:
             self.used += need
-            return sched, n_d, budget, False
-        # Slow path: the literal ordered algorithm over the materialized running list.
-        self._materialize(self.t)
-        sched, budget, preempted = self._schedule_in_order()
-        return sched, 0, budget, preempted
-
-    def _schedule_in_order(self) -> tuple[list[tuple[int, int]], int, bool]:
-        """vLLM's loop over the running list in order, each request its tokens, preempting from
-        the back (possibly itself) until its blocks fit: (scheduled, budget left, preempted)."""
-        tb = self.table
-        comp, prompt, out = tb.comp, tb.prompt, tb.out
-        thr, bs = self._thr, self._bs
-        sched: list[tuple[int, int]] = []
-        budget = self._budget
-        preempted = False
-        running = self.explicit
-        free = self._total - self.used
-        i = 0
-        while i < len(running) and budget > 0:
-            r = running[i]
-            c = comp[r]
-            s = prompt[r] + out[r] - c
-            if s == 1 and out[r]:
-                s = self._spec_tokens
-            if thr and s > thr:
-                s = thr
-            if s > budget:
-                s = budget
-            have = -(-c // bs)
-            nb = -(-(c + s) // bs) - have
-            self_preempted = False
-            while nb > free:
-                victim = running.pop()
-                self._preempt(victim)
-                preempted = True
-                free = self._total - self.used
-                if victim == r:
-                    self_preempted = True
+        else:
+            # Slow path: the literal ordered algorithm over the materialized running list.
+            self._materialize(t)
+            n_d = 0
+            need_d = 0
+            sched = []
+            budget = self._budget
+            running = self.explicit
+            free = self._total - self.used
+            i = 0
+            while i < len(running) and budget > 0:
+                r = running[i]
+                c = comp[r]
+                s = prompt[r] + out[r] - c
+                if s == 1 and out[r]:
+                    s = self._spec_tokens
+                if thr and s > thr:
+                    s = thr
+                if s > budget:
+                    s = budget
+                have = -(-c // bs)
+                nb = -(-(c + s) // bs) - have
+                self_preempted = False
+                while nb > free:
+                    victim = running.pop()
+                    self._preempt(victim)
+                    preempted = True
+                    free = self._total - self.used
+                    if victim == r:
+                        self_preempted = True
+                        break
+                if self_preempted:
                     break
-            if self_preempted:
-                break
-            free -= nb
-            self.used += nb
-            sched.append((r, s))
-            budget -= s
-            i += 1
-        return sched, budget, preempted
+                free -= nb
+                self.used += nb
+                sched.append((r, s))
+                budget -= s
+                i += 1
 
-    def _admit_waiting(self, sched: list[tuple[int, int]], budget: int, n_d: int) -> None:
-        """Waiting requests, FCFS, while the budget, max_num_seqs and the free blocks allow;
-        each admitted one appended to `sched`."""
-        tb = self.table
-        comp, prompt, seq = tb.comp, tb.prompt, tb.seq
-        bs = self._bs
-        waiting = self.waiting
-        n_running = n_d + len(self.explicit)
-        while waiting and budget > 0 and n_running < self._max_seqs:
-            r = waiting[0]
-            c, s = self._admission_chunk(r, budget)
-            nb = -(-(c + s) // bs)
-            if nb > self._total - self.used:
-                break
-            waiting.popleft()
-            self.used += nb
-            p = prompt[r]
-            self.outstanding_tokens -= min(c, p) - min(comp[r], p)
-            comp[r] = c
-            seq[r] = self._next_seq
-            self._next_seq += 1
-            self.explicit.append(r)
-            sched.append((r, s))
-            budget -= s
-            n_running += 1
+        # Waiting requests, FCFS, only in a step without preemption.
+        if not preempted and self.waiting:
+            waiting = self.waiting
+            n_running = n_d + len(self.explicit)
+            while waiting and budget > 0 and n_running < self._max_seqs:
+                r = waiting[0]
+                c, s = self._admission_chunk(r, budget)
+                nb = -(-(c + s) // bs)
+                if nb > self._total - self.used:
+                    break
+                waiting.popleft()
+                self.used += nb
+                p = prompt[r]
+                self.outstanding_tokens -= min(c, p) - min(comp[r], p)
+                comp[r] = c
+                seq[r] = self._next_seq
+                self._next_seq += 1
+                self.explicit.append(r)
+                sched.append((r, s))
+                budget -= s
+                n_running += 1
+        if self.used > self.peak_used:
+            self.peak_used = self.used
+        if self.trace is not None:
+            self._record(sched, n_d, 1)
 
-    def _step_time(self, sched: list[tuple[int, int]], n_d: int) -> tuple[float, int]:
-        """The step's time from the timer (its prefill chunks, decodes and their context) and
-        its prefill tokens; 0 s when nothing was scheduled (everything preempted)."""
-        tb = self.table
-        comp, prompt, out = tb.comp, tb.prompt, tb.out
+        # Step time.
         chunks: list[tuple[int, int]] = []
         dcount = n_d
         ctx = self.s_b + n_d * (self.G + 1) if n_d else 0
@@ -398,110 +356,88 @@ class SimulatedEngine:
             else:
                 chunks.append((s, c))
                 prefill_tokens += s
-        if not (dcount or chunks):
-            return 0.0, prefill_tokens  # no model run
-        dt = self.timer.step_time_s(chunks, dcount, ctx)
-        if not dt >= 0.0:
-            raise InvalidInput("timer", f"a step takes {dt!r} s; step times are seconds >= 0")
-        self.steps += 1
-        return dt, prefill_tokens
-
-    def _advance_scheduled(
-        self, sched: list[tuple[int, int]], t: float, t_end: float, dt: float, b_end: int
-    ) -> int:
-        """Each scheduled request's tokens computed by `t_end`: emitted tokens (ITL, first token),
-        finished requests freed, decodes joining the decode set. Returns the tokens emitted."""
-        tb = self.table
-        comp, prompt, out, seq = tb.comp, tb.prompt, tb.out, tb.seq
-        bs = self._bs
+        if dcount or chunks:
+            dt = self.timer.step_time_s(chunks, dcount, ctx)
+            if not dt >= 0.0:
+                raise InvalidInput("timer", f"a step takes {dt!r} s; step times are seconds >= 0")
+            self.steps += 1
+        else:
+            dt = 0.0  # nothing scheduled (everything preempted): no model run
+        t_end = t + dt
         series = self.series
-        target, last_emit, itl = tb.target, tb.last_emit, self.itl
-        left = False
-        emitted = 0
-        finished: list[int] = []
-        spec = self._spec
-        for r, s in sched:
-            c = comp[r]
-            p = prompt[r]
-            c2 = c + s
-            m = 1
-            verify = spec is not None and out[r] > 0 and c == p + out[r] - 1
-            if verify:  # the accepted guesses + 1; the rejected slots' blocks freed
-                m = spec.draw(min(target[r] - out[r], s))  # type: ignore[union-attr]
-                self.used -= -(-c2 // bs) - -(-(c + m) // bs)
-                c2 = c + m
-            comp[r] = c2
-            if c < p:
-                self.outstanding_tokens -= min(c2, p) - c
-            if verify or c2 == p + out[r]:
-                o = out[r] + m
-                out[r] = o
-                emitted += m
-                self.outstanding_tokens -= m
-                if o == 1:
-                    tb.first_token[r] = t_end
-                else:
-                    le = last_emit[r]
-                    itl.point(dt if le == t else t_end - le, 1)
-                last_emit[r] = t_end
-                left = True
-                if o >= target[r]:
-                    self.used -= -(-c2 // bs)
-                    tb.finish[r] = t_end
-                    series.completions[b_end] += 1
-                    seq[r] = -1
-                    finished.append(r)
-                    self.completed += 1
-                elif spec is None:
-                    seq[r] = -seq[r] - 2  # mark "joins the decode set" (decoded below)
-        if left:
-            self._settle_explicit(finished)
-        return emitted
+        series.interval(t, t_end, n_d + len(self.explicit), len(self.waiting))
+        b_end = series.bin(t_end)
+        series.prefill_tokens[b_end] += prefill_tokens
 
-    def _settle_explicit(self, finished: list[int]) -> None:
-        """After a step that emitted tokens: finished requests leave the running list and their
-        rows are released; marked decodes join the decode set."""
-        tb = self.table
-        seq = tb.seq
-        keep: list[int] = []
-        for r in self.explicit:
-            sq = seq[r]
-            if sq >= 0:
-                keep.append(r)
-            elif sq <= -2:
-                seq[r] = -sq - 2
-                self._join_decode_set(r)
-        self.explicit = keep
-        for r in finished:
-            tb.release(r)
+        # Advance the decode set.
+        self.G += 1
+        emitted = n_d
+        if n_d:
+            self.itl.point(dt, n_d)
+            self.outstanding_tokens -= n_d
+
+        # Advance the explicit requests.
+        if sched:
+            target, last_emit, itl = tb.target, tb.last_emit, self.itl
+            left = False
+            finished: list[int] = []
+            spec = self._spec
+            for r, s in sched:
+                c = comp[r]
+                p = prompt[r]
+                c2 = c + s
+                m = 1
+                verify = spec is not None and out[r] > 0 and c == p + out[r] - 1
+                if verify:  # the accepted guesses + 1; the rejected slots' blocks freed
+                    m = spec.draw(min(target[r] - out[r], s))  # type: ignore[union-attr]
+                    self.used -= -(-c2 // bs) - -(-(c + m) // bs)
+                    c2 = c + m
+                comp[r] = c2
+                if c < p:
+                    self.outstanding_tokens -= min(c2, p) - c
+                if verify or c2 == p + out[r]:
+                    o = out[r] + m
+                    out[r] = o
+                    emitted += m
+                    self.outstanding_tokens -= m
+                    if o == 1:
+                        tb.first_token[r] = t_end
+                    else:
+                        le = last_emit[r]
+                        itl.point(dt if le == t else t_end - le, 1)
+                    last_emit[r] = t_end
+                    left = True
+                    if o >= target[r]:
+                        self.used -= -(-c2 // bs)
+                        tb.finish[r] = t_end
+                        series.completions[b_end] += 1
+                        seq[r] = -1
+                        finished.append(r)
+                        self.completed += 1
+                    elif spec is None:
+                        seq[r] = -seq[r] - 2  # mark "joins the decode set" (decoded below)
+            if left:
+                keep: list[int] = []
+                for r in self.explicit:
+                    sq = seq[r]
+                    if sq >= 0:
+                        keep.append(r)
+                    elif sq <= -2:
+                        seq[r] = -sq - 2
+                        self._join_decode_set(r)
+                self.explicit = keep
+                for r in finished:
+                    tb.release(r)
+        series.output_tokens[b_end] += emitted
+        self._finish_decode_members(t_end)
+        self.busy_s += dt
+        self._close_record(t, t_end)
+        self.t = t_end
 
     # --- a run of identical decode-only steps ----------------------------------------------
     def _stretch(self, horizon: float) -> bool:
-        """Fast-forward decode-only steps; False when the next step is not one of them."""
-        if not self._next_steps_decode_only():
-            return False
-        n = self.n_d
-        ctx0 = self.s_b + n * (self.G + 1)
-        d0 = self.timer.step_time_s(_NO_CHUNKS, n, ctx0)
-        if not d0 > 0.0:
-            # A step that takes no time never reaches the next arrival: fast-forward needs > 0.
-            raise InvalidInput("timer", f"a decode step of {n} sequences takes {d0!r} s; steps take > 0 s")
-        known: dict[int, float] = {0: 0.0, 1: d0}
-
-        def run(steps: int) -> float:  # decode_run_time_s, each count computed once
-            v = known.get(steps)
-            if v is None:
-                v = self.timer.decode_run_time_s(n, ctx0, steps)
-                known[steps] = v
-            return v
-
-        k = self._steps_starting_before(horizon, self._steps_until_short(), d0, run)
-        self._advance_stretch(k, ctx0, d0, run(k), run)
-        return True
-
-    def _next_steps_decode_only(self) -> bool:
-        """The next step is a decode-only one: its blocks fit (no preemption) and the waiting
-        queue's head would not be admitted."""
+        """Fast-forward decode-only steps; False when the next step is not one of them. One
+        function on purpose, as `_step`: it runs once per run of decode steps."""
         bs, G, n = self._bs, self.G, self.n_d
         cnt = self.cnt
         free = self._total - self.used
@@ -513,13 +449,7 @@ class SimulatedEngine:
                 c, s = self._admission_chunk(self.waiting[0], left)
                 if -(-(c + s) // bs) <= free - cnt[-G % bs]:
                     return False  # the head would be admitted
-        return True
-
-    def _steps_until_short(self) -> int:
-        """Identical decode steps until the first completion or the first whose blocks do not fit."""
-        bs, G, n = self._bs, self.G, self.n_d
-        cnt = self.cnt
-        free = self._total - self.used
+        # Steps until the first completion, and until the pool runs short.
         k_fin = self.heap[0][0] - G
         cycles = free // n
         rem = free - cycles * n
@@ -530,35 +460,43 @@ class SimulatedEngine:
                 break
             rem -= c
             j += 1
-        return min(k_fin, cycles * bs + j)
+        k_cap = min(k_fin, cycles * bs + j)
+        timer = self.timer
+        ctx0 = self.s_b + n * (G + 1)
+        d0 = timer.step_time_s(_NO_CHUNKS, n, ctx0)
+        if not d0 > 0.0:
+            # A step that takes no time never reaches the next arrival: fast-forward needs > 0.
+            raise InvalidInput("timer", f"a decode step of {n} sequences takes {d0!r} s; steps take > 0 s")
+        t = self.t
+        # Steps that start before the horizon: largest k with T(k-1) < gap, T = decode_run_time.
+        k = k_cap
+        known: dict[int, float] = {0: 0.0, 1: d0}
 
-    def _steps_starting_before(
-        self, horizon: float, k_cap: int, d0: float, run: Callable[[int], float]
-    ) -> int:
-        """Of the first `k_cap` steps, those that start before `horizon`: the largest k with
-        T(k - 1) < horizon - t, T = decode_run_time_s (a binary search; at least one)."""
-        if horizon == math.inf or k_cap <= 1:
-            return k_cap
-        gap = horizon - self.t
-        # Steps never get faster as context grows, so T(j) >= j*d0: j <= gap/d0 bounds it.
-        hi = min(k_cap - 1, int(gap / d0))
-        if hi >= 1 and run(hi) >= gap:
-            lo = 0  # T(lo) < gap <= T(hi)
-            probe = hi - 1
-            while hi - lo > 1:
-                if run(probe) < gap:
-                    lo = probe
-                else:
-                    hi = probe
-                probe = (lo + hi) // 2
-            hi = lo
-        return hi + 1
+        def run(steps: int) -> float:
+            v = known.get(steps)
+            if v is None:
+                v = timer.decode_run_time_s(n, ctx0, steps)
+                known[steps] = v
+            return v
 
-    def _advance_stretch(self, k: int, ctx0: int, d0: float, dur: float, run: Callable[[int], float]) -> None:
-        """`k` decode steps of `dur` seconds in all: their blocks, ITL record, series and counters."""
-        bs, G, n, t = self._bs, self.G, self.n_d, self.t
-        cnt = self.cnt
+        if horizon != math.inf and k_cap > 1:
+            gap = horizon - t
+            # Steps never get faster as context grows, so T(j) >= j*d0: j <= gap/d0 bounds it.
+            hi = min(k_cap - 1, int(gap / d0))
+            if hi >= 1 and run(hi) >= gap:
+                lo = 0  # T(lo) < gap <= T(hi)
+                probe = hi - 1
+                while hi - lo > 1:
+                    if run(probe) < gap:
+                        lo = probe
+                    else:
+                        hi = probe
+                    probe = (lo + hi) // 2
+                hi = lo
+            k = hi + 1
+        dur = run(k)
         t_end = t + dur
+        # Blocks the k steps take.
         full, part = divmod(k, bs)
         need = full * n
         for j in range(part):
@@ -587,6 +525,7 @@ class SimulatedEngine:
         self._close_record(t, t_end)
         self.t = t_end
         self._finish_decode_members(t_end)
+        return True
 
     def _record(self, sched: list[tuple[int, int]], n_d: int, steps: int) -> None:
         """Append a StepTrace; its duration is filled in by `_close_record`."""
@@ -604,8 +543,9 @@ class SimulatedEngine:
             sched, pre, steps = self._pending
             self.trace.append(StepTrace(self.index, start, end - start, steps, sched, pre))
 
-    def _split_tokens(self, t: float, n: int, k: int, run: Callable[[int], float]) -> None:
+    def _split_tokens(self, t: float, n: int, k: int, run: object) -> None:
         """Output tokens of a stretch whose step ends fall in several minutes."""
+        assert callable(run)
         series = self.series
         done = 0
         while done < k:
